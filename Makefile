@@ -1,0 +1,78 @@
+# Developer entry points. Every target sets up what it needs (idempotent, fast when done).
+#   make demo    start a local Kafka, stream into it with Spark, print what landed
+#   make test    lint, then the whole test suite against a real Kafka broker
+#   make lint    ruff (format + lint), mypy --strict, import layering
+#   make broker  run a local Kafka for manual use (Ctrl-C stops it)
+#   make bench   all benchmarks (records, producer, spark); each also has its own target
+
+PYTHON       ?= python3
+VENV         := .venv
+PY           := $(VENV)/bin/python
+CACHE        := .cache
+KAFKA_LIB    := $(CACHE)/kafka/lib
+SPARK_KAFKA  := $(CACHE)/spark-kafka/lib
+MVN          := mvn -B -q
+MVN_COPY     := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies
+PYTEST_ARGS  ?=
+
+export KAFKA_JARS_DIR := $(abspath $(KAFKA_LIB))
+export SPARK_KAFKA_JARS_DIR := $(abspath $(SPARK_KAFKA))
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark clean
+
+setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+$(KAFKA_LIB)/.fetched: conf/maven/kafka-broker.pom.xml
+	rm -rf $(KAFKA_LIB)
+	$(MVN) -f conf/maven/kafka-broker.pom.xml $(MVN_COPY) -DincludeScope=runtime -DoutputDirectory=$(abspath $(KAFKA_LIB))
+	touch $@
+
+$(SPARK_KAFKA)/.fetched: conf/maven/spark-sql-kafka.pom.xml
+	rm -rf $(SPARK_KAFKA)
+	$(MVN) -f conf/maven/spark-sql-kafka.pom.xml $(MVN_COPY) -DincludeScope=runtime \
+		-DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
+		-DoutputDirectory=$(abspath $(SPARK_KAFKA))
+	touch $@
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+fmt: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+# pytest exits 5 when it collected nothing: that is a failure here, never a silent pass.
+test: setup lint
+	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; exit $$rc
+
+demo: setup
+	$(PY) jobs/demo.py
+
+broker: setup
+	$(PY) -m kafka_sink.testing
+
+bench: bench-records bench-producer bench-spark
+
+bench-records: setup
+	$(PY) benchmarks/bench_records.py
+
+bench-producer: setup
+	$(PY) benchmarks/bench_producer.py
+
+bench-spark: setup $(SPARK_KAFKA)/.fetched
+	$(PY) benchmarks/bench_spark.py
+
+clean:
+	rm -rf $(VENV) $(CACHE) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
