@@ -142,8 +142,8 @@ class OffsetOutOfRangeError(BrokerResponseError):
 
 
 class CorruptMessageError(BrokerResponseError):
-    """The message failed its CRC check, exceeded the valid size, has a null key on a compacted
-    topic, or is otherwise corrupt.
+    """The message failed its CRC check, exceeded the valid size, has a null key on a
+    compacted topic, or is otherwise corrupt.
     """
 
     code = 2
@@ -174,8 +174,8 @@ class InvalidFetchSizeError(BrokerResponseError):
 
 
 class LeaderNotAvailableError(BrokerResponseError):
-    """There is no leader for this topic-partition as we are in the middle of a leadership
-    election.
+    """There is no leader for this topic-partition as we are in the middle of a
+    leadership election.
     """
 
     code = 5
@@ -228,7 +228,9 @@ class ReplicaNotAvailableError(BrokerResponseError):
 
 
 class MessageTooLargeError(BrokerResponseError):
-    """The request included a message larger than the max message size the server will accept."""
+    """The request included a message larger than the max message size the server will
+    accept.
+    """
 
     code = 10
     name = "MESSAGE_TOO_LARGE"
@@ -299,7 +301,9 @@ class InvalidTopicError(BrokerResponseError):
 
 
 class RecordListTooLargeError(BrokerResponseError):
-    """The request included a message batch larger than the configured segment size on the server."""
+    """The request included a message batch larger than the configured segment size on
+    the server.
+    """
 
     code = 18
     name = "RECORD_LIST_TOO_LARGE"
@@ -344,7 +348,9 @@ class IllegalGenerationError(BrokerResponseError):
 
 
 class InconsistentGroupProtocolError(BrokerResponseError):
-    """The group member's supported protocols are incompatible with those of existing members."""
+    """The group member's supported protocols are incompatible with those of existing
+    members.
+    """
 
     code = 23
     name = "INCONSISTENT_GROUP_PROTOCOL"
@@ -557,8 +563,8 @@ class InvalidTxnStateError(BrokerResponseError):
 
 
 class InvalidProducerIdMappingError(BrokerResponseError):
-    """The producer attempted to use a producer id which is not currently assigned to its
-    transactional id.
+    """The producer attempted to use a producer id which is not currently assigned to
+    its transactional id.
     """
 
     code = 49
@@ -578,8 +584,8 @@ class InvalidTransactionTimeoutError(BrokerResponseError):
 
 
 class ConcurrentTransactionsError(BrokerResponseError):
-    """The producer attempted to update a transaction while another concurrent operation on the
-    same transaction was ongoing.
+    """The producer attempted to update a transaction while another concurrent
+    operation on the same transaction was ongoing.
     """
 
     code = 51
@@ -592,7 +598,9 @@ class ConcurrentTransactionsError(BrokerResponseError):
 
 
 class TransactionCoordinatorFencedError(BrokerResponseError):
-    """The transaction coordinator sending a WriteTxnMarker is no longer the current coordinator."""
+    """The transaction coordinator sending a WriteTxnMarker is no longer the current
+    coordinator.
+    """
 
     code = 52
     name = "TRANSACTION_COORDINATOR_FENCED"
@@ -760,8 +768,8 @@ class InvalidFetchSessionEpochError(BrokerResponseError):
 
 
 class ListenerNotFoundError(BrokerResponseError):
-    """There is no listener on the leader broker that matches the listener on which the metadata
-    request was processed.
+    """There is no listener on the leader broker that matches the listener on which the
+    metadata request was processed.
     """
 
     code = 72
@@ -827,7 +835,9 @@ class OffsetNotAvailableError(BrokerResponseError):
 
 
 class MemberIdRequiredError(BrokerResponseError):
-    """The group member needs to have a valid member id before actually entering a consumer group."""
+    """The group member needs to have a valid member id before actually entering a
+    consumer group.
+    """
 
     code = 79
     name = "MEMBER_ID_REQUIRED"
@@ -892,8 +902,8 @@ class NoReassignmentInProgressError(BrokerResponseError):
 
 
 class GroupSubscribedToTopicError(BrokerResponseError):
-    """Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to
-    it.
+    """Deleting offsets of a topic is forbidden while the consumer group is actively
+    subscribed to it.
     """
 
     code = 86
@@ -931,7 +941,9 @@ class ThrottlingQuotaExceededError(BrokerResponseError):
 
 
 class ProducerFencedError(BrokerResponseError):
-    """There is a newer producer with the same transactional id which fences the current one."""
+    """There is a newer producer with the same transactional id which fences the
+    current one.
+    """
 
     code = 90
     name = "PRODUCER_FENCED"
@@ -1005,8 +1017,8 @@ class SnapshotNotFoundError(BrokerResponseError):
 
 
 class PositionOutOfRangeError(BrokerResponseError):
-    """Requested position is not greater than or equal to zero, and less than the size of the
-    snapshot.
+    """Requested position is not greater than or equal to zero, and less than the size
+    of the snapshot.
     """
 
     code = 99
@@ -1087,8 +1099,8 @@ class IneligibleReplicaError(BrokerResponseError):
 
 
 class NewLeaderElectedError(BrokerResponseError):
-    """The AlterPartition request successfully updated the partition state but the leader has
-    changed.
+    """The AlterPartition request successfully updated the partition state but the
+    leader has changed.
     """
 
     code = 108
@@ -1174,7 +1186,9 @@ class UnknownSubscriptionIdError(BrokerResponseError):
 
 
 class TelemetryTooLargeError(BrokerResponseError):
-    """Client sent a push telemetry request larger than the maximum size the broker will accept."""
+    """Client sent a push telemetry request larger than the maximum size the broker
+    will accept.
+    """
 
     code = 118
     name = "TELEMETRY_TOO_LARGE"
@@ -1192,8 +1206,8 @@ class InvalidRegistrationError(BrokerResponseError):
 
 
 class TransactionAbortableError(BrokerResponseError):
-    """The server encountered an error with the transaction; the client can abort the transaction
-    to continue.
+    """The server encountered an error with the transaction; the client can abort the
+    transaction to continue.
     """
 
     code = 120
@@ -1231,8 +1245,8 @@ class InvalidShareSessionEpochError(BrokerResponseError):
 
 
 class FencedStateEpochError(BrokerResponseError):
-    """The share coordinator rejected the request because the share-group state epoch did not
-    match.
+    """The share coordinator rejected the request because the share-group state epoch
+    did not match.
     """
 
     code = 124
