@@ -1,0 +1,511 @@
+"""RecordBatch v2 (magic 2): the per-record builder, the sealed batch, and a reader.
+
+Role: the producer's ``send()`` path appends records one at a time to a RecordBatchBuilder, seals
+it into an immutable SealedBatch (records section compressed once), and stamps producer id,
+epoch and base sequence only when the batch is drained into a Produce request. The encoded bytes
+are then kept, so a retry resends exactly the same bytes. ``read_batches`` decodes batches back
+(tests, verification) and checks their CRC.
+
+Batch layout (all integers big-endian; 61-byte header, then the records section)::
+
+     0  baseOffset            int64   0 from a producer (the broker assigns offsets)
+     8  batchLength           int32   total size - 12 (bytes after this field)
+    12  partitionLeaderEpoch  int32   -1 from a producer (the broker overwrites it)
+    16  magic                 int8    2
+    17  crc                   uint32  CRC-32C of bytes 21..end (attributes to the last record)
+    ----------------------------------------------- CRC coverage starts here
+    21  attributes            int16   bits 0-2 codec, bit 4 transactional (nothing else set)
+    23  lastOffsetDelta       int32   recordCount - 1
+    27  baseTimestamp         int64   first record's timestamp (ms)
+    35  maxTimestamp          int64   largest record timestamp (ms)
+    43  producerId            int64   -1 unless idempotent/transactional
+    51  producerEpoch         int16   -1 unless idempotent/transactional
+    53  baseSequence          int32   -1 unless idempotent/transactional
+    57  recordsCount          int32   number of records
+    61  records               ...     the records, or one compressed blob of all of them
+
+Record layout (every integer a zigzag varint; ``length`` counts the bytes after itself)::
+
+    length | attributes int8 = 0 | timestampDelta (varlong) | offsetDelta | keyLength (-1 null)
+    | key | valueLength (-1 null) | value | headersCount | per header: keyLength | key (UTF-8,
+    never null) | valueLength (-1 null) | value
+
+Invariants: offset deltas are 0..n-1 in append order; lastOffsetDelta = n - 1; timestamp deltas
+are relative to baseTimestamp; batchLength = size - 12; the CRC covers attributes..end *after*
+compression; only the records section is compressed; a non-empty builder never grows past
+``batch_size`` (estimated on uncompressed bytes), but its first record always fits.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kafka_sink.errors import CorruptRecordError
+from kafka_sink.records.compression import CompressionType, compress, decompress, validate_level
+from kafka_sink.records.crc import crc32c
+
+__all__ = [
+    "BATCH_HEADER_SIZE",
+    "Header",
+    "Record",
+    "RecordBatch",
+    "RecordBatchBuilder",
+    "SealedBatch",
+    "encode_varint",
+    "estimate_record_size",
+    "read_batches",
+]
+
+Header = tuple[str, bytes | None]
+
+BATCH_HEADER_SIZE = 61
+MAGIC = 2
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+TIMESTAMP_TYPE_FLAG = 0x08
+CODEC_MASK = 0x07
+# Length varint (5) + attributes (1) + timestampDelta varlong (10) + offsetDelta varint (5).
+MAX_RECORD_OVERHEAD = 21
+
+# The full header, for the reader.
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The 21 bytes before the CRC coverage and the 40 bytes inside it, packed separately so the CRC
+# can be computed over the covered header bytes and the records without joining them first.
+_HEAD = struct.Struct(">qiibI")
+_TAIL = struct.Struct(">hiqqqhii")
+assert _HEADER.size == BATCH_HEADER_SIZE == _HEAD.size + _TAIL.size
+
+
+def encode_varint(value: int) -> bytes:
+    """Zigzag varint (varlong) encoding of a signed 64-bit int, as records use."""
+    z = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+# Zigzag varints of 0.._TABLE_SIZE-1, precomputed: lengths, offset deltas and timestamp deltas of
+# an ordinary batch all land here, so append() does list lookups instead of encoding loops.
+_TABLE_SIZE = 1 << 14
+_VARINTS: list[bytes] = [encode_varint(i) for i in range(_TABLE_SIZE)]
+# attributes byte (always 0) followed by a timestampDelta varint.
+_ATTR_TS: list[bytes] = [b"\x00" + v for v in _VARINTS]
+_NULL_LENGTH = encode_varint(-1)  # b"\x01"
+_NO_HEADERS = b"\x00"
+
+
+def _varint_size(value: int) -> int:
+    z = (value << 1) ^ (value >> 63)
+    size = 1
+    while z > 0x7F:
+        z >>= 7
+        size += 1
+    return size
+
+
+def _encode_headers(headers: Sequence[Header]) -> bytes:
+    out = bytearray(encode_varint(len(headers)))
+    for hkey, hvalue in headers:
+        kb = hkey.encode("utf-8")
+        out += encode_varint(len(kb))
+        out += kb
+        if hvalue is None:
+            out += _NULL_LENGTH
+        else:
+            out += encode_varint(len(hvalue))
+            out += hvalue
+    return bytes(out)
+
+
+def estimate_record_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+) -> int:
+    """An upper bound of one record's encoded size in a batch, excluding the 61-byte header.
+
+    Add BATCH_HEADER_SIZE for the size of a batch holding only this record (what Java checks
+    against ``max.request.size``).
+    """
+    size = MAX_RECORD_OVERHEAD
+    size += 1 if key is None else _varint_size(len(key)) + len(key)
+    size += 1 if value is None else _varint_size(len(value)) + len(value)
+    if headers:
+        size += len(_encode_headers(headers))
+    else:
+        size += 1
+    return size
+
+
+@dataclass(frozen=True, slots=True)
+class SealedBatch:
+    """A closed batch: its (possibly compressed) records section and the header fields it fixes.
+
+    Producer id, epoch, base sequence and the transactional flag are not part of it: the sender
+    chooses them at drain time and calls ``encode``; keep those bytes for retries.
+    """
+
+    compression_type: CompressionType
+    record_count: int
+    base_timestamp_ms: int
+    max_timestamp_ms: int
+    last_offset_delta: int
+    records: bytes
+    size_bytes: int
+
+    def encode(
+        self,
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        base_offset: int = 0,
+        partition_leader_epoch: int = -1,
+    ) -> bytes:
+        """The complete RecordBatch v2 bytes, CRC included."""
+        attributes = int(self.compression_type)
+        if is_transactional:
+            attributes |= TRANSACTIONAL_FLAG
+        tail = _TAIL.pack(
+            attributes,
+            self.last_offset_delta,
+            self.base_timestamp_ms,
+            self.max_timestamp_ms,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            self.record_count,
+        )
+        records = self.records
+        crc = crc32c(records, crc32c(tail))
+        head = _HEAD.pack(
+            base_offset,
+            BATCH_HEADER_SIZE - 12 + len(records),
+            partition_leader_epoch,
+            MAGIC,
+            crc,
+        )
+        return b"".join((head, tail, records))
+
+
+class RecordBatchBuilder:
+    """Appends records to one RecordBatch v2 (Java: MemoryRecordsBuilder) until sealed.
+
+    ``append`` returns the record's offset delta, or None when the batch is not empty and the
+    record would take its estimated size past ``batch_size`` (the caller starts a new batch).
+    The estimate is the exact uncompressed size, so a compressed batch is usually much smaller.
+    """
+
+    __slots__ = (
+        "_base_ts",
+        "_batch_size",
+        "_buf",
+        "_compression_level",
+        "_compression_type",
+        "_count",
+        "_limit",
+        "_max_ts",
+        "_sealed",
+    )
+
+    def __init__(
+        self,
+        *,
+        compression_type: CompressionType = CompressionType.NONE,
+        compression_level: int | None = None,
+        batch_size: int = 16384,
+        base_timestamp_ms: int | None = None,
+    ) -> None:
+        self._compression_type = CompressionType(compression_type)
+        validate_level(self._compression_type, compression_level)
+        self._compression_level = compression_level
+        self._batch_size = batch_size
+        # Room left for records: appending is allowed while len(buf) + size <= _limit.
+        self._limit = batch_size - BATCH_HEADER_SIZE
+        self._base_ts = base_timestamp_ms
+        self._max_ts = -1
+        self._count = 0
+        self._buf = bytearray()
+        self._sealed = False
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    @property
+    def estimated_size_bytes(self) -> int:
+        """Size of the batch if it were sealed uncompressed now."""
+        return BATCH_HEADER_SIZE + len(self._buf)
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def compression_type(self) -> CompressionType:
+        return self._compression_type
+
+    @property
+    def is_sealed(self) -> bool:
+        return self._sealed
+
+    def append(
+        self,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] = (),
+    ) -> int | None:
+        """Append one record; its offset delta, or None if it does not fit (nothing written)."""
+        if self._sealed:
+            raise ValueError("append() on a sealed batch")
+        count = self._count
+        base_ts = self._base_ts
+        if base_ts is None:
+            base_ts = self._base_ts = timestamp_ms
+        ts_delta = timestamp_ms - base_ts
+        if 0 <= ts_delta < _TABLE_SIZE:
+            attr_ts = _ATTR_TS[ts_delta]
+        else:
+            attr_ts = b"\x00" + encode_varint(ts_delta)
+        offset_delta = _VARINTS[count] if count < _TABLE_SIZE else encode_varint(count)
+        if key is None:
+            klen = 0
+            key_length = _NULL_LENGTH
+        else:
+            klen = len(key)
+            key_length = _VARINTS[klen] if klen < _TABLE_SIZE else encode_varint(klen)
+        if value is None:
+            vlen = 0
+            value_length = _NULL_LENGTH
+        else:
+            vlen = len(value)
+            value_length = _VARINTS[vlen] if vlen < _TABLE_SIZE else encode_varint(vlen)
+        header_bytes = _encode_headers(headers) if headers else _NO_HEADERS
+        body = (
+            len(attr_ts)
+            + len(offset_delta)
+            + len(key_length)
+            + klen
+            + len(value_length)
+            + vlen
+            + len(header_bytes)
+        )
+        length = _VARINTS[body] if body < _TABLE_SIZE else encode_varint(body)
+        buf = self._buf
+        if count and len(buf) + len(length) + body > self._limit:
+            return None
+        buf += length
+        buf += attr_ts
+        buf += offset_delta
+        buf += key_length
+        if key is not None:
+            buf += key
+        buf += value_length
+        if value is not None:
+            buf += value
+        buf += header_bytes
+        if timestamp_ms > self._max_ts or count == 0:
+            self._max_ts = timestamp_ms
+        self._count = count + 1
+        return count
+
+    def seal(self) -> SealedBatch:
+        """Close the batch: compress the records section once and return the sealed batch."""
+        if self._sealed:
+            raise ValueError("batch already sealed")
+        if self._count == 0:
+            raise ValueError("cannot seal an empty batch")
+        self._sealed = True
+        raw = self._buf
+        self._buf = bytearray()
+        if self._compression_type is CompressionType.NONE:
+            records = bytes(raw)
+        else:
+            records = compress(self._compression_type, raw, self._compression_level)
+        assert self._base_ts is not None
+        return SealedBatch(
+            compression_type=self._compression_type,
+            record_count=self._count,
+            base_timestamp_ms=self._base_ts,
+            max_timestamp_ms=self._max_ts,
+            last_offset_delta=self._count - 1,
+            records=records,
+            size_bytes=BATCH_HEADER_SIZE + len(records),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Reader
+
+
+@dataclass(slots=True)
+class Record:
+    """One decoded record; ``offset`` is absolute (base offset + offset delta)."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RecordBatch:
+    """One decoded RecordBatch v2 with its records (decompressed)."""
+
+    base_offset: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    compression_type: CompressionType
+    is_transactional: bool
+    is_control: bool
+    last_offset_delta: int
+    base_timestamp_ms: int
+    max_timestamp_ms: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records: list[Record]
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = 0
+    z = 0
+    while True:
+        try:
+            b = buf[pos]
+        except IndexError:
+            raise CorruptRecordError("record: truncated varint") from None
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("record: varint longer than 10 bytes")
+
+
+def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(buf, pos)
+    if length < 0:
+        if length != -1:
+            raise CorruptRecordError(f"record: invalid length {length}")
+        return None, pos
+    if pos + length > end:
+        raise CorruptRecordError("record: field runs past the end of the record")
+    return buf[pos : pos + length], pos + length
+
+
+def _read_records(buf: bytes, count: int, base_offset: int, base_ts: int) -> list[Record]:
+    records: list[Record] = []
+    pos = 0
+    total = len(buf)
+    for _ in range(count):
+        length, pos = _read_varint(buf, pos)
+        end = pos + length
+        if length < 0 or end > total:
+            raise CorruptRecordError("record: length runs past the end of the batch")
+        pos += 1  # attributes: no record attributes are defined
+        ts_delta, pos = _read_varint(buf, pos)
+        offset_delta, pos = _read_varint(buf, pos)
+        key, pos = _read_bytes(buf, pos, end)
+        value, pos = _read_bytes(buf, pos, end)
+        header_count, pos = _read_varint(buf, pos)
+        if header_count < 0:
+            raise CorruptRecordError(f"record: invalid header count {header_count}")
+        headers: list[Header] = []
+        for _h in range(header_count):
+            hkey, pos = _read_bytes(buf, pos, end)
+            if hkey is None:
+                raise CorruptRecordError("record: null header key")
+            hvalue, pos = _read_bytes(buf, pos, end)
+            headers.append((hkey.decode("utf-8"), hvalue))
+        if pos != end:
+            raise CorruptRecordError("record: length does not match its fields")
+        records.append(Record(base_offset + offset_delta, base_ts + ts_delta, key, value, headers))
+    if pos != total:
+        raise CorruptRecordError("batch: bytes left after the last record")
+    return records
+
+
+def read_batches(
+    data: bytes | bytearray | memoryview, *, verify_crc: bool = True
+) -> list[RecordBatch]:
+    """Decode every RecordBatch v2 in ``data`` (a concatenation of batches).
+
+    Raises CorruptRecordError on a CRC mismatch, a truncated batch, another magic, or records
+    that do not parse.
+    """
+    view = memoryview(data).cast("B")
+    batches: list[RecordBatch] = []
+    pos = 0
+    total = len(view)
+    while pos < total:
+        if total - pos < BATCH_HEADER_SIZE:
+            raise CorruptRecordError("batch: truncated header")
+        (
+            base_offset,
+            batch_length,
+            leader_epoch,
+            magic,
+            crc,
+            attributes,
+            last_offset_delta,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        ) = _HEADER.unpack_from(view, pos)
+        if magic != MAGIC:
+            raise CorruptRecordError(f"batch: magic {magic} is not supported (only 2)")
+        end = pos + 12 + batch_length
+        if batch_length < BATCH_HEADER_SIZE - 12 or end > total:
+            raise CorruptRecordError("batch: length runs past the end of the data")
+        if verify_crc:
+            actual = crc32c(view[pos + 21 : end])
+            if actual != crc:
+                raise CorruptRecordError(
+                    f"batch at offset {base_offset}: CRC-32C mismatch "
+                    f"(stored {crc:#010x}, computed {actual:#010x})"
+                )
+        try:
+            ctype = CompressionType(attributes & CODEC_MASK)
+        except ValueError:
+            raise CorruptRecordError(
+                f"batch: unknown compression codec {attributes & CODEC_MASK}"
+            ) from None
+        section = view[pos + BATCH_HEADER_SIZE : end]
+        raw = decompress(ctype, section)
+        if count < 0:
+            raise CorruptRecordError(f"batch: invalid record count {count}")
+        records = _read_records(raw, count, base_offset, base_ts)
+        batches.append(
+            RecordBatch(
+                base_offset=base_offset,
+                partition_leader_epoch=leader_epoch,
+                magic=magic,
+                crc=crc,
+                attributes=attributes,
+                compression_type=ctype,
+                is_transactional=bool(attributes & TRANSACTIONAL_FLAG),
+                is_control=bool(attributes & CONTROL_FLAG),
+                last_offset_delta=last_offset_delta,
+                base_timestamp_ms=base_ts,
+                max_timestamp_ms=max_ts,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+                records=records,
+            )
+        )
+        pos = end
+    return batches
