@@ -1,0 +1,83 @@
+"""Normalising byte columns (pyarrow arrays or Python sequences) for the columnar paths.
+
+Role: one place that turns whatever a caller hands the bulk encoders (Binary, LargeBinary,
+String, LargeString, view types, chunked arrays, sliced arrays, or a sequence of bytes | None)
+into a single contiguous pyarrow Binary/LargeBinary array plus numpy views of its offsets,
+data and per-row lengths.
+
+Invariants: ``offsets`` has ``len + 1`` entries and already accounts for the array's slice
+offset, so row i's bytes are ``data[offsets[i]:offsets[i + 1]]``; ``lengths[i]`` is -1 for a
+null row and the byte length otherwise; strings are taken as their UTF-8 bytes, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+__all__ = ["ByteColumn", "as_byte_column"]
+
+
+@dataclass(frozen=True, slots=True)
+class ByteColumn:
+    array: Any  # pa.BinaryArray | pa.LargeBinaryArray, a single chunk
+    offsets: npt.NDArray[np.int64]
+    data: npt.NDArray[np.uint8]
+    lengths: npt.NDArray[np.int64]
+    null_count: int
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
+def _to_binary_array(values: Any) -> Any:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+    elif not isinstance(values, pa.Array):
+        values = pa.array(_as_list(values), type=pa.binary())
+    t = values.type
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return values
+    if pa.types.is_string(t):
+        return values.view(pa.binary())
+    if pa.types.is_large_string(t):
+        return values.view(pa.large_binary())
+    if pa.types.is_binary_view(t) or pa.types.is_string_view(t) or pa.types.is_fixed_size_binary(t):
+        return values.cast(pa.binary())
+    if pa.types.is_null(t):
+        return pa.nulls(len(values), type=pa.binary())
+    raise TypeError(f"expected a binary or string column, got {t}")
+
+
+def _as_list(values: Sequence[bytes | None]) -> list[bytes | None]:
+    return values if isinstance(values, list) else list(values)
+
+
+def as_byte_column(values: Any) -> ByteColumn:
+    """Normalise ``values`` (see the module docstring) into a ByteColumn."""
+    arr = _to_binary_array(values)
+    n = len(arr)
+    large = pa.types.is_large_binary(arr.type)
+    buffers = arr.buffers()
+    off_type = np.int64 if large else np.int32
+    if n == 0 or buffers[1] is None:
+        offsets = np.zeros(n + 1, dtype=np.int64)
+    else:
+        raw = np.frombuffer(buffers[1], dtype=off_type, count=arr.offset + n + 1)
+        offsets = raw[arr.offset :].astype(np.int64)
+    data = (
+        np.frombuffer(buffers[2], dtype=np.uint8)
+        if buffers[2] is not None
+        else np.zeros(0, dtype=np.uint8)
+    )
+    lengths = np.diff(offsets)
+    null_count = arr.null_count
+    if null_count:
+        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        lengths = np.where(valid, lengths, -1)
+    return ByteColumn(arr, offsets, data, lengths, null_count)
