@@ -40,8 +40,8 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     m = _M
     mask = _MASK
     if words:
-        for k in struct.unpack_from(f"<{words}I", data):
-            k = (k * m) & mask
+        for word in struct.unpack_from(f"<{words}I", data):
+            k = (word * m) & mask
             k ^= k >> 24
             h = ((h * m) & mask) ^ ((k * m) & mask)
     tail = length & 3
