@@ -39,7 +39,7 @@ compression; only the records section is compressed; a non-empty builder never g
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kafka_sink.errors import CorruptRecordError
@@ -192,6 +192,13 @@ class SealedBatch:
         return b"".join((head, tail, records))
 
 
+_NO_BASE_TS = 1 << 64
+
+
+def _append_after_seal(_parts: Iterable[bytes]) -> None:
+    raise ValueError("append() on a sealed batch")
+
+
 class RecordBatchBuilder:
     """Appends records to one RecordBatch v2 (Java: MemoryRecordsBuilder) until sealed.
 
@@ -202,14 +209,17 @@ class RecordBatchBuilder:
 
     __slots__ = (
         "_base_ts",
+        "_base_ts_fixed",
         "_batch_size",
-        "_buf",
         "_compression_level",
         "_compression_type",
         "_count",
+        "_extend",
         "_limit",
         "_max_ts",
+        "_parts",
         "_sealed",
+        "_size",
     )
 
     def __init__(
@@ -224,12 +234,19 @@ class RecordBatchBuilder:
         validate_level(self._compression_type, compression_level)
         self._compression_level = compression_level
         self._batch_size = batch_size
-        # Room left for records: appending is allowed while len(buf) + size <= _limit.
+        # Room for records: a record is accepted while the records section stays <= _limit.
         self._limit = batch_size - BATCH_HEADER_SIZE
-        self._base_ts = base_timestamp_ms
-        self._max_ts = -1
+        self._base_ts_fixed = base_timestamp_ms is not None
+        # Unfixed: a sentinel no timestamp is within _TABLE_SIZE of, so the first append takes
+        # the branch that adopts its timestamp as the base.
+        self._base_ts = base_timestamp_ms if base_timestamp_ms is not None else _NO_BASE_TS
+        self._max_ts = -(1 << 63)
         self._count = 0
-        self._buf = bytearray()
+        self._size = 0
+        # Records are kept as a list of byte pieces joined once at seal(): one list.extend per
+        # record is cheaper than growing a bytearray piece by piece.
+        self._parts: list[bytes] = []
+        self._extend: Callable[[Iterable[bytes]], None] = self._parts.extend
         self._sealed = False
 
     @property
@@ -239,7 +256,7 @@ class RecordBatchBuilder:
     @property
     def estimated_size_bytes(self) -> int:
         """Size of the batch if it were sealed uncompressed now."""
-        return BATCH_HEADER_SIZE + len(self._buf)
+        return BATCH_HEADER_SIZE + self._size
 
     @property
     def batch_size(self) -> int:
@@ -261,26 +278,28 @@ class RecordBatchBuilder:
         headers: Sequence[Header] = (),
     ) -> int | None:
         """Append one record; its offset delta, or None if it does not fit (nothing written)."""
-        if self._sealed:
-            raise ValueError("append() on a sealed batch")
         count = self._count
-        base_ts = self._base_ts
-        if base_ts is None:
-            base_ts = self._base_ts = timestamp_ms
-        ts_delta = timestamp_ms - base_ts
+        offset_delta = _VARINTS[count] if count < _TABLE_SIZE else encode_varint(count)
+        ts_delta = timestamp_ms - self._base_ts
         if 0 <= ts_delta < _TABLE_SIZE:
             attr_ts = _ATTR_TS[ts_delta]
+        elif count == 0:
+            # First record: it sets the base timestamp unless the caller fixed one.
+            if self._base_ts_fixed:
+                attr_ts = b"\x00" + encode_varint(ts_delta)
+            else:
+                self._base_ts = timestamp_ms
+                attr_ts = _ATTR_TS[0]
         else:
             attr_ts = b"\x00" + encode_varint(ts_delta)
-        offset_delta = _VARINTS[count] if count < _TABLE_SIZE else encode_varint(count)
         if key is None:
-            klen = 0
+            key = b""
             key_length = _NULL_LENGTH
         else:
             klen = len(key)
             key_length = _VARINTS[klen] if klen < _TABLE_SIZE else encode_varint(klen)
         if value is None:
-            vlen = 0
+            value = b""
             value_length = _NULL_LENGTH
         else:
             vlen = len(value)
@@ -290,26 +309,20 @@ class RecordBatchBuilder:
             len(attr_ts)
             + len(offset_delta)
             + len(key_length)
-            + klen
+            + len(key)
             + len(value_length)
-            + vlen
+            + len(value)
             + len(header_bytes)
         )
         length = _VARINTS[body] if body < _TABLE_SIZE else encode_varint(body)
-        buf = self._buf
-        if count and len(buf) + len(length) + body > self._limit:
+        size = self._size + len(length) + body
+        if size > self._limit and count:
             return None
-        buf += length
-        buf += attr_ts
-        buf += offset_delta
-        buf += key_length
-        if key is not None:
-            buf += key
-        buf += value_length
-        if value is not None:
-            buf += value
-        buf += header_bytes
-        if timestamp_ms > self._max_ts or count == 0:
+        self._extend(
+            (length, attr_ts, offset_delta, key_length, key, value_length, value, header_bytes)
+        )
+        self._size = size
+        if timestamp_ms > self._max_ts:  # noqa: PLR1730 - a branch is cheaper than max() here
             self._max_ts = timestamp_ms
         self._count = count + 1
         return count
@@ -321,13 +334,13 @@ class RecordBatchBuilder:
         if self._count == 0:
             raise ValueError("cannot seal an empty batch")
         self._sealed = True
-        raw = self._buf
-        self._buf = bytearray()
+        self._extend = _append_after_seal
+        raw = b"".join(self._parts)
+        self._parts = []
         if self._compression_type is CompressionType.NONE:
-            records = bytes(raw)
+            records = raw
         else:
             records = compress(self._compression_type, raw, self._compression_level)
-        assert self._base_ts is not None
         return SealedBatch(
             compression_type=self._compression_type,
             record_count=self._count,

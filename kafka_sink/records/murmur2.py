@@ -107,7 +107,8 @@ def _gather(
 ) -> npt.NDArray[np.uint8]:
     if length == 0:
         return np.zeros((len(starts), 0), dtype=np.uint8)
-    return data[starts[:, None] + np.arange(length, dtype=np.int64)]
+    matrix: npt.NDArray[np.uint8] = data[starts[:, None] + np.arange(length, dtype=np.int64)]
+    return matrix
 
 
 def murmur2_array(keys: Any) -> npt.NDArray[np.uint32]:
