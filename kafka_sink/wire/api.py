@@ -1,0 +1,70 @@
+"""API keys, the version range this client speaks per API, and version negotiation.
+
+Role: the answer to "which version of API X do we send to this broker". The codec implements a
+wider range for some messages (see each class's ``VALID_VERSIONS``); ``CLIENT_VERSIONS`` is what
+the client is willing to *send*.
+
+Invariants:
+- Versions are negotiated per connection from that broker's ApiVersions response.
+- Produce is never sent below v3: Kafka 4.x brokers advertise min 0 but reject v0-v2
+  (KAFKA-18659), and v3 is the first version carrying RecordBatch v2.
+- Produce stops at v12: v13 identifies topics by id instead of name.
+- Transactions V1 caps (AddPartitionsToTxn v3, EndTxn v4) apply because the producer does not
+  implement Transactions V2; a transactional producer must also cap Produce at v11 itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import IntEnum
+from types import MappingProxyType
+
+__all__ = ["CLIENT_VERSIONS", "ApiKey", "negotiate"]
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    METADATA = 3
+    FIND_COORDINATOR = 10
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    END_TXN = 26
+    SASL_AUTHENTICATE = 36
+
+
+CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
+    {
+        ApiKey.PRODUCE: (3, 12),
+        ApiKey.METADATA: (1, 12),
+        ApiKey.FIND_COORDINATOR: (1, 6),
+        ApiKey.SASL_HANDSHAKE: (0, 1),
+        ApiKey.API_VERSIONS: (0, 4),
+        ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.INIT_PRODUCER_ID: (0, 5),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.END_TXN: (0, 4),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
+    }
+)
+
+
+def negotiate(
+    broker_ranges: Mapping[int, tuple[int, int]],
+    client_versions: Mapping[ApiKey, tuple[int, int]] = CLIENT_VERSIONS,
+) -> dict[ApiKey, int]:
+    """The highest version both sides support, per API; APIs with no common version are absent.
+
+    ``broker_ranges`` maps api key -> (min_version, max_version) as advertised by ApiVersions.
+    """
+    chosen: dict[ApiKey, int] = {}
+    for key, (client_min, client_max) in client_versions.items():
+        broker = broker_ranges.get(int(key))
+        if broker is None:
+            continue
+        high = min(client_max, broker[1])
+        if high >= max(client_min, broker[0]):
+            chosen[key] = high
+    return chosen
