@@ -1,0 +1,652 @@
+"""A real Apache Kafka (KRaft, combined broker+controller nodes) on 127.0.0.1 for tests and demos.
+
+``LocalKafka(nodes=1 | 3)`` runs the broker straight from the Maven Central jars fetched by
+``make setup`` (``$KAFKA_JARS_DIR``, default ``<repo>/.cache/kafka/lib``): for each node it renders
+``conf/broker-single.properties`` or ``conf/broker-cluster.properties`` into a temporary directory,
+formats the node's storage with ``kafka.tools.StorageTool format`` (static voters, one cluster id,
+so no quorum flag) and starts ``kafka.Kafka <server.properties>`` in its own session with stdout
+going to ``<node dir>/node.log``.
+
+Ready means: every running node logged ``Kafka Server started`` since its last start, answers a
+Metadata request, and reports every running node as a live broker. Failing that before the
+timeout raises :class:`KafkaStartError` carrying the tail of the node logs.
+
+Invariants:
+- Ports come from the OS (127.0.0.1:0). If a JVM loses a bind race, the whole start is retried
+  once with fresh ports and a fresh directory.
+- A node keeps its ports and storage across ``stop_node``/``kill_node``/``start_node``.
+- Nothing outlives the object: ``close()`` (also on context exit, at interpreter exit and on
+  SIGTERM/SIGHUP when nobody else handles them) terminates every JVM (SIGTERM, then SIGKILL after a
+  bounded wait, because a cluster that lost its quorum cannot finish a controlled shutdown) and
+  removes the temporary directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from types import FrameType, TracebackType
+from typing import Literal
+
+from kafka_sink.testing.probe import ClusterView, fetch_metadata
+from kafka_sink.testing.proxy import TcpProxy
+
+__all__ = [
+    "KafkaSetupError",
+    "KafkaStartError",
+    "LocalKafka",
+    "find_conf_dir",
+    "find_jars_dir",
+]
+
+STARTED_MESSAGE = "Kafka Server started"
+_BIND_ERRORS = ("BindException", "Address already in use")
+_POLL_S = 0.2
+_FORMAT_TIMEOUT_S = 120.0
+# Every combined node waits about 5 s on shutdown for a quorum that is going away with it. The
+# storage is thrown away on close, so nothing is lost by cutting that short.
+_TEARDOWN_GRACE_S = 3.0
+
+JvmProfile = Literal["test", "bench"]
+
+# C1-only JIT and the serial collector: far less start-up CPU on a 2-core machine, at the cost of
+# steady-state throughput, which short tests do not need.
+_TEST_JVM_FLAGS = (
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-XX:-UsePerfData",  # no hsperfdata file left in /tmp after a SIGKILL
+    "-Djava.awt.headless=true",
+)
+# Kafka's own launch-script flags (kafka-run-class.sh), for benchmarks against the broker.
+_BENCH_JVM_FLAGS = (
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-XX:-UsePerfData",
+    "-Djava.awt.headless=true",
+)
+_FORMAT_JVM_FLAGS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData")
+
+
+class KafkaSetupError(RuntimeError):
+    """Java, the Kafka jars or the configuration templates are missing."""
+
+
+class KafkaStartError(RuntimeError):
+    """A node did not become ready (or exited); the message carries its log tail."""
+
+
+class _PortRaceError(KafkaStartError):
+    """A node could not bind a port picked a moment earlier: retry with fresh ports."""
+
+
+# -- locating java, the jars and the templates ----------------------------------------------
+
+
+def _candidate_roots() -> list[Path]:
+    package_root = Path(__file__).resolve().parents[2]
+    roots = [package_root, Path.cwd(), *Path.cwd().parents]
+    seen: list[Path] = []
+    for root in roots:
+        if root not in seen:
+            seen.append(root)
+    return seen
+
+
+def find_jars_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The directory holding the broker classpath (``kafka_2.13-*.jar`` and its dependencies)."""
+    candidates: list[Path]
+    if explicit is not None:
+        candidates = [Path(explicit)]
+    elif os.environ.get("KAFKA_JARS_DIR"):
+        candidates = [Path(os.environ["KAFKA_JARS_DIR"])]
+    else:
+        candidates = [root / ".cache" / "kafka" / "lib" for root in _candidate_roots()]
+    for directory in candidates:
+        if directory.is_dir() and any(directory.glob("kafka_2.13-*.jar")):
+            return directory.resolve()
+    raise KafkaSetupError(
+        "Kafka broker jars not found (looked for kafka_2.13-*.jar in "
+        + ", ".join(str(c) for c in candidates)
+        + "). Run `make setup` to fetch them from Maven Central, or set KAFKA_JARS_DIR."
+    )
+
+
+def find_conf_dir() -> Path:
+    """The repository's ``conf/`` directory with the broker templates."""
+    for root in _candidate_roots():
+        conf = root / "conf"
+        if (conf / "broker-single.properties").is_file():
+            return conf.resolve()
+    raise KafkaSetupError(
+        "conf/broker-single.properties not found next to the package or the working directory; "
+        "run from a checkout of the repository."
+    )
+
+
+def find_java(explicit: str | None = None) -> str:
+    if explicit:
+        return explicit
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise KafkaSetupError(
+            "`java` not found (PATH or JAVA_HOME): a local Kafka needs a JDK 17+. "
+            "Install one (e.g. apt-get install openjdk-17-jre-headless), then run `make setup`."
+        )
+    return found
+
+
+def _kafka_uuid() -> str:
+    # Kafka's Uuid text form (22 chars of URL-safe base64). A leading "-" would be read as an
+    # option by the command line parser, which is why Kafka's own randomUuid() avoids it too.
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _free_ports(count: int) -> list[int]:
+    # Hold every socket until all are bound, so the ports are distinct from each other.
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# -- process-wide cleanup ---------------------------------------------------------------------
+
+_LIVE: set[LocalKafka] = set()
+_LIVE_LOCK = threading.Lock()
+_HOOKS_INSTALLED = False
+
+
+def _close_all() -> None:
+    with _LIVE_LOCK:
+        clusters = list(_LIVE)
+    for cluster in clusters:
+        with contextlib.suppress(Exception):
+            cluster.close()
+
+
+def _on_fatal_signal(signum: int, frame: FrameType | None) -> None:
+    _close_all()
+    # Then die of the same signal, as if no handler had been installed.
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _install_cleanup_hooks() -> None:
+    global _HOOKS_INSTALLED  # noqa: PLW0603 - process-wide, installed once
+    if _HOOKS_INSTALLED:
+        return
+    _HOOKS_INSTALLED = True
+    atexit.register(_close_all)
+    # Python runs neither atexit nor finally blocks on SIGTERM/SIGHUP; without a handler the JVMs
+    # (in their own sessions, so not signalled with us) would outlive the test run.
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) in (signal.SIG_DFL, None):
+                signal.signal(signum, _on_fatal_signal)
+
+
+# -- the cluster ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    node_id: int
+    port: int
+    controller_port: int
+    proxied_port: int | None
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+    log_offset: int = 0
+    started_seen: bool = False
+    # False after stop_node/kill_node: the node is down on purpose, readiness ignores it.
+    wanted: bool = False
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "node.log"
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def new_log_text(self) -> str:
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(self.log_offset)
+                return fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+
+class LocalKafka:
+    """A 1- or 3-node Apache Kafka on 127.0.0.1, started from the Maven jars.
+
+    ``heap`` is the per-node maximum heap (``-Xmx``, e.g. ``"384m"``); the default is 512m for one
+    node and 384m per node for three. ``jvm_profile="bench"`` uses Kafka's production JVM flags
+    with a 1g heap instead of the start-up-optimised test flags. ``broker_config`` adds or
+    overrides server properties on every node. With ``proxied=True`` every node gets a second
+    client listener advertised behind a :class:`TcpProxy` (``.proxy(node_id)``,
+    ``.proxied_bootstrap_servers``): clients bootstrapping there only ever talk through proxies.
+    """
+
+    def __init__(
+        self,
+        nodes: int = 1,
+        *,
+        heap: str | None = None,
+        jvm_profile: JvmProfile = "test",
+        startup_timeout_s: float = 120.0,
+        stop_timeout_s: float = 15.0,
+        broker_config: Mapping[str, str] | None = None,
+        proxied: bool = False,
+        jars_dir: str | os.PathLike[str] | None = None,
+        java: str | None = None,
+    ) -> None:
+        if nodes not in (1, 3):
+            raise ValueError(f"nodes must be 1 or 3, not {nodes}")
+        if jvm_profile not in ("test", "bench"):
+            raise ValueError(f"jvm_profile must be 'test' or 'bench', not {jvm_profile!r}")
+        self.nodes = nodes
+        self.jvm_profile: JvmProfile = jvm_profile
+        self.heap = heap or ("1g" if jvm_profile == "bench" else "512m" if nodes == 1 else "384m")
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.broker_config = dict(broker_config or {})
+        self.proxied = proxied
+        self._jars_dir_arg = jars_dir
+        self._java_arg = java
+        self._nodes: dict[int, _Node] = {}
+        self._proxies: dict[int, TcpProxy] = {}
+        self._workdir: Path | None = None
+        self._cluster_id = ""
+        self.startup_s: float | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> LocalKafka:
+        """Format and start every node, then wait until the cluster is ready."""
+        if self._workdir is not None:
+            raise RuntimeError("LocalKafka already started")
+        java = find_java(self._java_arg)
+        jars = find_jars_dir(self._jars_dir_arg)
+        conf = find_conf_dir()
+        _install_cleanup_hooks()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        began = time.monotonic()
+        try:
+            try:
+                self._start_once(java, jars, conf)
+            except _PortRaceError:
+                self._teardown()
+                self._start_once(java, jars, conf)
+        except BaseException:
+            self.close()
+            raise
+        self.startup_s = time.monotonic() - began
+        return self
+
+    def close(self) -> None:
+        """Stop every node (bounded), remove the temporary directory. Idempotent."""
+        try:
+            self._teardown()
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(self)
+
+    def __enter__(self) -> LocalKafka:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LocalKafka(nodes={self.nodes}, bootstrap_servers={self.bootstrap_servers!r})"
+
+    # -- public properties --------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every node's client listener, ``"127.0.0.1:p1,127.0.0.1:p2,..."``."""
+        return ",".join(f"127.0.0.1:{n.port}" for n in self._nodes.values())
+
+    @property
+    def proxied_bootstrap_servers(self) -> str:
+        """The proxies in front of every node (only with ``proxied=True``)."""
+        if not self.proxied:
+            raise RuntimeError("LocalKafka(proxied=True) is needed for proxied_bootstrap_servers")
+        return ",".join(p.address for p in self._proxies.values())
+
+    def proxy(self, node_id: int) -> TcpProxy:
+        if not self.proxied:
+            raise RuntimeError("LocalKafka(proxied=True) is needed for proxies")
+        return self._proxies[node_id]
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(self._nodes)
+
+    @property
+    def running_node_ids(self) -> list[int]:
+        return [i for i, n in self._nodes.items() if n.running()]
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def workdir(self) -> Path | None:
+        """The temporary directory holding every node's config, data and log (None when closed)."""
+        return self._workdir
+
+    def address_of(self, node_id: int) -> str:
+        return f"127.0.0.1:{self._nodes[node_id].port}"
+
+    def pid_of(self, node_id: int) -> int | None:
+        proc = self._nodes[node_id].process
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def returncode(self, node_id: int) -> int | None:
+        """The node's last exit status (None while it runs or before it ever ran)."""
+        proc = self._nodes[node_id].process
+        return None if proc is None else proc.poll()
+
+    def node_log(self, node_id: int) -> str:
+        """The node's whole log (WARN and above, plus start-up lines)."""
+        try:
+            return self._nodes[node_id].log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def metadata(self, topics: list[str] | None = None, node_id: int | None = None) -> ClusterView:
+        """Metadata as one running node (the first by default) reports it."""
+        ids = [node_id] if node_id is not None else self.running_node_ids
+        if not ids:
+            raise RuntimeError("no node is running")
+        return fetch_metadata("127.0.0.1", self._nodes[ids[0]].port, topics)
+
+    def leader_of(self, topic: str, partition: int = 0) -> int:
+        """The current leader's node id for a partition (-1 when there is none)."""
+        view = self.metadata([topic])
+        state = view.topics.get(topic)
+        if state is None or partition not in state.partitions:
+            return -1
+        return state.partitions[partition].leader_id
+
+    # -- node control -------------------------------------------------------------------------
+    def stop_node(self, node_id: int, timeout_s: float | None = None) -> None:
+        """Graceful stop (SIGTERM: controlled shutdown); SIGKILL once the bound has passed."""
+        node = self._nodes[node_id]
+        node.wanted = False
+        self._terminate([node], timeout_s if timeout_s is not None else self.stop_timeout_s)
+
+    def kill_node(self, node_id: int) -> None:
+        """Hard stop (SIGKILL), as a crash or power loss."""
+        node = self._nodes[node_id]
+        node.wanted = False
+        if node.process is not None and node.process.poll() is None:
+            self._signal(node.process, signal.SIGKILL)
+            node.process.wait()
+
+    def start_node(self, node_id: int, *, wait: bool = True) -> None:
+        """Restart a stopped node with its ports and storage, then wait for the whole cluster."""
+        node = self._nodes[node_id]
+        if node.running():
+            raise RuntimeError(f"node {node_id} is already running")
+        self._launch(node)
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Block until every running node is started and sees every running node as a broker."""
+        deadline = time.monotonic() + (timeout_s or self.startup_timeout_s)
+        last_problem = "not checked yet"
+        while True:
+            problem = self._readiness_problem()
+            if problem is None:
+                return
+            last_problem = problem
+            if time.monotonic() > deadline:
+                raise KafkaStartError(
+                    f"Kafka not ready after {timeout_s or self.startup_timeout_s:.0f}s: "
+                    f"{last_problem}\n{self._log_tails()}"
+                )
+            time.sleep(_POLL_S)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _start_once(self, java: str, jars: Path, conf: Path) -> None:
+        self._java = java
+        self._classpath = str(jars / "*")
+        self._log4j = conf / "log4j2-broker.properties"
+        template_name = (
+            "broker-single.properties" if self.nodes == 1 else "broker-cluster.properties"
+        )
+        template = Template((conf / template_name).read_text(encoding="utf-8"))
+        self._workdir = Path(tempfile.mkdtemp(prefix="kafka-sink-local-"))
+        self._cluster_id = _kafka_uuid()
+        ports = _free_ports(self.nodes * (3 if self.proxied else 2))
+        self._nodes = {}
+        for index in range(self.nodes):
+            node_id = index + 1
+            per = 3 if self.proxied else 2
+            chunk = ports[index * per : (index + 1) * per]
+            node = _Node(
+                node_id=node_id,
+                port=chunk[0],
+                controller_port=chunk[1],
+                proxied_port=chunk[2] if self.proxied else None,
+                directory=self._workdir / f"node-{node_id}",
+            )
+            node.directory.mkdir()
+            self._nodes[node_id] = node
+            if node.proxied_port is not None:
+                self._proxies[node_id] = TcpProxy("127.0.0.1", node.proxied_port)
+        voters = ",".join(
+            f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes.values()
+        )
+        for node in self._nodes.values():
+            self._render(template, node, voters)
+        self._format(self._nodes.values())
+        for node in self._nodes.values():
+            self._launch(node)
+        self.wait_ready()
+
+    def _render(self, template: Template, node: _Node, voters: str) -> None:
+        extra_listeners = extra_advertised = extra_map = ""
+        if node.proxied_port is not None:
+            proxy = self._proxies[node.node_id]
+            extra_listeners = f",PROXIED://127.0.0.1:{node.proxied_port}"
+            extra_advertised = f",PROXIED://{proxy.address}"
+            extra_map = ",PROXIED:PLAINTEXT"
+        text = template.substitute(
+            node_id=node.node_id,
+            port=node.port,
+            controller_port=node.controller_port,
+            quorum_voters=voters,
+            log_dir=node.data_dir,
+            extra_listeners=extra_listeners,
+            extra_advertised=extra_advertised,
+            extra_protocol_map=extra_map,
+        )
+        if self.broker_config:
+            text += "\n# overrides\n" + "".join(f"{k}={v}\n" for k, v in self.broker_config.items())
+        node.config_path.write_text(text, encoding="utf-8")
+
+    def _jvm_base(self) -> list[str]:
+        return [self._java, f"-Dlog4j2.configurationFile={self._log4j}", "-cp", self._classpath]
+
+    def _format(self, nodes: Iterable[_Node]) -> None:
+        # Formats are independent: run them side by side to halve the JVM start-up cost.
+        running: list[tuple[_Node, subprocess.Popen[bytes], Path]] = []
+        for node in nodes:
+            out = node.directory / "format.log"
+            with out.open("wb") as fh:
+                cmd = [self._java, *_FORMAT_JVM_FLAGS, *self._jvm_base()[1:]]
+                cmd += ["kafka.tools.StorageTool", "format", "-t", self._cluster_id]
+                cmd += ["-c", str(node.config_path)]
+                proc = subprocess.Popen(
+                    cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
+            running.append((node, proc, out))
+        failures: list[str] = []
+        for node, proc, out in running:
+            try:
+                rc = proc.wait(timeout=_FORMAT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = -1
+            if rc != 0:
+                failures.append(f"node {node.node_id} (exit {rc}):\n{_tail(out)}")
+        if failures:
+            raise KafkaStartError("StorageTool format failed for " + "\n".join(failures))
+
+    def _jvm_flags(self) -> list[str]:
+        if self.jvm_profile == "bench":
+            return [f"-Xms{self.heap}", f"-Xmx{self.heap}", *_BENCH_JVM_FLAGS]
+        return [f"-Xms{self._half(self.heap)}", f"-Xmx{self.heap}", *_TEST_JVM_FLAGS]
+
+    @staticmethod
+    def _half(heap: str) -> str:
+        digits = heap.rstrip("kKmMgG")
+        unit = heap[len(digits) :] or ""
+        try:
+            return f"{max(int(digits) // 2, 1)}{unit}"
+        except ValueError:
+            return heap
+
+    def _launch(self, node: _Node) -> None:
+        node.log_offset = node.log_path.stat().st_size if node.log_path.exists() else 0
+        node.started_seen = False
+        node.wanted = True
+        cmd = [self._java, *self._jvm_flags(), *self._jvm_base()[1:]]
+        cmd += ["kafka.Kafka", str(node.config_path)]
+        with node.log_path.open("ab") as fh:
+            # Own session: Ctrl-C in a terminal reaches Python, which then stops the JVMs in order,
+            # instead of every JVM racing its own shutdown.
+            node.process = subprocess.Popen(
+                cmd,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=node.directory,
+            )
+
+    def _readiness_problem(self) -> str | None:
+        running = [n for n in self._nodes.values() if n.wanted and n.process is not None]
+        for node in running:
+            assert node.process is not None
+            rc = node.process.poll()
+            if rc is not None:
+                text = node.new_log_text()
+                message = f"node {node.node_id} exited with {rc}\n{_tail(node.log_path)}"
+                if any(marker in text for marker in _BIND_ERRORS):
+                    raise _PortRaceError(message)
+                raise KafkaStartError(message)
+            if not node.started_seen:
+                if STARTED_MESSAGE not in node.new_log_text():
+                    return f"node {node.node_id} has not logged {STARTED_MESSAGE!r} yet"
+                node.started_seen = True
+        expected = {n.node_id for n in running}
+        for node in running:
+            try:
+                view = fetch_metadata("127.0.0.1", node.port, [], timeout_s=2.0)
+            except (OSError, ValueError) as exc:
+                return f"node {node.node_id} does not answer Metadata: {exc}"
+            if set(view.brokers) != expected:
+                return (
+                    f"node {node.node_id} sees brokers {sorted(view.brokers)}, "
+                    f"expected {sorted(expected)}"
+                )
+        return None
+
+    def _log_tails(self) -> str:
+        parts = []
+        for node in self._nodes.values():
+            parts.append(f"--- node {node.node_id} log tail ({node.log_path}) ---")
+            parts.append(_tail(node.log_path))
+        return "\n".join(parts)
+
+    @staticmethod
+    def _signal(proc: subprocess.Popen[bytes], signum: signal.Signals) -> None:
+        # The JVM leads its own process group (start_new_session), so signal the whole group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signum)
+
+    def _terminate(self, nodes: Iterable[_Node], timeout_s: float) -> None:
+        procs = [n.process for n in nodes if n.process is not None and n.process.poll() is None]
+        for proc in procs:
+            self._signal(proc, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                self._signal(proc, signal.SIGKILL)
+                proc.wait()
+
+    def _teardown(self) -> None:
+        nodes = list(self._nodes.values())
+        if nodes:
+            # All at once and bounded: stopping nodes one by one would make the last ones wait on
+            # a quorum that is already gone.
+            self._terminate(nodes, min(self.stop_timeout_s, _TEARDOWN_GRACE_S))
+        for proxy in self._proxies.values():
+            proxy.close()
+        self._proxies = {}
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+        for node in nodes:
+            node.process = None
+            node.wanted = False

@@ -1,0 +1,115 @@
+"""Shared fixtures: a real Kafka for the session, unique topics, and broker/cluster markers.
+
+- ``kafka_bootstrap`` (session): bootstrap servers of a single-broker Kafka, started on first use
+  (``KAFKA_BOOTSTRAP_SERVERS``, else testcontainers when Docker and the image are present, else a
+  ``LocalKafka`` from the Maven jars; see ``kafka_sink.testing.backends``).
+- ``kafka_cluster`` (session): a 3-node ``LocalKafka``, started only if a test asks for it.
+- ``topic_factory`` / ``cluster_topic_factory``: ``(partitions=1, replication_factor=1,
+  configs=None) -> name`` creates a topic with a unique name and waits for its leaders.
+
+A Kafka that cannot start fails the test (never skips it): a suite that silently ran no broker
+test must not look green. Tests using these fixtures are marked ``broker`` (and ``cluster`` for
+the 3-node one) automatically, so ``-m "not cluster"`` works without decorating every test.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+
+import pytest
+
+from kafka_sink.testing.backends import single_node_kafka
+from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
+from kafka_sink.testing.oracle import create_topic, import_kafka_python
+
+# Imported once here, with its import-time DeprecationWarnings silenced (see the oracle), so tests
+# can use `from kafka import ...` under filterwarnings=error.
+import_kafka_python()
+
+TopicFactory = Callable[..., str]
+
+_BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory"}
+_CLUSTER_FIXTURES = {"kafka_cluster", "cluster_topic_factory"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & _CLUSTER_FIXTURES:
+            item.add_marker(pytest.mark.cluster)
+            item.add_marker(pytest.mark.broker)
+        elif names & _BROKER_FIXTURES:
+            item.add_marker(pytest.mark.broker)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    try:
+        backend = single_node_kafka()
+        _, bootstrap = backend.__enter__()
+    except (KafkaSetupError, KafkaStartError) as exc:
+        pytest.fail(f"no Kafka broker for the tests: {exc}", pytrace=False)
+    try:
+        yield bootstrap
+    finally:
+        backend.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[LocalKafka]:
+    cluster = LocalKafka(nodes=3)
+    try:
+        cluster.start()
+    except (KafkaSetupError, KafkaStartError) as exc:
+        pytest.fail(f"no 3-node Kafka cluster for the tests: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _unique_name(request: pytest.FixtureRequest) -> str:
+    # Legal topic characters only, short enough for Kafka's 249-character limit.
+    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-.")[:80] or "t"
+    return f"{base}-{uuid.uuid4().hex[:10]}"
+
+
+def _factory(bootstrap: str, request: pytest.FixtureRequest) -> TopicFactory:
+    def make(
+        partitions: int = 1,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+    ) -> str:
+        name = _unique_name(request)
+        create_topic(bootstrap, name, partitions, replication_factor, configs)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def topic_factory(kafka_bootstrap: str, request: pytest.FixtureRequest) -> TopicFactory:
+    return _factory(kafka_bootstrap, request)
+
+
+@pytest.fixture
+def cluster_topic_factory(
+    kafka_cluster: LocalKafka, request: pytest.FixtureRequest
+) -> TopicFactory:
+    return _factory(kafka_cluster.bootstrap_servers, request)
+
+
+@pytest.fixture(autouse=True)
+def _whole_cluster(request: pytest.FixtureRequest) -> None:
+    # The cluster is shared by the session and tests stop and kill nodes: every test that uses
+    # it starts with all three nodes up.
+    if "kafka_cluster" not in request.fixturenames:
+        return
+    cluster: LocalKafka = request.getfixturevalue("kafka_cluster")
+    down = [i for i in cluster.node_ids if i not in cluster.running_node_ids]
+    for node_id in down:
+        cluster.start_node(node_id, wait=False)
+    if down:
+        cluster.wait_ready()
