@@ -1,0 +1,32 @@
+"""Errors raised by the pykafka Spark data source.
+
+Role: one small hierarchy so users (and tests) can tell a bad option, a bad input schema and bad
+data apart. Option and schema errors are raised on the driver, in ``writer()`` /
+``streamWriter()``, before any task runs; data errors are raised inside a task and fail it.
+
+Invariants:
+- Every message names what is wrong (the option or column), what was found and how to fix it.
+- Messages never quote option values that could be secrets; they name keys only.
+"""
+
+from __future__ import annotations
+
+from kafka_sink.errors import ConfigError
+
+__all__ = ["SinkDataError", "SinkError", "SinkOptionError", "SinkSchemaError"]
+
+
+class SinkError(ValueError):
+    """Base class of the data source's own errors."""
+
+
+class SinkOptionError(SinkError, ConfigError):
+    """An option given to ``format("pykafka")`` is unknown, refused or invalid."""
+
+
+class SinkSchemaError(SinkError):
+    """The DataFrame does not match the Kafka sink's input contract (column names and types)."""
+
+
+class SinkDataError(SinkError):
+    """A row cannot be written (null topic, partition out of range, null header key)."""

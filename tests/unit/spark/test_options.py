@@ -1,0 +1,114 @@
+"""SinkOptions: what format("pykafka") accepts, refuses, and hands the producer."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from kafka_sink.errors import ConfigError
+from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.options import SinkOptions
+
+BASE = {"kafka.bootstrap.servers": "localhost:9092"}
+
+
+def test_kafka_prefix_is_stripped_and_keys_lowercased() -> None:
+    opts = SinkOptions.from_options(
+        {"Kafka.Bootstrap.Servers": "h:1", "kafka.LINGER.MS": "7", "topic": " t1 "}
+    )
+    assert opts.producer_config == {"bootstrap.servers": "h:1", "linger.ms": "7"}
+    assert opts.topic == "t1"
+
+
+@pytest.mark.parametrize("key", ["kafka.key.serializer", "kafka.value.serializer"])
+def test_serializers_are_refused(key: str) -> None:
+    with pytest.raises(SinkOptionError, match=rf"'{key}' is not supported.*bytes"):
+        SinkOptions.from_options({**BASE, key: "org.apache.kafka.StringSerializer"})
+
+
+def test_unknown_option_suggests_the_kafka_prefix() -> None:
+    with pytest.raises(SinkOptionError, match=r"unknown option 'linger.ms'.*'kafka.linger.ms'"):
+        SinkOptions.from_options({**BASE, "linger.ms": "5"})
+    with pytest.raises(SinkOptionError, match=r"unknown option 'foo'"):
+        SinkOptions.from_options({**BASE, "foo": "x"})
+
+
+def test_spark_keys_are_accepted() -> None:
+    opts = SinkOptions.from_options(
+        {
+            **BASE,
+            "path": "/x",
+            "checkpointlocation": "/ck",
+            "queryname": "q",
+            "includeheaders": "true",
+        }
+    )
+    assert opts.checkpoint_location == "/ck"
+    assert opts.query_name == "q"
+
+
+def test_bootstrap_servers_required() -> None:
+    with pytest.raises(SinkOptionError, match=r"kafka\.bootstrap\.servers' is required"):
+        SinkOptions.from_options({"topic": "t"})
+
+
+def test_empty_topic_refused() -> None:
+    with pytest.raises(SinkOptionError, match="'topic' is empty"):
+        SinkOptions.from_options({**BASE, "topic": "  "})
+
+
+def test_option_errors_are_config_errors() -> None:
+    with pytest.raises(ConfigError):
+        SinkOptions.from_options({})
+
+
+def test_commit_dir_defaults(tmp_path) -> None:
+    ck = str(tmp_path / "ck")
+    stream = SinkOptions.from_options({**BASE, "checkpointlocation": ck})
+    assert stream.commit_dir(streaming=True) == f"{ck}/pykafka-commits"
+    assert stream.commit_dir(streaming=False) is None
+    uri = SinkOptions.from_options({**BASE, "checkpointlocation": f"file:{ck}"})
+    assert uri.commit_dir(streaming=True) == f"{ck}/pykafka-commits"
+    remote = SinkOptions.from_options({**BASE, "checkpointlocation": "s3a://bucket/ck"})
+    assert remote.commit_dir(streaming=True) is None
+    explicit = SinkOptions.from_options({**BASE, "commitlog": str(tmp_path / "log")})
+    assert explicit.commit_dir(streaming=False) == str(tmp_path / "log")
+    off = SinkOptions.from_options({**BASE, "checkpointlocation": ck, "commitlog": "none"})
+    assert off.commit_dir(streaming=True) is None
+
+
+def test_remote_commit_log_refused() -> None:
+    with pytest.raises(SinkOptionError, match="'commitLog' must be a local directory"):
+        SinkOptions.from_options({**BASE, "commitlog": "hdfs://nn/x"})
+
+
+def test_repr_hides_producer_values_and_pickles() -> None:
+    opts = SinkOptions.from_options(
+        {**BASE, "kafka.sasl.password": "hunter2", "kafka.security.protocol": "SASL_PLAINTEXT"}
+    )
+    assert "hunter2" not in repr(opts)
+    assert "sasl.password" in repr(opts)
+    assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+def test_producer_config_validated_without_network() -> None:
+    SinkOptions.from_options({**BASE, "kafka.linger.ms": "5"}).validate_producer_config()
+    with pytest.raises(SinkOptionError, match=r"invalid producer option: .*no.such.key"):
+        SinkOptions.from_options({**BASE, "kafka.no.such.key": "1"}).validate_producer_config()
+    with pytest.raises(SinkOptionError, match=r"acks"):
+        SinkOptions.from_options({**BASE, "kafka.acks": "most"}).validate_producer_config()
+
+
+def test_producer_config_error_hides_secret_values() -> None:
+    opts = SinkOptions.from_options(
+        {
+            **BASE,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": "garbage password=hunter2",
+        }
+    )
+    with pytest.raises(SinkOptionError) as info:
+        opts.validate_producer_config()
+    assert "hunter2" not in str(info.value)
