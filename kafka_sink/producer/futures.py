@@ -1,0 +1,308 @@
+"""Delivery results: ProduceRequestResult (one per batch), FutureRecordMetadata (one per send()).
+
+Role: the hand-off between the sender thread, which learns a batch's fate, and user threads
+waiting in ``get()``/``flush()`` or registered callbacks.
+
+Invariants:
+- A ProduceRequestResult is completed exactly once (base offset or error); later calls are
+  ignored, so a late response for a batch already failed by ``close()`` cannot resurrect it.
+- Callbacks run exactly once, on the thread that completes the result (the sender thread),
+  after ``done()`` is already true; a callback added after completion runs immediately on the
+  caller's thread. A callback that raises is logged and never breaks the sender.
+- FutureRecordMetadata holds no per-record lock or event: ``send()`` stays cheap, waiting is
+  done on the batch's single event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_sink.errors import KafkaTimeoutError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
+
+
+def _run_callback(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("producer callback %r raised; ignored", fn)
+
+
+class ProduceRequestResult:
+    """The outcome of one ProducerBatch: base offset and log-append time, or an error."""
+
+    __slots__ = (
+        "_callbacks",
+        "_event",
+        "_lock",
+        "base_offset",
+        "error",
+        "log_append_time_ms",
+        "partition",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = -1
+        self.log_append_time_ms = -1
+        self.error: BaseException | None = None
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[ProduceRequestResult], Any]] | None = None
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        return self._event.wait(timeout_s)
+
+    def complete(
+        self, base_offset: int, log_append_time_ms: int, error: BaseException | None
+    ) -> bool:
+        """Record the outcome and wake waiters; False if it was already completed."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self.base_offset = base_offset
+            self.log_append_time_ms = log_append_time_ms
+            self.error = error
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for fn in callbacks:
+                _run_callback(fn, self)
+        return True
+
+    def add_done_callback(self, fn: Callable[[ProduceRequestResult], Any]) -> None:
+        with self._lock:
+            if not self._event.is_set():
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        _run_callback(fn, self)
+
+
+class FutureRecordMetadata:
+    """What ``send()`` returns: resolves to RecordMetadata or raises the delivery error."""
+
+    __slots__ = (
+        "_key_size",
+        "_relative_offset",
+        "_result",
+        "_timestamp_ms",
+        "_value_size",
+    )
+
+    def __init__(
+        self,
+        result: ProduceRequestResult,
+        relative_offset: int,
+        timestamp_ms: int,
+        key_size: int,
+        value_size: int,
+    ) -> None:
+        self._result = result
+        self._relative_offset = relative_offset
+        self._timestamp_ms = timestamp_ms
+        self._key_size = key_size
+        self._value_size = value_size
+
+    def done(self) -> bool:
+        return self._result.done()
+
+    def succeeded(self) -> bool:
+        return self._result.done() and self._result.error is None
+
+    def failed(self) -> bool:
+        return self._result.done() and self._result.error is not None
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return self._result.error
+
+    def _wait(self, timeout: float | None) -> None:
+        if not self._result.wait(timeout):
+            raise KafkaTimeoutError(
+                f"record to {self._result.topic}-{self._result.partition} not acknowledged "
+                f"within {timeout} s (it may still be delivered later)"
+            )
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        self._wait(timeout)
+        error = self._result.error
+        if error is not None:
+            raise error
+        return self._metadata()
+
+    def _metadata(self) -> RecordMetadata:
+        r = self._result
+        offset = r.base_offset + self._relative_offset if r.base_offset >= 0 else -1
+        ts = r.log_append_time_ms if r.log_append_time_ms != -1 else self._timestamp_ms
+        return RecordMetadata(r.topic, r.partition, offset, ts, self._key_size, self._value_size)
+
+    def add_callback(self, fn: Callback) -> None:
+        """Call ``fn(metadata, None)`` on success or ``fn(None, exc)`` on failure."""
+        self._result.add_done_callback(lambda _r: self._fire(fn))
+
+    def _fire(self, fn: Callback) -> None:
+        error = self._result.error
+        if error is None:
+            fn(self._metadata(), None)
+        else:
+            fn(None, error)
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return (
+            f"FutureRecordMetadata({self._result.topic}-{self._result.partition}"
+            f"+{self._relative_offset}, {state})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """The offsets one bulk send wrote to one partition (inclusive range)."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+
+
+class BulkSendFuture:
+    """The result of ``send_columns``: per partition offsets, without a future per record.
+
+    Built from the batches the call appended; completes when every batch has, and raises the
+    first delivery error (in append order) if any failed.
+    """
+
+    __slots__ = (
+        "_batches",
+        "_callbacks",
+        "_event",
+        "_lock",
+        "_pending",
+        "topic",
+    )
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        # (partition, record_count, result) in append order.
+        self._batches: list[tuple[int, int, int, ProduceRequestResult]] = []
+        # One token held by the caller still appending batches; released by _seal().
+        self._pending = 1
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._callbacks: list[Callable[[BulkSendFuture], Any]] = []
+
+    def _add(
+        self,
+        partition: int,
+        record_count: int,
+        last_offset_delta: int,
+        result: ProduceRequestResult,
+    ) -> None:
+        with self._lock:
+            self._batches.append((partition, record_count, last_offset_delta, result))
+            self._pending += 1
+        result.add_done_callback(self._on_batch_done)
+
+    def _seal(self) -> None:
+        """No more batches will be added; completes at once if all are already done."""
+        with self._lock:
+            self._pending -= 1
+            fire = self._pending == 0
+        if fire:
+            self._finish()
+
+    def _on_batch_done(self, _result: ProduceRequestResult) -> None:
+        with self._lock:
+            self._pending -= 1
+            fire = self._pending == 0
+        if fire:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._event.set()
+        with self._lock:
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            _run_callback(fn, self)
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def _wait(self, timeout: float | None) -> None:
+        if not self._event.wait(timeout):
+            raise KafkaTimeoutError(
+                f"bulk send to {self.topic} not fully acknowledged within {timeout} s "
+                "(records may still be delivered later)"
+            )
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        for _p, _n, _d, result in self._batches:
+            if result.error is not None:
+                return result.error
+        return None
+
+    def get(self, timeout: float | None = None) -> dict[int, PartitionOffsets]:
+        error = self.exception(timeout)
+        if error is not None:
+            raise error
+        return self.offsets()
+
+    def offsets(self) -> dict[int, PartitionOffsets]:
+        """Offsets of the batches acknowledged so far (all of them once done without error)."""
+        out: dict[int, PartitionOffsets] = {}
+        for partition, count, last_delta, result in self._batches:
+            if not result.done() or result.error is not None:
+                continue
+            # acks=0 gives no offsets: the range stays (-1, -1), the count is still right.
+            first = result.base_offset
+            last = first + last_delta if first >= 0 else -1
+            prev = out.get(partition)
+            if prev is None:
+                out[partition] = PartitionOffsets(first, last, count)
+            elif first < 0:
+                out[partition] = PartitionOffsets(
+                    prev.first_offset, prev.last_offset, prev.record_count + count
+                )
+            else:
+                lo = first if prev.first_offset < 0 else min(prev.first_offset, first)
+                out[partition] = PartitionOffsets(
+                    lo, max(prev.last_offset, last), prev.record_count + count
+                )
+        return out
+
+    @property
+    def record_count(self) -> int:
+        return sum(n for _p, n, _d, _r in self._batches)
+
+    def add_callback(self, fn: Callable[[BulkSendFuture], Any]) -> None:
+        """Call ``fn(self)`` once every batch is done (immediately if it already is)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        _run_callback(fn, self)

@@ -1,0 +1,611 @@
+"""Sender: the producer's I/O loop, steppable with ``run_once(now_ms)`` (Java's Sender).
+
+Theory of operation, one ``run_once``:
+
+1. Idempotence bookkeeping: apply a requested epoch bump, re-stamp partitions whose sequences
+   were reset, and (when there is no producer id yet) send InitProducerId to the least loaded
+   node. Nothing is produced without a producer id when idempotence is on.
+2. ``accumulator.ready`` names the leader nodes with sendable data; topics whose leader is
+   unknown get a metadata update requested. Nodes that are not connected (the client starts
+   connecting) or are at ``max.in.flight.requests.per.connection`` are skipped this round.
+3. ``accumulator.drain`` takes one batch per partition per node; batches past
+   ``delivery.timeout.ms`` are expired (failed with KafkaTimeoutError).
+4. One ProduceRequest per node is sent; then ``network.poll`` does the I/O and completes
+   requests, whose callbacks run the response handling below on this thread.
+
+Response handling, per partition: success completes the batch with the broker's base offset;
+retriable errors (and disconnects / request timeouts) put the batch back at the head of its
+deque with exponential backoff and jitter, as long as ``retries`` and ``delivery.timeout.ms``
+allow; invalid-metadata errors request a metadata refresh (and apply Produce v10+ leader hints);
+MESSAGE_TOO_LARGE splits a multi-record batch into smaller ones (without idempotence stamps
+reused) or fails a single record; every other error fails only that batch.
+
+Invariants: only this thread touches the network client (other threads only call
+``wakeup``); a batch is completed exactly once; a retried batch is resent byte for byte; no
+batch is forgotten: each ends acknowledged or failed, also on close (``force_close`` fails
+whatever is left).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kafka_sink.errors import (
+    BrokerResponseError,
+    DuplicateSequenceNumberError,
+    FencedLeaderEpochError,
+    InvalidProducerEpochError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    NotLeaderOrFollowerError,
+    OutOfOrderSequenceNumberError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    UnknownProducerIdError,
+    error_for_code,
+)
+from kafka_sink.net.metadata import ExponentialBackoff, Node
+from kafka_sink.net.network_client import ClientRequest, ClientResponse
+from kafka_sink.producer.batch import ProducerBatch
+from kafka_sink.records.batch import RecordBatchBuilder, read_batches
+from kafka_sink.wire.messages import InitProducerIdRequest, ProduceRequest, ProduceResponse
+
+if TYPE_CHECKING:
+    from kafka_sink.clock import Clock
+    from kafka_sink.net.metadata import Cluster
+    from kafka_sink.producer.accumulator import RecordAccumulator
+    from kafka_sink.producer.transaction_manager import TransactionManager
+
+log = logging.getLogger(__name__)
+
+_MAX_POLL_MS = 1000
+
+
+class NetworkClientLike(Protocol):
+    """The NetworkClient surface the sender uses (a fake implements it in unit tests)."""
+
+    def ready(self, node_id: int, now_ms: int) -> bool: ...
+    def connection_delay(self, node_id: int, now_ms: int) -> int: ...
+    def in_flight_count(self, node_id: int) -> int: ...
+    def send(self, request: ClientRequest, now_ms: int) -> None: ...
+    def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]: ...
+    def least_loaded_node(self, now_ms: int) -> int | None: ...
+    def wakeup(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class MetadataLike(Protocol):
+    def fetch(self) -> Cluster: ...
+    def add_topic(self, topic: str) -> bool: ...
+    def request_update(self) -> int: ...
+    def time_to_next_update(self, now_ms: int) -> int: ...
+    def update_leader(
+        self, topic: str, partition: int, leader_id: int, leader_epoch: int, node: Node | None = ...
+    ) -> bool: ...
+
+
+class Sender:
+    def __init__(
+        self,
+        *,
+        accumulator: RecordAccumulator,
+        metadata: MetadataLike,
+        network: NetworkClientLike,
+        clock: Clock,
+        transaction_manager: TransactionManager | None = None,
+        acks: int = -1,
+        retries: int = 2**31 - 1,
+        request_timeout_ms: int = 30000,
+        delivery_timeout_ms: int = 120000,
+        max_request_size: int = 1048576,
+        max_in_flight: int = 5,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.accumulator = accumulator
+        self.metadata = metadata
+        self.network = network
+        self.clock = clock
+        self.transaction_manager = transaction_manager
+        self.acks = acks
+        self.retries = retries
+        self.request_timeout_ms = request_timeout_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.max_request_size = max_request_size
+        self.max_in_flight = max_in_flight
+        self.guarantee_message_order = max_in_flight == 1
+        self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, rng=rng)
+        self._retry_backoff_ms = retry_backoff_ms
+        self._running = True
+        self._forced = False
+        self._in_flight_batches: dict[int, list[ProducerBatch]] = {}
+        self.fatal_error: KafkaError | None = None
+        self.thread_error: BaseException | None = None
+        self.stopped = threading.Event()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Thread body: run until closed; then drain what is left unless forced."""
+        try:
+            while self._running:
+                self.run_once(self.clock.now_ms())
+            while not self._forced and (self.accumulator.has_incomplete() or self._has_in_flight()):
+                self.run_once(self.clock.now_ms())
+            if self._forced:
+                self.abort_incomplete(
+                    ProducerClosedError(
+                        "the producer was closed before these records could be delivered"
+                    )
+                )
+        except BaseException as exc:  # pragma: no cover - a bug; never lose records silently
+            log.exception("producer sender thread crashed")
+            self.thread_error = exc
+            self.abort_incomplete(KafkaError(f"the producer's sender thread crashed: {exc!r}"))
+        finally:
+            try:
+                self.network.close()
+            finally:
+                self.stopped.set()
+
+    def initiate_close(self) -> None:
+        self._running = False
+        self.accumulator.close()
+        self.network.wakeup()
+
+    def force_close(self) -> None:
+        self._forced = True
+        self.initiate_close()
+
+    def wakeup(self) -> None:
+        self.network.wakeup()
+
+    def _has_in_flight(self) -> bool:
+        return any(self._in_flight_batches.values())
+
+    def run_once(self, now_ms: int) -> None:
+        poll_timeout = _MAX_POLL_MS
+        tm = self.transaction_manager
+        if tm is not None:
+            poll_timeout = min(poll_timeout, self._maybe_init_producer_id(tm, now_ms))
+        poll_timeout = min(poll_timeout, self._send_producer_data(now_ms))
+        self.network.poll(max(poll_timeout, 0), now_ms)
+
+    # -- idempotence ----------------------------------------------------------------------
+
+    def _maybe_init_producer_id(self, tm: TransactionManager, now_ms: int) -> int:
+        if tm.fatal_error is not None:
+            return _MAX_POLL_MS
+        if not tm.bump_epoch_if_needed():
+            for tp in tm.reset_partitions_ready():
+                log.info("producer epoch bumped; %s-%d re-sequenced from 0", tp[0], tp[1])
+            return _MAX_POLL_MS
+        if tm.init_in_flight:
+            return _MAX_POLL_MS
+        if now_ms < tm.next_init_attempt_ms:
+            return tm.next_init_attempt_ms - now_ms
+        node_id = self.network.least_loaded_node(now_ms)
+        if node_id is None:
+            return self._retry_backoff_ms
+        if not self.network.ready(node_id, now_ms):
+            return max(min(self.network.connection_delay(node_id, now_ms), _MAX_POLL_MS), 1)
+        request = InitProducerIdRequest(
+            transactional_id=None,
+            transaction_timeout_ms=2147483647,
+            producer_id=tm.producer_id,
+            producer_epoch=tm.producer_epoch,
+        )
+        tm.init_in_flight = True
+
+        def on_response(response: ClientResponse) -> None:
+            self._handle_init_producer_id(tm, response)
+
+        self.network.send(ClientRequest(node_id, request, None, now_ms, on_response), now_ms)
+        return 0
+
+    def _handle_init_producer_id(self, tm: TransactionManager, response: ClientResponse) -> None:
+        tm.init_in_flight = False
+        now_ms = response.received_ms
+        body = response.response
+        error: KafkaError | None
+        if body is None:
+            error = response.error or KafkaConnectionError(
+                "disconnected while initializing the producer id"
+            )
+        else:
+            error = error_for_code(body.error_code)
+            if error is None:
+                tm.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
+                log.debug("producer id %d epoch %d", body.producer_id, body.producer_epoch)
+                return
+        tm.init_attempts += 1
+        if error.retriable or body is None:
+            tm.next_init_attempt_ms = now_ms + self._retry_backoff.backoff_ms(tm.init_attempts - 1)
+            if error.invalid_metadata:
+                self.metadata.request_update()
+            return
+        # Fatal for the producer (e.g. CLUSTER_AUTHORIZATION_FAILED): fail everything queued.
+        tm.fatal_error = error
+        self.fatal_error = error
+        log.error("InitProducerId failed, the idempotent producer cannot send: %s", error)
+        self.abort_incomplete(error)
+
+    # -- produce --------------------------------------------------------------------------
+
+    def _send_producer_data(self, now_ms: int) -> int:
+        cluster = self.metadata.fetch()
+        acc = self.accumulator
+        result = acc.ready(cluster, now_ms)
+        if result.unknown_leader_topics:
+            for topic in result.unknown_leader_topics:
+                self.metadata.add_topic(topic)
+            self.metadata.request_update()
+        poll_timeout = result.next_ready_check_delay_ms
+        ready_nodes: list[int] = []
+        for node_id in result.ready_nodes:
+            if not self.network.ready(node_id, now_ms):
+                poll_timeout = min(poll_timeout, self.network.connection_delay(node_id, now_ms))
+                continue
+            if self.network.in_flight_count(node_id) >= self.max_in_flight:
+                continue
+            ready_nodes.append(node_id)
+
+        tm = self.transaction_manager
+        if tm is not None and (not tm.has_producer_id() or tm.fatal_error is not None):
+            ready_nodes = []
+        drained = (
+            acc.drain(cluster, ready_nodes, self.max_request_size, now_ms, tm)
+            if ready_nodes
+            else {}
+        )
+        if self.guarantee_message_order:
+            for batches in drained.values():
+                for batch in batches:
+                    acc.mute(batch.tp)
+
+        for batch in acc.expired_batches(now_ms):
+            self._fail_batch(
+                batch,
+                KafkaTimeoutError(
+                    f"Expiring {batch.record_count} record(s) for {batch.topic}-"
+                    f"{batch.partition}: {now_ms - batch.created_ms} ms has passed since batch "
+                    f"creation (delivery.timeout.ms={self.delivery_timeout_ms}); "
+                    + self._why_not_sent(batch, cluster)
+                ),
+            )
+        next_expiry = acc.next_expiry_ms()
+        if next_expiry is not None:
+            poll_timeout = min(poll_timeout, max(next_expiry - now_ms, 0))
+
+        for node_id, batches in drained.items():
+            self._send_produce_request(node_id, batches, now_ms)
+        if drained:
+            poll_timeout = 0
+        if result.unknown_leader_topics:
+            poll_timeout = min(
+                poll_timeout, max(self.metadata.time_to_next_update(now_ms), self._retry_backoff_ms)
+            )
+        return poll_timeout
+
+    def _why_not_sent(self, batch: ProducerBatch, cluster: Cluster) -> str:
+        if batch.attempts:
+            return f"{batch.attempts} attempt(s) failed; last error: {batch.last_error}"
+        if cluster.leader_for(batch.topic, batch.partition) is None:
+            return "the partition's leader was never known (topic missing or brokers unreachable)"
+        tm = self.transaction_manager
+        if tm is not None and not tm.has_producer_id():
+            return "no producer id could be obtained (brokers unreachable?)"
+        return "the leader could not be reached"
+
+    def _send_produce_request(
+        self, node_id: int, batches: list[ProducerBatch], now_ms: int
+    ) -> None:
+        by_topic: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
+        batch_map: dict[tuple[str, int], ProducerBatch] = {}
+        for batch in batches:
+            try:
+                records = batch.encode()
+            except Exception as exc:  # a codec failure fails only this batch
+                self._fail_batch(batch, KafkaError(f"could not encode the batch: {exc!r}"))
+                continue
+            by_topic.setdefault(batch.topic, []).append(
+                ProduceRequest.PartitionProduceData(batch.partition, records)
+            )
+            batch_map[batch.tp] = batch
+        if not batch_map:
+            return
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=[
+                ProduceRequest.TopicProduceData(topic, parts) for topic, parts in by_topic.items()
+            ],
+        )
+        in_flight = self._in_flight_batches.setdefault(node_id, [])
+        in_flight.extend(batch_map.values())
+
+        def on_response(response: ClientResponse) -> None:
+            self._handle_produce_response(node_id, batch_map, response)
+
+        client_request = ClientRequest(
+            node_id, request, None, now_ms, on_response, expect_response=self.acks != 0
+        )
+        try:
+            self.network.send(client_request, now_ms)
+        except KafkaError as exc:
+            log.debug("send to node %d failed: %s", node_id, exc)
+            self._handle_produce_response(
+                node_id,
+                batch_map,
+                ClientResponse(client_request, None, True, False, exc, now_ms),
+            )
+
+    def _handle_produce_response(
+        self,
+        node_id: int,
+        batch_map: dict[tuple[str, int], ProducerBatch],
+        response: ClientResponse,
+    ) -> None:
+        now_ms = response.received_ms
+        in_flight = self._in_flight_batches.get(node_id)
+        if in_flight:
+            ids = {id(b) for b in batch_map.values()}
+            in_flight[:] = [b for b in in_flight if id(b) not in ids]
+        for batch in batch_map.values():
+            batch.in_request = False
+        body = response.response
+        if response.disconnected or response.timed_out or (body is None and self.acks != 0):
+            if response.error is not None:
+                error: KafkaError = response.error
+            elif response.timed_out:
+                error = KafkaTimeoutError(
+                    f"produce request to node {node_id} timed out after "
+                    f"request.timeout.ms={self.request_timeout_ms}"
+                )
+            else:
+                error = KafkaConnectionError(f"disconnected from node {node_id}")
+            self.metadata.request_update()
+            for batch in batch_map.values():
+                self._complete_batch_error(batch, error, now_ms, None, None)
+            return
+        if body is None:  # acks=0: done once written; the broker says nothing
+            for batch in batch_map.values():
+                self._complete_batch(batch, -1, -1)
+            return
+        assert isinstance(body, ProduceResponse)
+        remaining = dict(batch_map)
+        for topic_response in body.responses:
+            for p in topic_response.partition_responses:
+                batch = remaining.pop((topic_response.name, p.index), None)  # type: ignore[arg-type]
+                if batch is None:
+                    continue
+                if p.error_code == 0:
+                    self._complete_batch(batch, p.base_offset, p.log_append_time_ms)
+                    continue
+                message = p.error_message
+                if p.record_errors:
+                    details = "; ".join(
+                        f"record {e.batch_index}: {e.batch_index_error_message}"
+                        for e in p.record_errors[:5]
+                    )
+                    message = f"{message or ''} ({details})".strip()
+                err = error_for_code(p.error_code, message)
+                assert err is not None
+                self._complete_batch_error(batch, err, now_ms, p, body)
+        for batch in remaining.values():
+            self._complete_batch_error(
+                batch,
+                KafkaConnectionError(
+                    f"node {node_id} answered without a result for {batch.topic}-{batch.partition}"
+                ),
+                now_ms,
+                None,
+                None,
+            )
+
+    # -- completion -----------------------------------------------------------------------
+
+    def _complete_batch(self, batch: ProducerBatch, base_offset: int, log_append_ms: int) -> None:
+        tm = self.transaction_manager
+        if tm is not None:
+            tm.batch_succeeded(batch)
+        if self.guarantee_message_order:
+            self.accumulator.unmute(batch.tp)
+        if batch.done(base_offset, log_append_ms, None):
+            self.accumulator.deallocate(batch)
+
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException) -> None:
+        tm = self.transaction_manager
+        if tm is not None:
+            tm.batch_failed(batch)
+        if self.guarantee_message_order:
+            self.accumulator.unmute(batch.tp)
+        batch.in_request = False
+        if batch.done(-1, -1, error):
+            self.accumulator.deallocate(batch)
+
+    def _complete_batch_error(
+        self,
+        batch: ProducerBatch,
+        error: KafkaError,
+        now_ms: int,
+        partition_response: ProduceResponse.PartitionProduceResponse | None,
+        body: ProduceResponse | None,
+    ) -> None:
+        if batch.is_done():
+            return  # already failed by close(); nothing more to do
+        tm = self.transaction_manager
+        if isinstance(error, DuplicateSequenceNumberError) and tm is not None:
+            self._complete_batch(batch, -1, -1)
+            return
+        if (
+            isinstance(error, MessageTooLargeError)
+            and batch.record_count > 1
+            and self._split_and_reenqueue(batch, now_ms)
+        ):
+            return
+        if isinstance(error, MessageTooLargeError):
+            error = RecordTooLargeError(
+                f"{batch.topic}-{batch.partition}: the broker rejected a batch of "
+                f"{batch.record_count} record(s) ({batch.estimated_size_bytes()} bytes) as too "
+                "large (MESSAGE_TOO_LARGE): the record exceeds the topic's max.message.bytes "
+                "or the broker's message.max.bytes"
+            )
+            error.__cause__ = None
+        if self._can_retry(batch, error, now_ms):
+            if error.invalid_metadata:
+                self._apply_leader_hint(batch, error, partition_response, body)
+                self.metadata.request_update()
+            log.debug("retrying %r after %s", batch, error)
+            batch.last_error = error
+            self._reenqueue(batch, now_ms)
+            return
+        if error.retriable and now_ms - batch.created_ms >= self.delivery_timeout_ms:
+            timeout = KafkaTimeoutError(
+                f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+                f"delivery.timeout.ms={self.delivery_timeout_ms} passed after "
+                f"{batch.attempts + 1} attempt(s); last error: {error}"
+            )
+            timeout.__cause__ = error
+            self._fail_batch(batch, timeout)
+            return
+        if isinstance(error, InvalidProducerEpochError) and tm is not None:
+            tm.request_epoch_bump(batch.tp)
+        self._fail_batch(batch, error)
+
+    def _can_retry(self, batch: ProducerBatch, error: KafkaError, now_ms: int) -> bool:
+        if now_ms - batch.created_ms >= self.delivery_timeout_ms:
+            return False
+        if batch.attempts >= self.retries:
+            return False
+        if self.accumulator.closed and self._forced:
+            return False
+        tm = self.transaction_manager
+        if tm is not None and isinstance(
+            error, OutOfOrderSequenceNumberError | UnknownProducerIdError
+        ):
+            return tm.can_retry_sequence_error(batch, isinstance(error, UnknownProducerIdError))
+        return bool(error.retriable)
+
+    def _reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
+        if self.guarantee_message_order:
+            self.accumulator.unmute(batch.tp)
+        backoff = self._retry_backoff.backoff_ms(batch.attempts)
+        self.accumulator.reenqueue(batch, now_ms, backoff)
+
+    def _apply_leader_hint(
+        self,
+        batch: ProducerBatch,
+        error: KafkaError,
+        partition_response: ProduceResponse.PartitionProduceResponse | None,
+        body: ProduceResponse | None,
+    ) -> None:
+        if partition_response is None or body is None:
+            return
+        if not isinstance(error, NotLeaderOrFollowerError | FencedLeaderEpochError):
+            return
+        leader = partition_response.current_leader
+        if leader is None or leader.leader_id < 0 or leader.leader_epoch < 0:
+            return
+        node = None
+        for endpoint in body.node_endpoints or ():
+            if endpoint.node_id == leader.leader_id:
+                node = Node(endpoint.node_id, endpoint.host, endpoint.port, endpoint.rack)
+        self.metadata.update_leader(
+            batch.topic, batch.partition, leader.leader_id, leader.leader_epoch, node
+        )
+
+    def _split_and_reenqueue(self, batch: ProducerBatch, now_ms: int) -> bool:
+        """Java's split of an oversized batch: re-batch its records in halves, keep futures.
+
+        Each new batch completes the original batch's result when all are done, so the
+        futures handed out by send() see per-record offsets. Returns False if splitting is not
+        possible (then the batch fails as too large).
+        """
+        try:
+            encoded = batch.encode()
+            records = [r for b in read_batches(encoded, verify_crc=False) for r in b.records]
+        except Exception:
+            return False
+        if len(records) < 2:
+            return False
+        sealed = batch.sealed
+        assert sealed is not None
+        half = max((len(records) + 1) // 2, 1)
+        parts = [records[:half], records[half:]]
+        new_batches: list[ProducerBatch] = []
+        for part in parts:
+            builder = RecordBatchBuilder(
+                compression_type=sealed.compression_type,
+                compression_level=self.accumulator.compression_level,
+                batch_size=2**31 - 1,
+            )
+            for rec in part:
+                builder.append(rec.timestamp_ms, rec.key, rec.value, rec.headers)
+            child = ProducerBatch(
+                batch.topic, batch.partition, batch.created_ms, sealed=builder.seal()
+            )
+            new_batches.append(child)
+        tm = self.transaction_manager
+        if tm is not None:
+            tm.batch_failed(batch)  # its sequence range is abandoned: bump + re-sequence
+        _chain_split(batch, new_batches, [len(parts[0]), len(parts[1])])
+        batch.result.add_done_callback(lambda _r: self.accumulator.deallocate(batch))
+        for child in reversed(new_batches):
+            child.attempts = batch.attempts
+            self.accumulator.reenqueue_split(child, batch, now_ms)
+        log.info(
+            "split an oversized batch of %d records for %s-%d into %d",
+            len(records),
+            batch.topic,
+            batch.partition,
+            len(new_batches),
+        )
+        return True
+
+    # -- abort ----------------------------------------------------------------------------
+
+    def abort_incomplete(self, error: BaseException) -> None:
+        """Fail every batch not yet completed (queued or in flight)."""
+        for batch in self.accumulator.undrained_batches():
+            self._fail_batch(batch, error)
+        for batch in self.accumulator.incomplete_batches():
+            self._fail_batch(batch, error)
+        self._in_flight_batches.clear()
+
+
+def _chain_split(parent: ProducerBatch, children: list[ProducerBatch], counts: list[int]) -> None:
+    """Complete ``parent`` from its split children: first child's base offset, first error."""
+    state: dict[str, Any] = {"left": len(children), "base": None, "error": None}
+    lock = threading.Lock()
+    first_count = counts[0]
+
+    def on_child(index: int) -> Callable[[Any], None]:
+        def done(result: Any) -> None:
+            with lock:
+                if result.error is not None and state["error"] is None:
+                    state["error"] = result.error
+                if index == 0:
+                    state["base"] = result.base_offset
+                elif state["base"] is None and result.base_offset >= 0:
+                    state["base"] = result.base_offset - first_count
+                state["left"] -= 1
+                finished = state["left"] == 0
+            if finished:
+                parent.done(state["base"] if state["base"] is not None else -1, -1, state["error"])
+
+        return done
+
+    for i, child in enumerate(children):
+        child.result.add_done_callback(on_child(i))
+
+
+__all__ = ["BrokerResponseError", "Sender"]

@@ -1,0 +1,265 @@
+"""Fakes for stepping the Sender: a scripted network client and a settable metadata view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from kafka_sink.net.network_client import ClientRequest, ClientResponse
+
+from kafka_sink.clock import ManualClock
+from kafka_sink.net.metadata import Cluster, Node, PartitionInfo
+from kafka_sink.producer.accumulator import RecordAccumulator
+from kafka_sink.producer.sender import Sender
+from kafka_sink.producer.transaction_manager import TransactionManager
+from kafka_sink.records.batch import read_batches
+from kafka_sink.wire.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+
+class FakeMetadata:
+    def __init__(self, partitions: dict[str, list[int]], nodes: tuple[int, ...] = (0, 1)) -> None:
+        brokers = {n: Node(n, f"b{n}", 9092) for n in nodes}
+        parts = {
+            topic: tuple(PartitionInfo(topic, i, leader, 0) for i, leader in enumerate(leaders))
+            for topic, leaders in partitions.items()
+        }
+        self.cluster = Cluster(
+            brokers=MappingProxyType(brokers), partitions=MappingProxyType(parts)
+        )
+        self.update_requests = 0
+        self.added: list[str] = []
+        self.leader_hints: list[tuple[str, int, int, int]] = []
+
+    def fetch(self) -> Cluster:
+        return self.cluster
+
+    def add_topic(self, topic: str) -> bool:
+        self.added.append(topic)
+        return True
+
+    def request_update(self) -> int:
+        self.update_requests += 1
+        return 0
+
+    def time_to_next_update(self, now_ms: int) -> int:
+        return 100
+
+    def set_leader(self, topic: str, partition: int, leader: int) -> None:
+        parts = list(self.cluster.partitions[topic])
+        parts[partition] = replace(parts[partition], leader_id=leader)
+        all_parts = dict(self.cluster.partitions)
+        all_parts[topic] = tuple(parts)
+        self.cluster = replace(self.cluster, partitions=MappingProxyType(all_parts))
+
+    def update_leader(
+        self, topic: str, partition: int, leader_id: int, leader_epoch: int, node: Any = None
+    ) -> bool:
+        self.leader_hints.append((topic, partition, leader_id, leader_epoch))
+        self.set_leader(topic, partition, leader_id)
+        return True
+
+
+@dataclass
+class Sent:
+    request: ClientRequest
+    now_ms: int
+
+    @property
+    def body(self) -> Any:
+        return self.request.request
+
+    def partitions(self) -> dict[tuple[str, int], bytes]:
+        out = {}
+        for t in self.body.topic_data:
+            for p in t.partition_data:
+                out[(t.name, p.index)] = bytes(p.records)
+        return out
+
+    def batches(self) -> dict[tuple[str, int], Any]:
+        return {tp: read_batches(data)[0] for tp, data in self.partitions().items()}
+
+
+@dataclass
+class FakeNetworkClient:
+    clock: ManualClock
+    not_ready: set[int] = field(default_factory=set)
+    sent: list[Sent] = field(default_factory=list)
+    in_flight: dict[int, list[ClientRequest]] = field(default_factory=dict)
+    poll_timeouts: list[int] = field(default_factory=list)
+    _due: list[ClientResponse] = field(default_factory=list)
+    closed: bool = False
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        return node_id not in self.not_ready
+
+    def connection_delay(self, node_id: int, now_ms: int) -> int:
+        return 50 if node_id in self.not_ready else 0
+
+    def in_flight_count(self, node_id: int) -> int:
+        return len(self.in_flight.get(node_id, []))
+
+    def send(self, request: ClientRequest, now_ms: int) -> None:
+        self.sent.append(Sent(request, now_ms))
+        if request.expect_response:
+            self.in_flight.setdefault(request.node_id, []).append(request)
+        else:
+            self._due.append(ClientResponse(request, None, False, False, None, now_ms))
+
+    def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
+        self.poll_timeouts.append(timeout_ms)
+        due, self._due = self._due, []
+        for response in due:
+            if response.request.callback is not None:
+                response.request.callback(response)
+        return due
+
+    def least_loaded_node(self, now_ms: int) -> int | None:
+        return 0
+
+    def wakeup(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    # -- scripting ------------------------------------------------------------------------
+
+    def _take(self, request: ClientRequest) -> None:
+        self.in_flight[request.node_id].remove(request)
+
+    def respond(self, sent: Sent, body: Any) -> None:
+        self._take(sent.request)
+        self._due.append(
+            ClientResponse(sent.request, body, False, False, None, self.clock.now_ms())
+        )
+
+    def disconnect(self, sent: Sent) -> None:
+        self._take(sent.request)
+        self._due.append(ClientResponse(sent.request, None, True, False, None, self.clock.now_ms()))
+
+    def time_out(self, sent: Sent) -> None:
+        self._take(sent.request)
+        self._due.append(ClientResponse(sent.request, None, False, True, None, self.clock.now_ms()))
+
+    def produce_requests(self) -> list[Sent]:
+        return [s for s in self.sent if isinstance(s.body, ProduceRequest)]
+
+    def pending(self) -> list[Sent]:
+        reqs = [r for rs in self.in_flight.values() for r in rs]
+        return [s for s in self.sent if any(s.request is r for r in reqs)]
+
+
+def produce_response(
+    sent: Sent,
+    errors: dict[tuple[str, int], int] | None = None,
+    base_offsets: dict[tuple[str, int], int] | None = None,
+    current_leader: tuple[int, int] | None = None,
+) -> ProduceResponse:
+    errors = errors or {}
+    base_offsets = base_offsets or {}
+    topics: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
+    for topic, partition in sent.partitions():
+        code = errors.get((topic, partition), 0)
+        leader = None
+        if current_leader is not None and code:
+            leader = ProduceResponse.LeaderIdAndEpoch(*current_leader)
+        topics.setdefault(topic, []).append(
+            ProduceResponse.PartitionProduceResponse(
+                index=partition,
+                error_code=code,
+                base_offset=-1 if code else base_offsets.get((topic, partition), 0),
+                current_leader=leader,
+            )
+        )
+    return ProduceResponse(
+        responses=[ProduceResponse.TopicProduceResponse(t, ps) for t, ps in topics.items()]
+    )
+
+
+@dataclass
+class Harness:
+    clock: ManualClock
+    metadata: FakeMetadata
+    network: FakeNetworkClient
+    accumulator: RecordAccumulator
+    sender: Sender
+    tm: TransactionManager | None
+
+    def send(
+        self,
+        topic: str = "t",
+        partition: int = 0,
+        value: bytes = b"v",
+        key: bytes | None = None,
+        callback: Callable[..., Any] | None = None,
+    ) -> Any:
+        return self.accumulator.append(
+            topic, partition, self.clock.wall_ms(), key, value, (), callback, 0, self.clock.now_ms()
+        ).future
+
+    def run(self, advance_ms: int = 0) -> None:
+        if advance_ms:
+            self.clock.advance(advance_ms)
+        self.sender.run_once(self.clock.now_ms())
+
+    def init_producer_id(self, producer_id: int = 1000, epoch: int = 0) -> None:
+        self.run()
+        sent = self.network.sent[-1]
+        assert isinstance(sent.body, InitProducerIdRequest)
+        self.network.respond(
+            sent,
+            InitProducerIdResponse(error_code=0, producer_id=producer_id, producer_epoch=epoch),
+        )
+        self.run()
+        assert self.tm is not None and self.tm.producer_id == producer_id
+
+
+def make_harness(
+    *,
+    partitions: dict[str, list[int]] | None = None,
+    idempotent: bool = True,
+    linger_ms: int = 5,
+    batch_size: int = 16384,
+    buffer_memory: int = 1 << 20,
+    delivery_timeout_ms: int = 120000,
+    request_timeout_ms: int = 30000,
+    retries: int = 2**31 - 1,
+    max_in_flight: int = 5,
+    acks: int = -1,
+    max_request_size: int = 1 << 20,
+) -> Harness:
+    import random
+
+    clock = ManualClock()
+    metadata = FakeMetadata(partitions or {"t": [0, 1]})
+    network = FakeNetworkClient(clock)
+    acc = RecordAccumulator(
+        clock=clock,
+        batch_size=batch_size,
+        linger_ms=linger_ms,
+        buffer_memory=buffer_memory,
+        delivery_timeout_ms=delivery_timeout_ms,
+    )
+    tm = TransactionManager() if idempotent else None
+    sender = Sender(
+        accumulator=acc,
+        metadata=metadata,
+        network=network,
+        clock=clock,
+        transaction_manager=tm,
+        acks=acks,
+        retries=retries,
+        request_timeout_ms=request_timeout_ms,
+        delivery_timeout_ms=delivery_timeout_ms,
+        max_request_size=max_request_size,
+        max_in_flight=max_in_flight,
+        rng=random.Random(7),
+    )
+    return Harness(clock, metadata, network, acc, sender, tm)
