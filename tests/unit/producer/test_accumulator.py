@@ -85,7 +85,7 @@ def test_memory_is_returned_on_deallocate_and_wakes_blocked_senders() -> None:
     clock, acc, md = make(batch_size=1000, buffer_memory=2000, linger_ms=0)
     append(acc, clock, b"x" * 900, p=0)
     append(acc, clock, b"x" * 900, p=1)
-    with pytest\.raises(BufferExhaustedError, match=r"max\.block\.ms=0"):
+    with pytest.raises(BufferExhaustedError, match=r"max\.block\.ms=0"):
         append(acc, clock, b"x" * 900, p=0)
     batches = acc.drain(md.cluster, [0, 1], 1 << 20, clock.now_ms())
     done = threading.Event()
@@ -114,7 +114,7 @@ def test_closed_accumulator_refuses_appends() -> None:
 def test_flush_timeout_raises_with_counts() -> None:
     clock, acc, _md = make()
     append(acc, clock)
-    with pytest\.raises(KafkaTimeoutError, match=r"1 record\(s\) in 1 batch"):
+    with pytest.raises(KafkaTimeoutError, match=r"1 record\(s\) in 1 batch"):
         acc.await_flush_completion(0)
 
 
@@ -162,7 +162,7 @@ def test_bulk_future_offsets_and_errors() -> None:
     bad._add(0, 3, 2, b.result)
     bad._seal()
     b.done(-1, -1, KafkaTimeoutError("boom"))
-    with pytest\.raises(KafkaTimeoutError, match=r"boom"):
+    with pytest.raises(KafkaTimeoutError, match=r"boom"):
         bad.get(0)
 
 

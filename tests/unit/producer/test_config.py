@@ -82,7 +82,7 @@ def test_invalid_values_name_the_key(key: str, value: object) -> None:
 
 
 def test_unknown_key_is_named() -> None:
-    with pytest\.raises(ConfigError, match=r"lingerr\.ms: unknown"):
+    with pytest.raises(ConfigError, match=r"lingerr\.ms: unknown"):
         ProducerConfig.from_mapping({**BOOT, "lingerr.ms": 5})
 
 
@@ -93,9 +93,9 @@ def test_refused_keys_explain_why(key: str) -> None:
 
 
 def test_bootstrap_servers_required_and_checked() -> None:
-    with pytest\.raises(ConfigError, match=r"bootstrap\.servers"):
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
         ProducerConfig.from_mapping({})
-    with pytest\.raises(ConfigError, match=r"bootstrap\.servers"):
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
         ProducerConfig.from_mapping({"bootstrap.servers": "nohost"})
 
 
@@ -116,7 +116,7 @@ def test_explicit_idempotence_conflicts_raise(key: str, value: object) -> None:
 
 
 def test_transactional_id_needs_idempotence() -> None:
-    with pytest\.raises(ConfigError, match=r"transactional\.id"):
+    with pytest.raises(ConfigError, match=r"transactional\.id"):
         ProducerConfig.from_mapping(
             {**BOOT, "transactional.id": "t", "enable.idempotence": "false"}
         )
@@ -124,7 +124,7 @@ def test_transactional_id_needs_idempotence() -> None:
 
 
 def test_delivery_timeout_floor() -> None:
-    with pytest\.raises(ConfigError, match=r"delivery\.timeout\.ms"):
+    with pytest.raises(ConfigError, match=r"delivery\.timeout\.ms"):
         ProducerConfig.from_mapping({**BOOT, "delivery.timeout.ms": 1000})
     c = ProducerConfig.from_mapping({**BOOT, "request.timeout.ms": 200000})
     assert c.delivery_timeout_ms == 200005
@@ -174,7 +174,7 @@ def test_sasl_errors_do_not_leak_the_password() -> None:
             }
         )
     assert "topsecret" not in str(info.value)
-    with pytest\.raises(ConfigError, match=r"sasl\.mechanism"):
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism"):
         ProducerConfig.from_mapping(
             {
                 **BOOT,
@@ -189,7 +189,7 @@ def test_sasl_errors_do_not_leak_the_password() -> None:
 
 
 def test_ssl_only_pem() -> None:
-    with pytest\.raises(ConfigError, match=r"ssl\.truststore\.type"):
+    with pytest.raises(ConfigError, match=r"ssl\.truststore\.type"):
         ProducerConfig.from_mapping(
             {**BOOT, "security.protocol": "SSL", "ssl.truststore.type": "JKS"}
         )
