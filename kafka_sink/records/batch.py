@@ -53,6 +53,7 @@ __all__ = [
     "RecordBatch",
     "RecordBatchBuilder",
     "SealedBatch",
+    "encode_headers",
     "encode_varint",
     "estimate_record_size",
     "read_batches",
@@ -108,7 +109,7 @@ def _varint_size(value: int) -> int:
     return size
 
 
-def _encode_headers(headers: Sequence[Header]) -> bytes:
+def encode_headers(headers: Sequence[Header]) -> bytes:
     out = bytearray(encode_varint(len(headers)))
     for hkey, hvalue in headers:
         kb = hkey.encode("utf-8")
@@ -134,7 +135,7 @@ def estimate_record_size(
     size += 1 if key is None else _varint_size(len(key)) + len(key)
     size += 1 if value is None else _varint_size(len(value)) + len(value)
     if headers:
-        size += len(_encode_headers(headers))
+        size += len(encode_headers(headers))
     else:
         size += 1
     return size
@@ -304,7 +305,7 @@ class RecordBatchBuilder:
         else:
             vlen = len(value)
             value_length = _VARINTS[vlen] if vlen < _TABLE_SIZE else encode_varint(vlen)
-        header_bytes = _encode_headers(headers) if headers else _NO_HEADERS
+        header_bytes = encode_headers(headers) if headers else _NO_HEADERS
         body = (
             len(attr_ts)
             + len(offset_delta)

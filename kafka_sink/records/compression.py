@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from enum import IntEnum
+from functools import partial
 from typing import Any
 
 import lz4.frame
@@ -42,7 +44,9 @@ __all__ = [
     "DEFAULT_LEVELS",
     "LEVEL_RANGES",
     "CompressionType",
+    "Compressor",
     "compress",
+    "compressor",
     "decompress",
     "validate_level",
 ]
@@ -160,26 +164,33 @@ def _zstd_compress(data: bytes | bytearray | memoryview, level: int) -> bytes:
     return result
 
 
+Compressor = Callable[[bytes | bytearray | memoryview], bytes]
+
+
+def compressor(ctype: CompressionType, level: int | None = None) -> Compressor:
+    """A one-argument compress function for ``ctype`` at ``level`` (checked once, here).
+
+    Hot loops (one call per batch) use this to skip the per-call codec and level dispatch.
+    """
+    ctype = CompressionType(ctype)
+    effective = validate_level(ctype, level)
+    if ctype is CompressionType.NONE:
+        return bytes
+    if ctype is CompressionType.SNAPPY:
+        return _snappy_compress
+    assert effective is not None
+    if ctype is CompressionType.GZIP:
+        return partial(_gzip_compress, level=effective)
+    if ctype is CompressionType.LZ4:
+        return partial(_lz4_compress, level=effective)
+    return partial(_zstd_compress, level=effective)
+
+
 def compress(
     ctype: CompressionType, data: bytes | bytearray | memoryview, level: int | None = None
 ) -> bytes:
     """Compress a records section for ``ctype`` (NONE returns the bytes unchanged)."""
-    ctype = CompressionType(ctype)
-    if ctype is CompressionType.NONE:
-        if level is not None:
-            validate_level(ctype, level)
-        return bytes(data)
-    effective = validate_level(ctype, level)
-    if ctype is CompressionType.GZIP:
-        assert effective is not None
-        return _gzip_compress(data, effective)
-    if ctype is CompressionType.SNAPPY:
-        return _snappy_compress(data)
-    if ctype is CompressionType.LZ4:
-        assert effective is not None
-        return _lz4_compress(data, effective)
-    assert effective is not None
-    return _zstd_compress(data, effective)
+    return compressor(ctype, level)(data)
 
 
 def _gzip_decompress(data: bytes | memoryview) -> bytes:
