@@ -1,0 +1,277 @@
+"""Producer throughput: our send() and send_columns() against confluent-kafka and kafka-python.
+
+One broker, one workload for every client: N records (default 1,000,000) with 100-byte values
+and 16-byte keys, acks=all, lz4, linger.ms=5, a fresh 6-partition topic per client. Each client
+runs in its own subprocess, so its peak RSS (ru_maxrss) is its own; the clock runs from the first
+send to the end of flush() (producer start-up and the first metadata fetch are excluded, data
+generation too). Records written are checked against the topic's end offsets.
+
+    python benchmarks/bench_producer.py [--records N] [--bootstrap host:port] [--clients a,b]
+
+Without --bootstrap (or KAFKA_BOOTSTRAP_SERVERS) a LocalKafka with the "bench" JVM profile is
+started for the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+VALUE_SIZE = 100
+KEY_SIZE = 16
+PARTITIONS = 6
+CLIENTS = ("ours-send", "ours-bulk", "confluent-kafka", "kafka-python")
+BULK_CHUNK = 10_000  # Spark's default Arrow batch (spark.sql.execution.arrow.maxRecordsPerBatch)
+
+
+def _data(n: int) -> tuple[list[bytes], list[bytes]]:
+    rng = __import__("random").Random(42)
+    pool = [rng.randbytes(VALUE_SIZE) for _ in range(4096)]
+    values = [pool[i & 4095] for i in range(n)]
+    keys = [b"%016d" % i for i in range(n)]
+    assert all(len(k) == KEY_SIZE for k in keys[:10])
+    return keys, values
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _run_ours_send(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
+    from kafka_sink import KafkaProducer
+
+    producer = KafkaProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "compression.type": "lz4",
+            "linger.ms": 5,
+        }
+    )
+    producer.partitions_for(topic)
+    send = producer.send
+    start = time.perf_counter()
+    for key, value in zip(keys, values, strict=True):
+        send(topic, value, key)
+    producer.flush()
+    elapsed = time.perf_counter() - start
+    producer.close()
+    return elapsed
+
+
+def _run_ours_bulk(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
+    import pyarrow as pa
+
+    from kafka_sink import KafkaProducer
+
+    n = len(keys)
+    key_chunks = [pa.array(keys[i : i + BULK_CHUNK], pa.binary()) for i in range(0, n, BULK_CHUNK)]
+    value_chunks = [
+        pa.array(values[i : i + BULK_CHUNK], pa.binary()) for i in range(0, n, BULK_CHUNK)
+    ]
+    del keys[:], values[:]
+    producer = KafkaProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "compression.type": "lz4",
+            "linger.ms": 5,
+        }
+    )
+    producer.partitions_for(topic)
+    start = time.perf_counter()
+    futures = [
+        producer.send_columns(topic, v, k) for k, v in zip(key_chunks, value_chunks, strict=True)
+    ]
+    producer.flush()
+    for f in futures:
+        f.get()
+    elapsed = time.perf_counter() - start
+    producer.close()
+    return elapsed
+
+
+def _run_confluent(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "compression.type": "lz4",
+            "linger.ms": 5,
+            "enable.idempotence": True,
+            # Java-compatible key placement, so every client writes the same layout.
+            "partitioner": "murmur2_random",
+        }
+    )
+    producer.list_topics(topic, timeout=30)
+    produce = producer.produce
+    poll = producer.poll
+    start = time.perf_counter()
+    for key, value in zip(keys, values, strict=True):
+        while True:
+            try:
+                produce(topic, value, key)
+                break
+            except BufferError:
+                poll(0.05)
+    remaining = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    if remaining:
+        raise RuntimeError(f"confluent-kafka: {remaining} messages not delivered")
+    return elapsed
+
+
+def _run_kafka_python(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
+    import warnings
+
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaProducer as PythonKafkaProducer
+
+    producer = PythonKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        compression_type="lz4",
+        linger_ms=5,
+    )
+    producer.partitions_for(topic)
+    send = producer.send
+    start = time.perf_counter()
+    for key, value in zip(keys, values, strict=True):
+        send(topic, value=value, key=key)
+    producer.flush()
+    elapsed = time.perf_counter() - start
+    producer.close()
+    return elapsed
+
+
+_RUNNERS = {
+    "ours-send": _run_ours_send,
+    "ours-bulk": _run_ours_bulk,
+    "confluent-kafka": _run_confluent,
+    "kafka-python": _run_kafka_python,
+}
+
+
+def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
+    keys, values = _data(n)
+    rss_data = _rss_mb()
+    elapsed = _RUNNERS[client](bootstrap, topic, keys, values)
+    print(
+        json.dumps(
+            {
+                "client": client,
+                "records": n,
+                "seconds": elapsed,
+                "peak_rss_mb": _rss_mb(),
+                "rss_after_data_mb": rss_data,
+            }
+        ),
+        flush=True,
+    )
+
+
+def _measure(client: str, bootstrap: str, n: int) -> dict[str, Any]:
+    from kafka_sink.testing.oracle import create_topic, end_offsets
+
+    topic = f"bench-{client}-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=PARTITIONS)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            client,
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--records",
+            str(n),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{client} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    written = sum(end_offsets(bootstrap, topic).values())
+    result["written"] = written
+    if written < n:
+        raise RuntimeError(f"{client}: only {written} of {n} records in {topic}")
+    return result
+
+
+def _table(results: list[dict[str, Any]]) -> str:
+    rate = {r["client"]: r["records"] / r["seconds"] for r in results}
+    lines = [
+        f"{'client':<16} {'records/s':>12} {'seconds':>8} {'peak RSS MB':>12} "
+        f"{'vs kafka-python':>16} {'vs confluent':>13}"
+    ]
+    for r in results:
+        c = r["client"]
+        kp = rate[c] / rate["kafka-python"] if "kafka-python" in rate else float("nan")
+        ck = rate[c] / rate["confluent-kafka"] if "confluent-kafka" in rate else float("nan")
+        lines.append(
+            f"{c:<16} {rate[c]:>12,.0f} {r['seconds']:>8.2f} {r['peak_rss_mb']:>12.1f} "
+            f"{kp:>15.2f}x {ck:>12.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--worker")
+    parser.add_argument("--topic")
+    args = parser.parse_args()
+    if args.worker:
+        _worker(args.worker, args.bootstrap, args.topic, args.records)
+        return
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    for c in clients:
+        if c not in _RUNNERS:
+            parser.error(f"unknown client {c!r}; choose from {', '.join(CLIENTS)}")
+    kafka = None
+    bootstrap = args.bootstrap
+    if not bootstrap:
+        from kafka_sink.testing.local_kafka import LocalKafka
+
+        kafka = LocalKafka(nodes=1, jvm_profile="bench").start()
+        bootstrap = kafka.bootstrap_servers
+    try:
+        print(
+            f"{args.records:,} records, {VALUE_SIZE}-byte values, {KEY_SIZE}-byte keys, acks=all, "
+            f"lz4, linger.ms=5, {PARTITIONS} partitions, broker {bootstrap}",
+            flush=True,
+        )
+        results = []
+        for client in clients:
+            result = _measure(client, bootstrap, args.records)
+            print(
+                f"  {client}: {result['records'] / result['seconds']:,.0f} records/s "
+                f"({result['seconds']:.2f} s, peak RSS {result['peak_rss_mb']:.0f} MB)",
+                flush=True,
+            )
+            results.append(result)
+        print()
+        print(_table(results))
+    finally:
+        if kafka is not None:
+            kafka.close()
+
+
+if __name__ == "__main__":
+    main()
