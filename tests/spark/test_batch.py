@@ -1,0 +1,250 @@
+"""Batch writes through format("pykafka") on a real SparkSession and a real Kafka.
+
+Every test reads the topic back with kafka-python (the oracle) and compares it with what the
+DataFrame held and with what the driver's commit log recorded.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from pyspark.sql import functions as sf
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+from sparkutil import KAFKA_OPTIONS, commit_docs, committed_ranges, observed_ranges
+
+from kafka_sink.records.murmur2 import partition_for_key
+from kafka_sink.testing.oracle import read_all
+
+HEADERS = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+SCHEMA = StructType(
+    [
+        StructField("key", StringType()),
+        StructField("value", BinaryType()),
+        StructField("partition", IntegerType()),
+        StructField("headers", HEADERS),
+        StructField("timestamp", LongType()),
+        StructField("extra", StringType()),
+    ]
+)
+
+
+def _rows(n: int) -> list[tuple]:
+    rows = []
+    for i in range(n):
+        key = None if i % 7 == 0 else f"k{i % 13}"
+        partition = i % 3 if i % 5 == 0 else None
+        headers = [("h", f"v{i}".encode()), ("empty", None)] if i % 4 == 0 else []
+        rows.append((key, f"value-{i}".encode(), partition, headers, 1_600_000_000_000 + i, "x"))
+    return rows
+
+
+def test_batch_write_lands_exactly(spark, kafka_bootstrap, topic_factory, tmp_path) -> None:
+    topic = topic_factory(partitions=3)
+    rows = _rows(300)
+    df = spark.createDataFrame(rows, SCHEMA).repartition(2)
+    (
+        df.write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .options(**KAFKA_OPTIONS)
+        .option("topic", topic)
+        .option("commitLog", str(tmp_path / "log"))
+        .save()
+    )
+    records = read_all(kafka_bootstrap, topic, expected=len(rows))
+    assert len(records) == len(rows)
+    by_value = {r.value: r for r in records}
+    for key, value, partition, headers, ts, _ in rows:
+        got = by_value[value]
+        assert got.key == (key.encode() if key is not None else None)
+        assert got.headers == headers
+        assert got.timestamp_ms == ts
+        if partition is not None:
+            assert got.partition == partition
+        elif key is not None:
+            assert got.partition == partition_for_key(key.encode(), 3)
+    # Order within a partition follows the DataFrame's order within each Spark partition; the
+    # values carry their row number, so check per (partition, key) that offsets increase.
+    [doc] = commit_docs(tmp_path / "log")
+    assert doc["kind"] == "commit" and doc["mode"] == "append" and doc["batch_id"] is None
+    assert doc["record_count"] == len(rows)
+    assert doc["task_count"] == 2
+    assert committed_ranges(doc) == observed_ranges(records)
+
+
+def test_topic_column_and_string_values(spark, kafka_bootstrap, topic_factory, tmp_path) -> None:
+    a, b = topic_factory(partitions=2), topic_factory(partitions=1)
+    df = spark.range(40).select(
+        sf.when(sf.col("id") % 2 == 0, sf.lit(a)).otherwise(sf.lit(b)).alias("topic"),
+        sf.concat(sf.lit("ключ-"), sf.col("id").cast("string")).alias("key"),
+        sf.col("id").cast("string").alias("value"),
+        sf.timestamp_millis(sf.lit(1_700_000_000_123) + sf.col("id")).alias("timestamp"),
+    )
+    (
+        df.write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("commitLog", str(tmp_path))
+        .save()
+    )
+    got_a = read_all(kafka_bootstrap, a, expected=20)
+    got_b = read_all(kafka_bootstrap, b, expected=20)
+    assert sorted(int(r.value) for r in got_a) == list(range(0, 40, 2))
+    assert sorted(int(r.value) for r in got_b) == list(range(1, 40, 2))
+    for r in got_a + got_b:
+        assert r.key == f"ключ-{int(r.value)}".encode()
+        assert r.timestamp_ms == 1_700_000_000_123 + int(r.value)
+    [doc] = commit_docs(tmp_path)
+    assert doc["topics"] == sorted([a, b])
+    assert committed_ranges(doc) == {**observed_ranges(got_a), **observed_ranges(got_b)}
+
+
+def test_retried_task_loses_nothing(spark, kafka_bootstrap, topic_factory, tmp_path) -> None:
+    """The first attempt of task 0 fails after part of its rows went out; the retry wins."""
+    topic = topic_factory(partitions=2)
+
+    @sf.udf(returnType=StringType())
+    def fail_first_attempt(i: int) -> str:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i > 150:
+            raise RuntimeError("injected failure on the first attempt")
+        return str(i)
+
+    df = spark.range(0, 400, 1, 2).select(fail_first_attempt(sf.col("id")).alias("value"))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
+    try:
+        (
+            df.write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("topic", topic)
+            .option("commitLog", str(tmp_path))
+            .save()
+        )
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    records = read_all(kafka_bootstrap, topic, expected=400)
+    counts = Counter(int(r.value) for r in records)
+    assert set(counts) == set(range(400))  # nothing lost; duplicates allowed (at-least-once)
+    [doc] = commit_docs(tmp_path)
+    attempts = {t["partition_id"]: t["attempt_number"] for t in doc["tasks"]}
+    assert attempts == {0: 1, 1: 0}
+    assert doc["record_count"] == 400
+    # The committed ranges cover what the successful attempts wrote; anything outside them is a
+    # duplicate from the failed attempt.
+    for (t, p), (first, last, count) in committed_ranges(doc).items():
+        inside = [r for r in records if r.partition == p and first <= r.offset <= last]
+        assert t == topic and len(inside) >= count
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (lambda s: s.range(3).selectExpr("id AS value"), {}, "'value' has unsupported type bigint"),
+        (
+            lambda s: s.range(3).selectExpr("CAST(id AS STRING) AS v"),
+            {},
+            "column 'value' not found",
+        ),
+        (
+            lambda s: s.range(3).selectExpr("'x' AS value", "id AS partition"),
+            {},
+            "'partition' has unsupported type bigint",
+        ),
+        (
+            lambda s: s.range(3).selectExpr("'x' AS value", "map('a', 'b') AS headers"),
+            {},
+            "'headers' has unsupported type map<string,string>",
+        ),
+        (
+            lambda s: s.range(3).selectExpr("'x' AS value", "'2020' AS timestamp"),
+            {},
+            "'timestamp' has unsupported type string",
+        ),
+        (lambda s: s.range(3).selectExpr("'x' AS value"), {"topic": None}, "no topic"),
+        (
+            lambda s: s.range(3).selectExpr("'x' AS value"),
+            {"kafka.value.serializer": "x"},
+            "'kafka.value.serializer' is not supported",
+        ),
+        (
+            lambda s: s.range(3).selectExpr("'x' AS value"),
+            {"acks": "all"},
+            "unknown option 'acks'",
+        ),
+        (
+            lambda s: s.range(3).selectExpr("'x' AS value"),
+            {"kafka.acks": "some"},
+            "invalid producer option: acks",
+        ),
+    ],
+    ids=[
+        "value-type",
+        "no-value",
+        "partition-type",
+        "headers-map",
+        "timestamp-type",
+        "no-topic",
+        "serializer",
+        "unprefixed",
+        "bad-kafka-key",
+    ],
+)
+def test_bad_input_fails_on_the_driver(spark, kafka_bootstrap, topic_factory, case) -> None:
+    build, options, message = case
+    topic = topic_factory(partitions=1)
+    opts = {"kafka.bootstrap.servers": kafka_bootstrap, "topic": topic, **options}
+    writer = build(spark).write.format("pykafka").mode("append")
+    for k, v in opts.items():
+        if v is not None:
+            writer = writer.option(k, v)
+    with pytest.raises(Exception, match=message) as info:
+        writer.save()
+    assert "PYTHON_DATA_SOURCE_ERROR" in str(info.value)  # raised while planning, not in a task
+    assert read_all(kafka_bootstrap, topic) == []
+
+
+def test_overwrite_mode_refused(spark, kafka_bootstrap, topic_factory) -> None:
+    topic = topic_factory()
+    with pytest.raises(Exception, match="save mode 'overwrite' is not supported"):
+        (
+            spark.range(2)
+            .selectExpr("'x' AS value")
+            .write.format("pykafka")
+            .mode("overwrite")
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("topic", topic)
+            .save()
+        )
+    assert read_all(kafka_bootstrap, topic) == []
+
+
+@pytest.mark.parametrize(
+    ("select", "message"),
+    [
+        (["CAST(NULL AS STRING) AS topic", "'x' AS value"], "has a null 'topic'"),
+        (["'{topic}' AS topic", "'x' AS value", "7 AS partition"], "has partition 7"),
+    ],
+    ids=["null-topic", "partition-out-of-range"],
+)
+def test_bad_rows_fail_the_task(spark, kafka_bootstrap, topic_factory, select, message) -> None:
+    topic = topic_factory(partitions=2)
+    df = spark.range(0, 5, 1, 1).selectExpr(*[s.format(topic=topic) for s in select])
+    with pytest.raises(Exception, match=message):
+        df.write.format("pykafka").mode("append").option(
+            "kafka.bootstrap.servers", kafka_bootstrap
+        ).save()
+    assert read_all(kafka_bootstrap, topic) == []
