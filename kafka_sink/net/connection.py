@@ -25,8 +25,9 @@ Invariants:
   broker sends nothing back for them.
 - Negotiated versions belong to this connection only and are forgotten on close; a reconnect
   negotiates again (brokers can differ during a rolling upgrade).
-- Any error raised by :meth:`receive_data` or :meth:`connection_made` leaves the connection
-  unusable: the caller closes it.
+- A protocol fault found by :meth:`receive_data` (kept in :attr:`BrokerConnection.failure`)
+  leaves the connection unusable: the caller closes it, and every caller request is either
+  completed or returned by :meth:`BrokerConnection.close`, never lost.
 - Credentials are never shown in ``repr`` or exception text.
 """
 
@@ -124,6 +125,7 @@ class BrokerConnection(Generic[T]):
         self._next_correlation_id = 0
         self._now_ms = 0
         self._mechanism: SaslMechanism | None = None
+        self.failure: KafkaError | None = None
         self.broker_api_ranges: dict[int, tuple[int, int]] = {}
         self.api_versions: dict[ApiKey, int] = {}
         self.session_lifetime_ms = 0
@@ -206,32 +208,48 @@ class BrokerConnection(Generic[T]):
     ) -> list[tuple[InFlightRequest[T], Any]]:
         """Feed received bytes; returns completed caller requests with their decoded responses.
 
-        Raises :class:`~kafka_sink.errors.KafkaError` (protocol, version or authentication
-        failure); the connection is then unusable and must be closed by the caller.
+        When the bytes break the protocol (bad frame, correlation mismatch, failed version
+        negotiation or authentication), the requests completed before the fault are still
+        returned and the error is kept in :attr:`failure`; the caller must then close the
+        connection (its remaining requests come back from :meth:`close`).
         """
         self._now_ms = now_ms
         completed: list[tuple[InFlightRequest[T], Any]] = []
-        for payload in self._decoder.feed(data):
-            correlation_id = correlation_id_of(payload)
-            if not self._in_flight:
-                raise ProtocolError(
-                    f"node {self.node_id} sent a response (correlation id {correlation_id}) "
-                    "with no request in flight"
-                )
-            head = self._in_flight[0]
-            if correlation_id != head.correlation_id:
-                raise ProtocolError(
-                    f"node {self.node_id}: correlation id {correlation_id} does not match the "
-                    f"oldest in-flight request ({head.correlation_id}, "
-                    f"{type(head.request).__name__})"
-                )
-            self._in_flight.popleft()
-            if head.internal:
-                self._handle_internal(head, payload)
-                continue
-            _cid, response = decode_response(type(head.request), head.api_version, payload)
-            completed.append((head, response))
+        if self.failure is not None:
+            return completed
+        try:
+            for payload in self._decoder.feed(data):
+                self._receive_payload(payload, completed)
+        except KafkaError as exc:
+            self.failure = exc
         return completed
+
+    def _receive_payload(
+        self, payload: bytes, completed: list[tuple[InFlightRequest[T], Any]]
+    ) -> None:
+        correlation_id = correlation_id_of(payload)
+        if not self._in_flight:
+            raise ProtocolError(
+                f"node {self.node_id} sent a response (correlation id {correlation_id}) "
+                "with no request in flight"
+            )
+        head = self._in_flight[0]
+        if correlation_id != head.correlation_id:
+            raise ProtocolError(
+                f"node {self.node_id}: correlation id {correlation_id} does not match the "
+                f"oldest in-flight request ({head.correlation_id}, {type(head.request).__name__})"
+            )
+        self._in_flight.popleft()
+        if head.internal:
+            self._handle_internal(head, payload)
+            return
+        try:
+            _cid, response = decode_response(type(head.request), head.api_version, payload)
+        except KafkaError:
+            # Keep the request so that close() fails it instead of losing it.
+            self._in_flight.appendleft(head)
+            raise
+        completed.append((head, response))
 
     # ------------------------------------------------------------------ internals
 
@@ -240,6 +258,7 @@ class BrokerConnection(Generic[T]):
         self._in_flight.clear()
         self._outgoing.clear()
         self._mechanism = None
+        self.failure = None
         self.broker_api_ranges = {}
         self.api_versions = {}
         self.session_lifetime_ms = 0

@@ -343,6 +343,7 @@ class Metadata:
             self._last_successful_refresh_ms = now_ms
             self._failed_attempts = 0
             self._last_error = None
+            self._fatal_error = None
             self._cond.notify_all()
 
     def _merge_partitions(

@@ -1,0 +1,846 @@
+"""NetworkClient: connections to every broker, request/response bookkeeping, metadata refresh.
+
+Theory of operation (Java's ``NetworkClient`` + ``ClusterConnectionStates`` +
+``DefaultMetadataUpdater``). The sender thread drives everything through :meth:`poll`:
+
+1. the :class:`MetadataUpdater` sends a Metadata request to the least loaded node when an update
+   was requested or the metadata aged past ``metadata.max.age.ms`` (connecting first if needed);
+2. the selector waits for I/O, bounded by the caller's timeout and by the next connection-setup
+   or request deadline, so timeouts fire on time even when the network is silent;
+3. written acks=0 requests complete, received bytes complete requests in send order, finished
+   connects start the ApiVersions (and SASL) exchange, lost connections fail their in-flight
+   requests with ``disconnected=True``;
+4. connections that did not become ready within ``socket.connection.setup.timeout.ms`` (growing
+   exponentially per consecutive failure up to the ``.max`` setting) and connections with a request
+   older than ``request.timeout.ms`` are closed, failing their requests (``timed_out=True``);
+5. callbacks run, and the completed responses are returned.
+
+Every node has a connection state. A lost or failed connection waits ``reconnect.backoff.ms``
+(doubling per consecutive failure, +-20 % jitter, capped at ``reconnect.backoff.max.ms``) before
+:meth:`NetworkClient.ready` may dial it again; a connection that reached READY resets that count.
+
+Thread model: :meth:`poll`, :meth:`ready`, :meth:`send` and the other methods run on the sender
+thread only. :meth:`wakeup` and the :class:`~kafka_sink.net.metadata.Metadata` object are the only
+entry points safe from other threads.
+
+Invariants:
+
+- At most ``max.in.flight.requests.per.connection`` requests await a response per node, and a new
+  request is accepted only once the previous bytes left the socket buffer.
+- Every request passed to :meth:`send` completes exactly once: with a response, with a
+  disconnect/timeout, or (acks=0) when written; its callback runs on the sender thread inside
+  :meth:`poll`.
+- Any disconnect makes a metadata refresh due (the leader may have moved); a disconnect from the
+  node serving the in-progress Metadata request counts as a failed refresh (backoff applies).
+- Unreachable brokers never make :meth:`poll` hang: connects are bounded by the setup timeout and
+  the failure reason is recorded in the metadata (shown when a caller's wait for metadata ends).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_sink.clock import Clock
+from kafka_sink.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SaslAuthenticationError,
+    UnsupportedVersionError,
+)
+from kafka_sink.net.connection import BrokerConnection, ConnectionState, InFlightRequest
+from kafka_sink.net.metadata import ExponentialBackoff, Metadata
+from kafka_sink.net.sasl import SaslConfig
+from kafka_sink.net.selector import Address, PollResult, Selector, resolve
+from kafka_sink.wire.api import ApiKey
+from kafka_sink.wire.messages import MetadataRequest
+
+__all__ = [
+    "ClientRequest",
+    "ClientResponse",
+    "MetadataUpdater",
+    "NetworkClient",
+    "NetworkConfig",
+    "parse_bootstrap_servers",
+]
+
+log = logging.getLogger(__name__)
+
+_NO_DEADLINE = 2**63 - 1
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_bootstrap_servers(
+    servers: str | Sequence[str | tuple[str, int]],
+) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9092"`` or a sequence of ``"host:port"`` / ``(host, port)`` -> pairs."""
+    items: Sequence[str | tuple[str, int]] = (
+        [s for s in servers.split(",") if s.strip()] if isinstance(servers, str) else servers
+    )
+    out: list[tuple[str, int]] = []
+    for item in items:
+        if isinstance(item, tuple):
+            host, port = item
+        else:
+            text = item.strip()
+            host, sep, port_text = text.rpartition(":")
+            if not sep or not host or not port_text.isdigit():
+                raise ConfigError(f"bootstrap.servers entry {text!r} is not host:port")
+            host, port = host.strip("[]"), int(port_text)
+        if not 0 < int(port) < 65536:
+            raise ConfigError(f"bootstrap.servers entry {host}:{port} has an invalid port")
+        out.append((str(host), int(port)))
+    if not out:
+        raise ConfigError("bootstrap.servers is empty")
+    return out
+
+
+@dataclass
+class NetworkConfig:
+    """Network settings, built from the producer config (Kafka key in each comment)."""
+
+    bootstrap_servers: Sequence[tuple[str, int]] | Sequence[str] | str  # bootstrap.servers
+    client_id: str | None = None  # client.id
+    request_timeout_ms: int = 30_000  # request.timeout.ms
+    reconnect_backoff_ms: int = 50  # reconnect.backoff.ms
+    reconnect_backoff_max_ms: int = 1_000  # reconnect.backoff.max.ms
+    max_in_flight: int = 5  # max.in.flight.requests.per.connection
+    send_buffer_bytes: int = 131_072  # send.buffer.bytes (-1: OS default)
+    receive_buffer_bytes: int = 32_768  # receive.buffer.bytes (-1: OS default)
+    connections_max_idle_ms: int = 540_000  # connections.max.idle.ms
+    socket_connection_setup_timeout_ms: int = 10_000  # socket.connection.setup.timeout.ms
+    socket_connection_setup_timeout_max_ms: int = 30_000  # ...setup.timeout.max.ms
+    security_protocol: str = "PLAINTEXT"  # security.protocol
+    sasl_mechanism: str | None = None  # sasl.mechanism (None unless SASL_*)
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None  # ssl.truststore.location (PEM)
+    ssl_cadata: str | None = field(default=None, repr=False)  # ssl.truststore.certificates
+    ssl_certfile: str | None = None  # ssl.keystore.location (PEM)
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)  # ssl.key.password
+    ssl_check_hostname: bool = True  # ssl.endpoint.identification.algorithm=https
+    max_frame_size: int = 100 * 1024 * 1024  # largest response frame accepted
+    metadata_max_age_ms: int = 300_000  # metadata.max.age.ms
+    retry_backoff_ms: int = 100  # retry.backoff.ms
+    retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
+    allow_auto_topic_creation: bool = False  # the producer creates topics itself, or not at all
+
+    def __post_init__(self) -> None:
+        self.security_protocol = self.security_protocol.upper()
+        if self.security_protocol not in _SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"security.protocol {self.security_protocol!r} is not one of "
+                f"{', '.join(_SECURITY_PROTOCOLS)}"
+            )
+        if self.max_in_flight < 1:
+            raise ConfigError("max.in.flight.requests.per.connection must be at least 1")
+        if self.uses_sasl and not self.sasl_mechanism:
+            raise ConfigError(f"security.protocol {self.security_protocol} needs sasl.mechanism")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol.endswith("SSL")
+
+    def sasl_config(self) -> SaslConfig | None:
+        if not self.uses_sasl:
+            return None
+        assert self.sasl_mechanism is not None
+        return SaslConfig(self.sasl_mechanism, self.sasl_username or "", self.sasl_password or "")
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.uses_ssl:
+            return None
+        context = ssl.create_default_context(cafile=self.ssl_cafile, cadata=self.ssl_cadata)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.check_hostname = self.ssl_check_hostname
+        if self.ssl_certfile:
+            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_password)
+        return context
+
+
+@dataclass(eq=False)
+class ClientRequest:
+    """A request for one node. ``version=None`` means "highest version negotiated with it"."""
+
+    node_id: int
+    request: Any
+    version: int | None
+    created_ms: int
+    callback: Callable[[ClientResponse], None] | None = None
+    expect_response: bool = True
+    request_timeout_ms: int | None = None
+    # Filled in by NetworkClient.send:
+    api_version: int = field(default=-1, init=False)
+    correlation_id: int = field(default=-1, init=False)
+    sent_ms: int = field(default=-1, init=False)
+    internal: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def api_key(self) -> ApiKey:
+        key: ApiKey = type(self.request).API_KEY
+        return key
+
+
+@dataclass(frozen=True, eq=False)
+class ClientResponse:
+    """How a :class:`ClientRequest` ended: a response, or disconnected / timed out / error."""
+
+    request: ClientRequest
+    response: Any | None
+    disconnected: bool = False
+    timed_out: bool = False
+    error: KafkaError | None = None
+    received_ms: int = 0
+
+    @property
+    def request_latency_ms(self) -> int:
+        start = self.request.sent_ms if self.request.sent_ms >= 0 else self.request.created_ms
+        return self.received_ms - start
+
+
+class _NodeState:
+    """Connection bookkeeping for one node (Java's ``NodeConnectionState``)."""
+
+    __slots__ = (
+        "address_index",
+        "addresses",
+        "connection",
+        "failed_attempts",
+        "last_activity_ms",
+        "last_attempt_ms",
+        "reconnect_backoff_ms",
+        "setup_timeout_ms",
+        "unwritten",
+    )
+
+    def __init__(self, connection: BrokerConnection[ClientRequest]) -> None:
+        self.connection = connection
+        self.failed_attempts = 0
+        self.last_attempt_ms: int | None = None
+        self.last_activity_ms = 0
+        self.reconnect_backoff_ms = 0
+        self.setup_timeout_ms = 0
+        self.addresses: list[Address] = []
+        self.address_index = 0
+        # acks=0 requests whose bytes are still queued in the selector, by correlation id.
+        self.unwritten: dict[int, ClientRequest] = {}
+
+    @property
+    def state(self) -> ConnectionState:
+        return self.connection.state
+
+
+class MetadataUpdater:
+    """When and where to refresh metadata (Java's ``DefaultMetadataUpdater``)."""
+
+    def __init__(self, client: NetworkClient, metadata: Metadata, config: NetworkConfig) -> None:
+        self._client = client
+        self._metadata = metadata
+        self._config = config
+        self.in_progress_node: int | None = None
+
+    def is_update_due(self, now_ms: int) -> bool:
+        return self.in_progress_node is None and self._metadata.time_to_next_update(now_ms) == 0
+
+    def maybe_update(self, now_ms: int) -> int:
+        """Start a refresh if one is due; returns ms until this should be asked again."""
+        time_to_next = self._metadata.time_to_next_update(now_ms)
+        waiting = self._config.request_timeout_ms if self.in_progress_node is not None else 0
+        timeout = max(time_to_next, waiting)
+        if timeout > 0:
+            return timeout
+        node_id = self._client.least_loaded_node(now_ms)
+        if node_id is None:
+            log.debug("no node available for a metadata request")
+            return self._config.reconnect_backoff_ms
+        client = self._client
+        if client.can_send_request(node_id, now_ms):
+            self._send(node_id, now_ms)
+            return self._config.request_timeout_ms
+        if client.is_any_node_connecting():
+            # Wait for that connection instead of opening more (Java does the same).
+            return self._config.reconnect_backoff_ms
+        if client.can_connect(node_id, now_ms):
+            client.initiate_connect(node_id, now_ms)
+            return self._config.reconnect_backoff_ms
+        return max(client.connection_delay(node_id, now_ms), 1)
+
+    def _send(self, node_id: int, now_ms: int) -> None:
+        topics = sorted(self._metadata.topics())
+        request = MetadataRequest.for_topics(
+            topics, allow_auto_topic_creation=self._config.allow_auto_topic_creation
+        )
+        client_request = ClientRequest(node_id, request, None, now_ms, self._on_response)
+        client_request.internal = True
+        self.in_progress_node = node_id
+        log.debug("sending metadata request for %s to node %s", topics, node_id)
+        self._client.send(client_request, now_ms)
+
+    def _on_response(self, response: ClientResponse) -> None:
+        self.in_progress_node = None
+        if response.response is not None:
+            self._metadata.update(response.response, response.received_ms)
+            return
+        error = response.error or KafkaConnectionError(
+            f"metadata request to node {response.request.node_id} failed"
+        )
+        self._metadata.failed_update(response.received_ms, error)
+
+    def handle_server_disconnect(self, node_id: int, error: KafkaError | None, now_ms: int) -> None:
+        if isinstance(error, SaslAuthenticationError):
+            self._metadata.fatal_error(error)
+        elif error is not None:
+            self._metadata.record_error(error)
+        if self.is_update_due(now_ms):
+            # No request was in flight, but the refresh we wanted could not start: back off.
+            self._metadata.failed_update(now_ms, error)
+        self._metadata.request_update()
+
+
+class NetworkClient:
+    """Java's ``NetworkClient`` over :class:`~kafka_sink.net.selector.Selector`."""
+
+    def __init__(
+        self,
+        config: NetworkConfig,
+        metadata: Metadata,
+        clock: Clock,
+        *,
+        selector: Selector | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self._clock = clock
+        self._selector = selector or Selector()
+        self._rng = rng or random.Random()
+        self._reconnect_backoff = ExponentialBackoff(
+            config.reconnect_backoff_ms, config.reconnect_backoff_max_ms, rng=self._rng
+        )
+        self._setup_timeout = ExponentialBackoff(
+            config.socket_connection_setup_timeout_ms,
+            config.socket_connection_setup_timeout_max_ms,
+            rng=self._rng,
+        )
+        self._sasl = config.sasl_config()
+        self._ssl_context = config.ssl_context()
+        self._nodes: dict[int, _NodeState] = {}
+        self._completed: list[ClientResponse] = []
+        self._updater = MetadataUpdater(self, metadata, config)
+        self._closed = False
+        self._bootstrapped = False
+
+    # ------------------------------------------------------------------ setup
+
+    def bootstrap(self, now_ms: int) -> None:
+        """Seed the metadata with the bootstrap servers; the first poll fetches real metadata."""
+        servers = parse_bootstrap_servers(self.config.bootstrap_servers)
+        self.metadata.bootstrap(servers)
+        self.metadata.request_update()
+        self._bootstrapped = True
+        log.debug("bootstrapping from %s at %s ms", servers, now_ms)
+
+    # ------------------------------------------------------------------ node states
+
+    def _node_state(self, node_id: int) -> _NodeState:
+        state = self._nodes.get(node_id)
+        if state is None:
+            connection: BrokerConnection[ClientRequest] = BrokerConnection(
+                node_id,
+                client_id=self.config.client_id,
+                max_frame_size=self.config.max_frame_size,
+                sasl=self._sasl,
+            )
+            state = _NodeState(connection)
+            self._nodes[node_id] = state
+        return state
+
+    def connection_state(self, node_id: int) -> ConnectionState:
+        state = self._nodes.get(node_id)
+        return ConnectionState.DISCONNECTED if state is None else state.state
+
+    def can_connect(self, node_id: int, now_ms: int) -> bool:
+        """Disconnected and past its reconnect backoff."""
+        state = self._nodes.get(node_id)
+        if state is None:
+            return True
+        if state.state is not ConnectionState.DISCONNECTED:
+            return False
+        return (
+            state.last_attempt_ms is None
+            or now_ms - state.last_attempt_ms >= state.reconnect_backoff_ms
+        )
+
+    def is_any_node_connecting(self) -> bool:
+        return any(
+            s.state
+            in (
+                ConnectionState.CONNECTING,
+                ConnectionState.CHECKING_API_VERSIONS,
+                ConnectionState.AUTHENTICATING,
+            )
+            for s in self._nodes.values()
+        )
+
+    def connection_delay(self, node_id: int, now_ms: int) -> int:
+        """Ms to wait before a connection attempt may be made (large while connecting/ready)."""
+        state = self._nodes.get(node_id)
+        if state is None or state.last_attempt_ms is None:
+            return 0
+        if state.state is ConnectionState.DISCONNECTED:
+            return max(state.last_attempt_ms + state.reconnect_backoff_ms - now_ms, 0)
+        return _NO_DEADLINE
+
+    def is_connection_failed(self, node_id: int) -> bool:
+        """Whether the last attempt to reach ``node_id`` failed (and it is disconnected)."""
+        state = self._nodes.get(node_id)
+        return (
+            state is not None
+            and state.state is ConnectionState.DISCONNECTED
+            and state.failed_attempts > 0
+        )
+
+    def can_send_request(self, node_id: int, now_ms: int) -> bool:
+        state = self._nodes.get(node_id)
+        if state is None or state.state is not ConnectionState.READY:
+            return False
+        if self._selector.pending_send_bytes(node_id) > 0:
+            return False
+        return self.in_flight_count(node_id) < self.config.max_in_flight
+
+    def is_ready(self, node_id: int, now_ms: int) -> bool:
+        """Connected, negotiated, below the in-flight cap, and no metadata refresh pending.
+
+        A due metadata refresh makes every node look busy so that the refresh goes out first
+        (as in Java).
+        """
+        return not self._updater.is_update_due(now_ms) and self.can_send_request(node_id, now_ms)
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        """:meth:`is_ready`, and start connecting when disconnected and allowed to."""
+        if self.is_ready(node_id, now_ms):
+            return True
+        if self.can_connect(node_id, now_ms):
+            self.initiate_connect(node_id, now_ms)
+        return False
+
+    def in_flight_count(self, node_id: int | None = None) -> int:
+        """Requests awaiting a response (or acks=0 requests awaiting their write)."""
+        if node_id is None:
+            return sum(self.in_flight_count(n) for n in self._nodes)
+        state = self._nodes.get(node_id)
+        if state is None:
+            return 0
+        return state.connection.in_flight_count() + len(state.unwritten)
+
+    def has_in_flight_requests(self) -> bool:
+        return any(self.in_flight_count(n) for n in self._nodes)
+
+    def api_version(self, node_id: int, api_key: ApiKey) -> int | None:
+        """The version of ``api_key`` negotiated with ``node_id`` (None when not connected)."""
+        state = self._nodes.get(node_id)
+        if state is None or state.state is not ConnectionState.READY:
+            return None
+        return state.connection.api_version(api_key)
+
+    def least_loaded_node(self, now_ms: int) -> int | None:
+        """The known node with the fewest in-flight requests (Java's ``leastLoadedNode``).
+
+        Prefers a ready node (an idle one at once), then one that is connecting, then the
+        disconnected node whose last attempt is oldest and whose backoff has passed.
+        """
+        nodes = self.metadata.nodes()
+        if not nodes:
+            return None
+        offset = self._rng.randrange(len(nodes))
+        best: int | None = None
+        best_in_flight = _NO_DEADLINE
+        connecting: int | None = None
+        can_connect: int | None = None
+        can_connect_attempt = _NO_DEADLINE
+        for i in range(len(nodes)):
+            node_id = nodes[(offset + i) % len(nodes)].node_id
+            state = self._nodes.get(node_id)
+            if self.can_send_request(node_id, now_ms):
+                in_flight = self.in_flight_count(node_id)
+                if in_flight == 0:
+                    return node_id
+                if in_flight < best_in_flight:
+                    best, best_in_flight = node_id, in_flight
+            elif state is not None and state.state not in (
+                ConnectionState.DISCONNECTED,
+                ConnectionState.READY,
+            ):
+                connecting = node_id
+            elif self.can_connect(node_id, now_ms):
+                attempt = (
+                    -1 if state is None or state.last_attempt_ms is None else state.last_attempt_ms
+                )
+                if can_connect is None or attempt < can_connect_attempt:
+                    can_connect, can_connect_attempt = node_id, attempt
+        if best is not None:
+            return best
+        if connecting is not None:
+            return connecting
+        return can_connect
+
+    # ------------------------------------------------------------------ connecting
+
+    def initiate_connect(self, node_id: int, now_ms: int) -> None:
+        node = self.metadata.node(node_id)
+        state = self._node_state(node_id)
+        if node is None:
+            log.debug("cannot connect to node %s: not in metadata", node_id)
+            return
+        state.last_attempt_ms = now_ms
+        state.last_activity_ms = now_ms
+        state.setup_timeout_ms = self._setup_timeout.backoff_ms(state.failed_attempts)
+        state.connection.connecting()
+        try:
+            if state.address_index >= len(state.addresses):
+                state.addresses = resolve(node.host, node.port)
+                state.address_index = 0
+            address = state.addresses[state.address_index]
+            log.debug("connecting to node %s at %s:%s (%s)", node_id, node.host, node.port, address)
+            self._selector.connect(
+                node_id,
+                address,
+                send_buffer_bytes=self.config.send_buffer_bytes,
+                receive_buffer_bytes=self.config.receive_buffer_bytes,
+                ssl_context=self._ssl_context,
+                server_hostname=node.host,
+            )
+        except OSError as exc:
+            state.addresses = []
+            state.address_index = 0
+            error = KafkaConnectionError(
+                f"cannot connect to node {node_id} ({node.address}): {_describe(exc)}"
+            )
+            self._disconnected(node_id, error, now_ms, responses=self._completed)
+
+    # ------------------------------------------------------------------ requests
+
+    def send(self, request: ClientRequest, now_ms: int) -> None:
+        """Queue ``request`` to its node; it completes in a later :meth:`poll`.
+
+        Raises :class:`~kafka_sink.errors.IllegalStateError` when the node cannot take a request
+        now (check :meth:`ready` first). A version the node does not support completes the
+        request with :class:`~kafka_sink.errors.UnsupportedVersionError` at the next poll.
+        """
+        if self._closed:
+            raise IllegalStateError("network client is closed")
+        node_id = request.node_id
+        if not self.can_send_request(node_id, now_ms):
+            raise IllegalStateError(
+                f"attempt to send a request to node {node_id}, which is not ready"
+            )
+        state = self._nodes[node_id]
+        connection = state.connection
+        api_key = request.api_key
+        broker_range = connection.broker_api_ranges.get(int(api_key))
+        if request.version is None:
+            version = connection.api_version(api_key)
+        else:
+            version = request.version
+            if broker_range is None or not broker_range[0] <= version <= broker_range[1]:
+                version = None
+        if version is None:
+            error = UnsupportedVersionError(
+                f"node {node_id} supports {api_key.name} versions "
+                f"{broker_range if broker_range else 'none'}, which do not fit "
+                f"{request.version if request.version is not None else 'this client'}"
+            )
+            self._completed.append(ClientResponse(request, None, False, False, error, now_ms))
+            return
+        request.api_version = version
+        request.sent_ms = now_ms
+        record, data = connection.send(
+            request.request,
+            version,
+            now_ms,
+            context=request,
+            expect_response=request.expect_response,
+        )
+        request.correlation_id = record.correlation_id
+        state.last_activity_ms = now_ms
+        if request.expect_response:
+            self._selector.send(node_id, data)
+        else:
+            state.unwritten[record.correlation_id] = request
+            self._selector.send(node_id, data, token=record.correlation_id)
+
+    def disconnect(self, node_id: int, now_ms: int | None = None) -> None:
+        """Close the connection to ``node_id``; its in-flight requests complete as disconnected."""
+        now = self._clock.now_ms() if now_ms is None else now_ms
+        state = self._nodes.get(node_id)
+        if state is None or state.state is ConnectionState.DISCONNECTED:
+            return
+        self._selector.close(node_id)
+        self._disconnected(
+            node_id,
+            KafkaConnectionError(f"connection to node {node_id} was closed by the client"),
+            now,
+            responses=self._completed,
+            count_failure=False,
+        )
+
+    def wakeup(self) -> None:
+        """Interrupt a blocking :meth:`poll` (thread-safe)."""
+        self._selector.wakeup()
+
+    def close(self) -> None:
+        """Close every connection and the selector. In-flight requests are dropped silently."""
+        if self._closed:
+            return
+        self._closed = True
+        for node_id in list(self._nodes):
+            self._nodes[node_id].connection.close()
+        self._selector.close_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ poll
+
+    def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
+        """Do I/O for up to ``timeout_ms``; return (and call back) the completed requests."""
+        if self._closed:
+            return []
+        if not self._bootstrapped:
+            self.bootstrap(now_ms)
+        metadata_timeout = self._updater.maybe_update(now_ms)
+        wait_ms = min(max(timeout_ms, 0), metadata_timeout, self.config.request_timeout_ms)
+        wait_ms = min(wait_ms, max(self._next_deadline_ms() - now_ms, 0))
+        if self._completed:
+            wait_ms = 0
+        result = self._selector.poll(wait_ms)
+        now = self._clock.now_ms()
+        responses, self._completed = self._completed, []
+        self._handle_completed_sends(result, now, responses)
+        self._handle_receives(result, now, responses)
+        self._handle_disconnects(result, now, responses)
+        self._handle_connects(result, now, responses)
+        self._handle_timed_out_connections(now, responses)
+        self._handle_timed_out_requests(now, responses)
+        self._close_idle_connections(now)
+        return self._complete(responses)
+
+    def _next_deadline_ms(self) -> int:
+        deadline = _NO_DEADLINE
+        for state in self._nodes.values():
+            if state.state is ConnectionState.DISCONNECTED:
+                continue
+            if state.state is not ConnectionState.READY and state.last_attempt_ms is not None:
+                deadline = min(deadline, state.last_attempt_ms + state.setup_timeout_ms)
+            for record in state.connection.in_flight():
+                deadline = min(deadline, record.sent_ms + self._timeout_of(record))
+        return deadline
+
+    def _timeout_of(self, record: InFlightRequest[ClientRequest]) -> int:
+        request = record.context
+        if request is not None and request.request_timeout_ms is not None:
+            return request.request_timeout_ms
+        return self.config.request_timeout_ms
+
+    def _handle_completed_sends(
+        self, result: PollResult, now_ms: int, responses: list[ClientResponse]
+    ) -> None:
+        for node_id, token in result.sent:
+            state = self._nodes.get(node_id)
+            if state is None:
+                continue
+            request = state.unwritten.pop(token, None)
+            if request is not None:
+                responses.append(ClientResponse(request, None, False, False, None, now_ms))
+
+    def _handle_receives(
+        self, result: PollResult, now_ms: int, responses: list[ClientResponse]
+    ) -> None:
+        for node_id, data in result.received:
+            state = self._nodes.get(node_id)
+            if state is None:
+                continue
+            connection = state.connection
+            was_ready = connection.is_ready
+            state.last_activity_ms = now_ms
+            for record, response in connection.receive_data(data, now_ms):
+                request = record.context
+                assert request is not None
+                responses.append(ClientResponse(request, response, False, False, None, now_ms))
+            if connection.failure is not None:
+                log.warning("node %s: %s; closing the connection", node_id, connection.failure)
+                self._selector.close(node_id)
+                self._disconnected(node_id, connection.failure, now_ms, responses=responses)
+                continue
+            self._flush_connection_output(node_id, state)
+            if connection.is_ready and not was_ready:
+                self._on_ready(node_id, state)
+
+    def _flush_connection_output(self, node_id: int, state: _NodeState) -> None:
+        out = state.connection.data_to_send()
+        if out:
+            self._selector.send(node_id, out)
+
+    def _on_ready(self, node_id: int, state: _NodeState) -> None:
+        state.failed_attempts = 0
+        state.reconnect_backoff_ms = 0
+        log.debug(
+            "node %s ready (negotiated %s)",
+            node_id,
+            ", ".join(f"{k.name}=v{v}" for k, v in sorted(state.connection.api_versions.items())),
+        )
+
+    def _handle_disconnects(
+        self, result: PollResult, now_ms: int, responses: list[ClientResponse]
+    ) -> None:
+        for node_id, exc in result.disconnected:
+            state = self._nodes.get(node_id)
+            if state is None or state.state is ConnectionState.DISCONNECTED:
+                continue
+            node = self.metadata.node(node_id)
+            where = f"node {node_id}" + (f" ({node.address})" if node is not None else "")
+            if state.state is ConnectionState.READY:
+                text = f"connection to {where} was lost"
+            else:
+                text = f"connection to {where} could not be established"
+            if exc is not None:
+                text = f"{text}: {_describe(exc)}"
+            self._disconnected(node_id, KafkaConnectionError(text), now_ms, responses=responses)
+
+    def _handle_connects(
+        self, result: PollResult, now_ms: int, responses: list[ClientResponse]
+    ) -> None:
+        for node_id in result.connected:
+            state = self._nodes.get(node_id)
+            if state is None or state.state is not ConnectionState.CONNECTING:
+                continue
+            state.last_activity_ms = now_ms
+            state.connection.connection_made(now_ms)
+            self._flush_connection_output(node_id, state)
+
+    def _handle_timed_out_connections(self, now_ms: int, responses: list[ClientResponse]) -> None:
+        for node_id, state in list(self._nodes.items()):
+            if state.state in (ConnectionState.DISCONNECTED, ConnectionState.READY):
+                continue
+            if state.last_attempt_ms is None:
+                continue
+            if now_ms - state.last_attempt_ms < state.setup_timeout_ms:
+                continue
+            node = self.metadata.node(node_id)
+            where = f"node {node_id}" + (f" ({node.address})" if node is not None else "")
+            error = KafkaConnectionError(
+                f"connection to {where} was not ready within {state.setup_timeout_ms} ms "
+                f"(socket.connection.setup.timeout.ms; state {state.state.name})"
+            )
+            log.warning("%s", error)
+            self._selector.close(node_id)
+            self._disconnected(node_id, error, now_ms, responses=responses, timed_out=True)
+
+    def _handle_timed_out_requests(self, now_ms: int, responses: list[ClientResponse]) -> None:
+        for node_id, state in list(self._nodes.items()):
+            if state.state is not ConnectionState.READY:
+                continue
+            expired = next(
+                (
+                    r
+                    for r in state.connection.in_flight()
+                    if now_ms - r.sent_ms >= self._timeout_of(r)
+                ),
+                None,
+            )
+            if expired is None:
+                continue
+            request_name = type(expired.request).__name__
+            error = KafkaTimeoutError(
+                f"{request_name} to node {node_id} got no response within "
+                f"{self._timeout_of(expired)} ms (request.timeout.ms); disconnecting"
+            )
+            log.warning("%s", error)
+            self._selector.close(node_id)
+            self._disconnected(
+                node_id, error, now_ms, responses=responses, timed_out=True, count_failure=False
+            )
+
+    def _close_idle_connections(self, now_ms: int) -> None:
+        bootstrap_done = not self.metadata.fetch().is_bootstrap
+        for node_id, state in list(self._nodes.items()):
+            if state.state is not ConnectionState.READY or self.in_flight_count(node_id):
+                continue
+            if self._updater.in_progress_node == node_id:
+                continue
+            idle = now_ms - state.last_activity_ms >= self.config.connections_max_idle_ms
+            # Bootstrap connections are only for the first metadata fetch; the real brokers
+            # (same hosts, usually) get their own connections under their node ids.
+            if idle or (bootstrap_done and node_id < 0):
+                log.debug("closing idle connection to node %s", node_id)
+                self._selector.close(node_id)
+                state.connection.close()
+                state.last_attempt_ms = now_ms
+                state.reconnect_backoff_ms = 0
+
+    def _disconnected(
+        self,
+        node_id: int,
+        error: KafkaError,
+        now_ms: int,
+        *,
+        responses: list[ClientResponse],
+        timed_out: bool = False,
+        count_failure: bool = True,
+    ) -> None:
+        state = self._nodes[node_id]
+        was_ready = state.state is ConnectionState.READY
+        pending = state.connection.close()
+        unwritten = list(state.unwritten.values())
+        state.unwritten.clear()
+        if not was_ready:
+            # Next attempt tries the host's next address (Java's use_all_dns_ips).
+            state.address_index += 1
+        state.last_attempt_ms = now_ms
+        state.reconnect_backoff_ms = self._reconnect_backoff.backoff_ms(state.failed_attempts)
+        if count_failure or not was_ready:
+            state.failed_attempts += 1
+        if not was_ready:
+            log.warning("%s", error)
+        else:
+            log.info("%s", error)
+        for record in pending:
+            assert record.context is not None
+            responses.append(ClientResponse(record.context, None, True, timed_out, error, now_ms))
+        responses.extend(ClientResponse(r, None, True, timed_out, error, now_ms) for r in unwritten)
+        self._updater.handle_server_disconnect(node_id, error, now_ms)
+
+    def _complete(self, responses: list[ClientResponse]) -> list[ClientResponse]:
+        out: list[ClientResponse] = []
+        for response in responses:
+            callback = response.request.callback
+            if callback is not None:
+                try:
+                    callback(response)
+                except Exception:
+                    log.exception("uncaught error in a request completion callback")
+            if not response.request.internal:
+                out.append(response)
+        return out
+
+    def __repr__(self) -> str:
+        states = {n: s.state.name for n, s in sorted(self._nodes.items())}
+        return f"NetworkClient(nodes={states}, in_flight={self.in_flight_count()})"
+
+
+def _describe(exc: OSError) -> str:
+    text = exc.strerror or str(exc) or type(exc).__name__
+    return text
