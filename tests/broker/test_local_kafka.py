@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from kafka_sink.testing.local_kafka import KafkaSetupError, LocalKafka
-from kafka_sink.testing.oracle import end_offsets, read_all
+from kafka_sink.testing.oracle import create_topic, end_offsets, read_all
+from kafka_sink.testing.probe import fetch_metadata
 
 TopicFactory = Callable[..., str]
 
@@ -150,6 +151,27 @@ def test_nothing_outlives_the_context() -> None:
     assert not workdir.exists()
     assert not any(pid is not None and _alive(pid) for pid in pids)
     assert kafka.running_node_ids == []
+
+
+def test_proxied_listener_keeps_clients_behind_the_proxy() -> None:
+    with LocalKafka(nodes=1, proxied=True) as kafka:
+        proxy = kafka.proxy(1)
+        assert kafka.proxied_bootstrap_servers == proxy.address
+        # Metadata fetched through the proxy advertises the proxy, so clients never bypass it.
+        view = fetch_metadata(proxy.host, proxy.port)
+        assert view.brokers == {1: (proxy.host, proxy.port)}
+
+        bootstrap = kafka.proxied_bootstrap_servers
+        create_topic(bootstrap, "through-proxy")
+        _produce(bootstrap, "through-proxy", [b"a", b"b"])
+        assert proxy.accepted_count >= 2
+        assert [r.value for r in read_all(kafka.bootstrap_servers, "through-proxy")] == [b"a", b"b"]
+
+        proxy.pause()
+        with pytest.raises(OSError):
+            fetch_metadata(proxy.host, proxy.port, timeout_s=0.5)
+        proxy.resume()
+        assert fetch_metadata(proxy.host, proxy.port).brokers == view.brokers
 
 
 def test_missing_jars_is_a_setup_error(tmp_path: Path) -> None:
