@@ -63,11 +63,8 @@ class ReadyCheckResult:
     unknown_leader_topics: set[str] = field(default_factory=set)
 
 
-@dataclass(slots=True)
-class AppendResult:
-    future: FutureRecordMetadata
-    batch_is_full: bool
-    new_batch_created: bool
+# (future, batch_is_full, new_batch_created): a plain tuple, as append() is per record.
+AppendResult = tuple["FutureRecordMetadata", bool, bool]
 
 
 class RecordAccumulator:
@@ -114,8 +111,9 @@ class RecordAccumulator:
         headers: Sequence[tuple[str, bytes | None]],
         callback: Callback | None,
         max_block_ms: int,
-        now_ms: int,
+        now_ms: int | None = None,
     ) -> AppendResult:
+        """Append one record; ``now_ms`` defaults to the clock (read only for a new batch)."""
         tp = (topic, partition)
         with self._lock:
             if self._closed:
@@ -127,14 +125,16 @@ class RecordAccumulator:
                 last = dq[-1]
                 future = last.try_append(timestamp_ms, key, value, headers, callback)
                 if future is not None:
-                    return AppendResult(future, len(dq) > 1 or last.full, False)
+                    return future, len(dq) > 1 or last.full, False
             size = max(self.batch_size, estimate_record_size(key, value, headers) + 61)
+            if now_ms is None:
+                now_ms = self._clock.now_ms()
             if self._used_memory + size > self.buffer_memory:
                 retry = self._await_memory(size, max_block_ms, now_ms, dq, tp)
                 if retry is not None:
                     future = retry.try_append(timestamp_ms, key, value, headers, callback)
                     if future is not None:
-                        return AppendResult(future, len(dq) > 1 or retry.full, False)
+                        return future, len(dq) > 1 or retry.full, False
                     if self._used_memory + size > self.buffer_memory:
                         self._await_memory(size, max_block_ms, now_ms, None, tp)
             self._used_memory += size
@@ -150,7 +150,7 @@ class RecordAccumulator:
                 dq[-1].full = True
             dq.append(batch)
             self._incomplete[batch] = None
-            return AppendResult(future, len(dq) > 1 or batch.full, True)
+            return future, len(dq) > 1 or batch.full, True
 
     def append_sealed(
         self, topic: str, partition: int, sealed: SealedBatch, max_block_ms: int, now_ms: int

@@ -69,6 +69,7 @@ __all__ = [
 
 _producer_ids = iter(range(1, 2**62))
 _producer_ids_lock = threading.Lock()
+_SNAPSHOT_EVERY = 1024
 # Per-record bytes beyond key and value, as an upper bound (the builder's varint overhead).
 _RECORD_OVERHEAD = 21 + 10
 
@@ -106,12 +107,8 @@ def _as_headers(headers: object) -> list[tuple[str, bytes | None]]:
 
 def build_network_config(config: ProducerConfig, client_id: str) -> NetworkConfig:
     """Translate the producer config into the network client's settings."""
-    servers = []
-    for server in config.bootstrap_servers:
-        host, _, port = server.rpartition(":")
-        servers.append((host.strip("[]"), int(port)))
     return NetworkConfig(
-        bootstrap_servers=servers,
+        bootstrap_servers=list(config.bootstrap_servers),
         client_id=client_id,
         request_timeout_ms=config.request_timeout_ms,
         reconnect_backoff_ms=config.reconnect_backoff_ms,
@@ -135,6 +132,8 @@ def build_network_config(config: ProducerConfig, client_id: str) -> NetworkConfi
         metadata_max_age_ms=config.metadata_max_age_ms,
         retry_backoff_ms=config.retry_backoff_ms,
         retry_backoff_max_ms=config.retry_backoff_max_ms,
+        # Java's producer metadata asks brokers to auto-create topics (if they allow it).
+        allow_auto_topic_creation=True,
     )
 
 
@@ -203,6 +202,10 @@ class KafkaProducer:
         )
         self._closed = False
         self._close_lock = threading.Lock()
+        self._append = self._accumulator.append
+        self._wall_ms = self._clock.wall_ms
+        self._cluster = self._metadata.fetch()
+        self._sends_since_snapshot = 0
         self._network.bootstrap(self._clock.now_ms())
         self._thread = threading.Thread(
             target=self._sender.run,
@@ -231,7 +234,8 @@ class KafkaProducer:
         while True:
             if self._closed:
                 raise ProducerClosedError("cannot send: the producer is closed")
-            parts = metadata.fetch().partitions.get(topic)
+            self._cluster = metadata.fetch()
+            parts = self._cluster.partitions.get(topic)
             if parts is not None and (partition is None or partition < len(parts)):
                 return parts
             topic_error = metadata.topic_error(topic)
@@ -303,7 +307,14 @@ class KafkaProducer:
         if key is not None and type(key) is not bytes:
             key = _as_bytes("key", key)
         hdrs: list[tuple[str, bytes | None]] | tuple[()] = _as_headers(headers) if headers else ()
-        parts = self._metadata.fetch().partitions.get(topic)
+        # The cluster snapshot is re-read every _SNAPSHOT_EVERY sends (and whenever it lacks
+        # the topic or partition): a partition-count change is seen a few sends late at most,
+        # while send() saves a lock round trip per record.
+        self._sends_since_snapshot += 1
+        if self._sends_since_snapshot >= _SNAPSHOT_EVERY:
+            self._sends_since_snapshot = 0
+            self._cluster = self._metadata.fetch()
+        parts = self._cluster.partitions.get(topic)
         if parts is None or (partition is not None and partition >= len(parts)):
             parts = self._wait_on_metadata(topic, partition, self._max_block_ms)
         num_partitions = len(parts)
@@ -317,23 +328,14 @@ class KafkaProducer:
         elif type(partition) is not int or partition < 0:
             raise ValueError(f"partition must be a non-negative int, got {partition!r}")
         if timestamp_ms is None:
-            timestamp_ms = self._clock.wall_ms()
+            timestamp_ms = self._wall_ms()
         elif type(timestamp_ms) is not int or timestamp_ms < 0:
             raise ValueError(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
         size = (0 if key is None else len(key)) + (0 if value is None else len(value))
         if hdrs or size > self._size_check_threshold:
             self._check_record_size(topic, partition, key, value, hdrs)
-        acc = self._accumulator
-        result = acc.append(
-            topic,
-            partition,
-            timestamp_ms,
-            key,
-            value,
-            hdrs,
-            callback,
-            self._max_block_ms,
-            self._clock.now_ms(),
+        future, batch_is_full, new_batch = self._append(
+            topic, partition, timestamp_ms, key, value, hdrs, callback, self._max_block_ms
         )
         if sticky:
             self._partitioner.update_partition_info(
@@ -341,11 +343,11 @@ class KafkaProducer:
                 partition,
                 size + _RECORD_OVERHEAD,
                 num_partitions,
-                enforce_switch=result.batch_is_full,
+                enforce_switch=batch_is_full,
             )
-        if result.new_batch_created or result.batch_is_full:
+        if new_batch or batch_is_full:
             self._network.wakeup()
-        return result.future
+        return future
 
     def _check_record_size(
         self,

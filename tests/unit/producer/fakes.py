@@ -7,10 +7,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from kafka_sink.net.network_client import ClientRequest, ClientResponse
-
 from kafka_sink.clock import ManualClock
 from kafka_sink.net.metadata import Cluster, Node, PartitionInfo
+from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.producer.accumulator import RecordAccumulator
 from kafka_sink.producer.sender import Sender
 from kafka_sink.producer.transaction_manager import TransactionManager
@@ -202,7 +201,7 @@ class Harness:
     ) -> Any:
         return self.accumulator.append(
             topic, partition, self.clock.wall_ms(), key, value, (), callback, 0, self.clock.now_ms()
-        ).future
+        )[0]
 
     def run(self, advance_ms: int = 0) -> None:
         if advance_ms:

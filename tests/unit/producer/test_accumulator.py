@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -21,15 +22,15 @@ def make(**kw: int) -> tuple[ManualClock, RecordAccumulator, FakeMetadata]:
     return clock, acc, FakeMetadata({"t": [0, 1]})
 
 
-def append(acc: RecordAccumulator, clock: ManualClock, value: bytes = b"v", p: int = 0) -> object:
+def append(acc: RecordAccumulator, clock: ManualClock, value: bytes = b"v", p: int = 0) -> Any:
     return acc.append("t", p, clock.wall_ms(), None, value, (), None, 0, clock.now_ms())
 
 
 def test_appends_share_a_batch_until_full() -> None:
     clock, acc, md = make(batch_size=300, linger_ms=100)
     results = [append(acc, clock, b"x" * 50) for _ in range(6)]
-    assert [r.new_batch_created for r in results] == [True, False, False, False, True, False]
-    assert results[4].batch_is_full  # the deque now holds a full batch
+    assert [r[2] for r in results] == [True, False, False, False, True, False]
+    assert results[4][1]  # the deque now holds a full batch
     ready = acc.ready(md.cluster, clock.now_ms())
     assert ready.ready_nodes == {0}
 
@@ -175,7 +176,7 @@ def test_empty_bulk_future_is_done() -> None:
 def test_future_callbacks_after_completion_run_immediately() -> None:
     clock, acc, _md = make()
     r = append(acc, clock)
-    fut = r.future
+    fut = r[0]
     (batch,) = acc._batches[("t", 0)]
     batch.done(41, -1, None)
     seen = []
@@ -183,4 +184,4 @@ def test_future_callbacks_after_completion_run_immediately() -> None:
     assert seen == [(41, None)]
     with pytest.raises(KafkaTimeoutError):
         r2 = append(acc, clock, p=1)
-        r2.future.get(0.01)
+        r2[0].get(0.01)
