@@ -114,7 +114,7 @@ def test_retried_task_loses_nothing(spark, kafka_bootstrap, topic_factory, tmp_p
     """The first attempt of task 0 fails after part of its rows went out; the retry wins."""
     topic = topic_factory(partitions=2)
 
-    @sf.udf(returnType=StringType())
+    @sf.udf(returnType=StringType(), useArrow=False)
     def fail_first_attempt(i: int) -> str:
         from pyspark import TaskContext
 
