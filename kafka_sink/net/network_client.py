@@ -128,6 +128,8 @@ class NetworkConfig:
     ssl_password: str | None = field(default=None, repr=False)  # ssl.key.password
     ssl_check_hostname: bool = True  # ssl.endpoint.identification.algorithm=https
     max_frame_size: int = 100 * 1024 * 1024  # largest response frame accepted
+    # Refresh timing lives in the Metadata object (built with these same values by the producer);
+    # kept here so one object describes the client's whole network configuration.
     metadata_max_age_ms: int = 300_000  # metadata.max.age.ms
     retry_backoff_ms: int = 100  # retry.backoff.ms
     retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
@@ -341,6 +343,7 @@ class NetworkClient:
         self._updater = MetadataUpdater(self, metadata, config)
         self._closed = False
         self._bootstrapped = False
+        self._became_ready = False
 
     # ------------------------------------------------------------------ setup
 
@@ -636,6 +639,10 @@ class NetworkClient:
         self._handle_timed_out_connections(now, responses)
         self._handle_timed_out_requests(now, responses)
         self._close_idle_connections(now)
+        if self._became_ready:
+            # A refresh waiting for a connection goes out now rather than one poll later.
+            self._became_ready = False
+            self._updater.maybe_update(now)
         return self._complete(responses)
 
     def _next_deadline_ms(self) -> int:
@@ -695,6 +702,7 @@ class NetworkClient:
             self._selector.send(node_id, out)
 
     def _on_ready(self, node_id: int, state: _NodeState) -> None:
+        self._became_ready = True
         state.failed_attempts = 0
         state.reconnect_backoff_ms = 0
         log.debug(

@@ -1,0 +1,568 @@
+"""NetworkClient with a ManualClock and a scripted selector: states, backoff, timeouts, caps."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kafka_sink.clock import ManualClock
+from kafka_sink.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    SaslAuthenticationError,
+    UnsupportedVersionError,
+)
+from kafka_sink.net.connection import ConnectionState
+from kafka_sink.net.metadata import Metadata
+from kafka_sink.net.network_client import (
+    ClientRequest,
+    ClientResponse,
+    NetworkClient,
+    NetworkConfig,
+    parse_bootstrap_servers,
+)
+from kafka_sink.net.selector import Address, PollResult
+from kafka_sink.wire.api import ApiKey
+from kafka_sink.wire.messages import (
+    MetadataRequest,
+    MetadataResponse,
+    SaslHandshakeResponse,
+)
+
+from .broker_script import ScriptedBroker, SeenRequest, api_versions_response, response_frame
+
+
+@dataclass
+class FakeChannel:
+    address: Address
+    broker: ScriptedBroker = field(default_factory=ScriptedBroker)
+    seen: list[SeenRequest] = field(default_factory=list)
+    held: list[tuple[bytes, int | None]] = field(default_factory=list)
+
+
+class FakeSelector:
+    """Stands in for Selector: tests decide when connects finish and what the broker says."""
+
+    def __init__(self) -> None:
+        self.channels: dict[int, FakeChannel] = {}
+        self.pending = PollResult()
+        self.poll_timeouts: list[int] = []
+        self.connect_attempts: list[int] = []
+        self.closed: list[int] = []
+        self.hold_writes = False
+        self.wakeups = 0
+
+    # Selector interface
+    def connect(self, conn_id: int, address: Address, **_: Any) -> None:
+        assert conn_id not in self.channels
+        self.connect_attempts.append(conn_id)
+        self.channels[conn_id] = FakeChannel(address)
+
+    def send(self, conn_id: int, data: bytes, token: int | None = None) -> None:
+        channel = self.channels[conn_id]
+        if self.hold_writes:
+            channel.held.append((data, token))
+            return
+        self._deliver(conn_id, channel, data, token)
+
+    def _deliver(self, conn_id: int, channel: FakeChannel, data: bytes, token: int | None) -> None:
+        channel.seen += channel.broker.requests(data)
+        if token is not None:
+            self.pending.sent.append((conn_id, token))
+
+    def release_writes(self, conn_id: int) -> None:
+        channel = self.channels[conn_id]
+        held, channel.held = channel.held, []
+        for data, token in held:
+            self._deliver(conn_id, channel, data, token)
+
+    def pending_send_bytes(self, conn_id: int) -> int:
+        channel = self.channels.get(conn_id)
+        return 0 if channel is None else sum(len(d) for d, _ in channel.held)
+
+    def poll(self, timeout_ms: int) -> PollResult:
+        self.poll_timeouts.append(timeout_ms)
+        result, self.pending = self.pending, PollResult()
+        return result
+
+    def close(self, conn_id: int) -> None:
+        if self.channels.pop(conn_id, None) is not None:
+            self.closed.append(conn_id)
+
+    def wakeup(self) -> None:
+        self.wakeups += 1
+
+    def close_all(self) -> None:
+        self.channels.clear()
+
+    # Test controls
+    def complete_connect(self, conn_id: int) -> None:
+        self.pending.connected.append(conn_id)
+
+    def fail(self, conn_id: int, error: OSError | None) -> None:
+        del self.channels[conn_id]
+        self.pending.disconnected.append((conn_id, error))
+
+    def reply(self, conn_id: int, response: Any, *, index: int = -1) -> SeenRequest:
+        """Answer the request at ``index`` of what the node received, at its version."""
+        seen = self.channels[conn_id].seen[index]
+        self.pending.received.append(
+            (conn_id, response_frame(response, seen.version, seen.correlation_id))
+        )
+        return seen
+
+    def requests(self, conn_id: int) -> list[SeenRequest]:
+        return self.channels[conn_id].seen
+
+
+def _metadata_response(leader: int = 1, brokers: tuple[int, ...] = (1, 2)) -> MetadataResponse:
+    return MetadataResponse(
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(b, "127.0.0.1", 9000 + b) for b in brokers
+        ],
+        topics=[
+            MetadataResponse.MetadataResponseTopic(
+                error_code=0,
+                name="t",
+                partitions=[
+                    MetadataResponse.MetadataResponsePartition(
+                        error_code=0,
+                        partition_index=0,
+                        leader_id=leader,
+                        leader_epoch=1,
+                        replica_nodes=[leader],
+                        isr_nodes=[leader],
+                    )
+                ],
+            )
+        ],
+    )
+
+
+class Harness:
+    def __init__(self, **config: Any) -> None:
+        self.clock = ManualClock(1_000)
+        self.selector = FakeSelector()
+        self.metadata = Metadata(
+            metadata_max_age_ms=config.get("metadata_max_age_ms", 300_000),
+            retry_backoff_ms=100,
+            rng=random.Random(7),
+        )
+        self.metadata.add_topic("t")
+        defaults: dict[str, Any] = {"bootstrap_servers": "127.0.0.1:9092", "client_id": "test"}
+        defaults.update(config)
+        self.client = NetworkClient(
+            NetworkConfig(**defaults),
+            self.metadata,
+            self.clock,
+            selector=self.selector,  # type: ignore[arg-type]
+            rng=random.Random(7),
+        )
+        self.client.bootstrap(self.clock.now_ms())
+
+    @property
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def poll(self, timeout_ms: int = 0) -> list[ClientResponse]:
+        return self.client.poll(timeout_ms, self.now)
+
+    def handshake(self, node_id: int) -> None:
+        """Finish connect + ApiVersions for a node that is connecting."""
+        self.selector.complete_connect(node_id)
+        self.poll()
+        [seen] = self.selector.requests(node_id)
+        assert seen.api_key is ApiKey.API_VERSIONS
+        self.selector.reply(node_id, api_versions_response())
+        self.poll()
+
+    def bootstrap_metadata(self) -> None:
+        """Bootstrap node -1 answers the first Metadata request: brokers 1 and 2."""
+        self.poll()
+        assert self.selector.connect_attempts == [-1]
+        self.handshake(-1)
+        metadata_request = self.selector.requests(-1)[-1]
+        assert metadata_request.api_key is ApiKey.METADATA
+        self.selector.reply(-1, _metadata_response())
+        self.poll()
+        assert self.metadata.leader_for("t", 0) is not None
+
+    def connect_ready(self, node_id: int) -> None:
+        assert not self.client.ready(node_id, self.now)
+        self.handshake(node_id)
+        assert self.client.ready(node_id, self.now)
+
+
+def _request(
+    node_id: int, now: int, done: list[ClientResponse] | None = None, **kw: Any
+) -> ClientRequest:
+    return ClientRequest(
+        node_id,
+        MetadataRequest.for_topics(["t"], allow_auto_topic_creation=False),
+        None,
+        now,
+        None if done is None else done.append,
+        **kw,
+    )
+
+
+# ------------------------------------------------------------------------------ bootstrap
+
+
+def test_bootstrap_fetches_metadata_for_the_producer_topics() -> None:
+    h = Harness()
+    h.poll()
+    assert h.selector.connect_attempts == [-1]
+    assert h.client.connection_state(-1) is ConnectionState.CONNECTING
+    h.handshake(-1)
+    assert h.client.connection_state(-1) is ConnectionState.READY
+    request = h.selector.requests(-1)[-1]
+    assert request.api_key is ApiKey.METADATA
+    assert request.version == 12
+    assert request.client_id == "test"
+    assert [t.name for t in request.body.topics] == ["t"]
+    assert request.body.allow_auto_topic_creation is False
+    h.selector.reply(-1, _metadata_response(leader=2))
+    responses = h.poll()
+    assert responses == []  # internal requests are not handed to the caller
+    leader = h.metadata.leader_for("t", 0)
+    assert leader is not None and leader.node_id == 2
+    # The bootstrap connection has done its job.
+    h.poll()
+    assert -1 in h.selector.closed
+
+
+def test_parse_bootstrap_servers() -> None:
+    assert parse_bootstrap_servers("a:1, b:2") == [("a", 1), ("b", 2)]
+    assert parse_bootstrap_servers(["[::1]:9092", ("h", 3)]) == [("::1", 9092), ("h", 3)]
+    for bad in ("", "nohost", "h:notaport", "h:0"):
+        with pytest.raises(ConfigError):
+            parse_bootstrap_servers(bad)
+
+
+# --------------------------------------------------------------------------- connections
+
+
+def test_reconnect_backoff_grows_exponentially_with_jitter_up_to_the_max() -> None:
+    h = Harness(reconnect_backoff_ms=50, reconnect_backoff_max_ms=1_000)
+    h.bootstrap_metadata()
+    delays = []
+    for _ in range(7):
+        assert h.client.ready(1, h.now) is False
+        assert h.selector.connect_attempts[-1] == 1
+        h.selector.fail(1, ConnectionRefusedError(111, "Connection refused"))
+        h.poll()
+        assert h.client.is_connection_failed(1)
+        delay = h.client.connection_delay(1, h.now)
+        delays.append(delay)
+        # Inside the backoff, ready() does not dial again.
+        attempts = len(h.selector.connect_attempts)
+        if delay > 1:
+            h.clock.advance(delay - 1)
+            assert not h.client.ready(1, h.now)
+            assert len(h.selector.connect_attempts) == attempts
+            h.clock.advance(1)
+        else:
+            h.clock.advance(delay)
+    for delay, expected in zip(delays, [50, 100, 200, 400, 800, 1000, 1000], strict=True):
+        assert expected * 0.8 <= delay <= min(expected * 1.2, 1_000), delays
+    # A connection that reaches READY resets the backoff.
+    h.connect_ready(1)
+    h.selector.fail(1, ConnectionResetError(104, "reset"))
+    h.poll()
+    assert h.client.connection_delay(1, h.now) <= 60
+
+
+def test_disconnect_fails_in_flight_requests_and_requests_metadata() -> None:
+    h = Harness()
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    h.clock.advance(200)
+    done: list[ClientResponse] = []
+    h.client.send(_request(1, h.now, done), h.now)
+    h.client.send(_request(1, h.now, done), h.now)
+    assert h.client.in_flight_count(1) == 2
+    assert not h.metadata.update_requested()
+    h.selector.fail(1, ConnectionResetError(104, "Connection reset by peer"))
+    responses = h.poll()
+    assert len(responses) == 2 and responses == done
+    assert all(r.disconnected and not r.timed_out for r in responses)
+    assert all(isinstance(r.error, KafkaConnectionError) for r in responses)
+    assert "Connection reset by peer" in str(responses[0].error)
+    assert h.client.in_flight_count(1) == 0
+    assert h.metadata.update_requested()
+
+
+def test_connection_setup_timeout_closes_and_grows_up_to_the_max() -> None:
+    h = Harness(
+        socket_connection_setup_timeout_ms=10_000, socket_connection_setup_timeout_max_ms=30_000
+    )
+    h.poll()
+    assert h.selector.connect_attempts == [-1]
+    # The poll wait is bounded by the setup deadline, so a silent network cannot hang it.
+    h.poll(timeout_ms=60_000)
+    assert h.selector.poll_timeouts[-1] <= 12_000
+    timeouts = []
+    for _ in range(3):
+        while h.client.connection_state(-1) is not ConnectionState.DISCONNECTED:
+            h.clock.advance(100)
+            h.poll()
+        # How long this attempt was allowed, from the recorded error.
+        error = h.metadata.last_error()
+        assert isinstance(error, KafkaConnectionError)
+        assert "was not ready within" in str(error)
+        timeouts.append(int(str(error).split("within ")[1].split(" ms")[0]))
+        attempts = len(h.selector.connect_attempts)
+        while len(h.selector.connect_attempts) == attempts:
+            h.clock.advance(100)
+            h.poll()
+    assert 8_000 <= timeouts[0] <= 12_000
+    assert 16_000 <= timeouts[1] <= 24_000
+    assert 24_000 <= timeouts[2] <= 30_000
+    with pytest.raises(KafkaTimeoutError, match="was not ready within"):
+        h.metadata.await_update(h.metadata.version, 0)
+
+
+def test_setup_timeout_also_covers_a_broker_that_never_answers_api_versions() -> None:
+    h = Harness(
+        socket_connection_setup_timeout_ms=1_000, socket_connection_setup_timeout_max_ms=1_000
+    )
+    h.poll()
+    h.selector.complete_connect(-1)
+    h.poll()
+    assert h.client.connection_state(-1) is ConnectionState.CHECKING_API_VERSIONS
+    h.clock.advance(1_000)
+    h.poll()
+    assert h.client.connection_state(-1) is ConnectionState.DISCONNECTED
+    assert -1 in h.selector.closed
+    assert "CHECKING_API_VERSIONS" in str(h.metadata.last_error())
+
+
+def test_dns_failure_is_a_connection_error_not_a_crash() -> None:
+    h = Harness(bootstrap_servers="no-such-host.invalid:9092")
+    h.poll()
+    assert h.client.is_connection_failed(-1)
+    error = h.metadata.last_error()
+    assert isinstance(error, KafkaConnectionError)
+    assert "no-such-host.invalid:9092" in str(error)
+
+
+def test_sasl_failure_is_fatal_for_metadata_waiters() -> None:
+    h = Harness(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_username="u",
+        sasl_password="top-secret",
+    )
+    h.poll()
+    h.handshake(-1)
+    assert h.client.connection_state(-1) is ConnectionState.AUTHENTICATING
+    h.selector.reply(-1, SaslHandshakeResponse(33, ["SCRAM-SHA-512"]))
+    h.poll()
+    assert h.client.connection_state(-1) is ConnectionState.DISCONNECTED
+    with pytest.raises(SaslAuthenticationError) as info:
+        h.metadata.await_update(h.metadata.version, 1_000)
+    assert "top-secret" not in str(info.value)
+    assert "top-secret" not in repr(h.client.config)
+
+
+def test_idle_connections_are_closed() -> None:
+    h = Harness(connections_max_idle_ms=5_000)
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    h.clock.advance(4_999)
+    h.poll()
+    assert h.client.connection_state(1) is ConnectionState.READY
+    h.clock.advance(1)
+    h.poll()
+    assert h.client.connection_state(1) is ConnectionState.DISCONNECTED
+    assert 1 in h.selector.closed
+    assert h.client.can_connect(1, h.now)
+
+
+# ------------------------------------------------------------------------------ requests
+
+
+def test_request_timeout_disconnects_and_fails_in_flight_requests() -> None:
+    h = Harness(request_timeout_ms=30_000)
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    done: list[ClientResponse] = []
+    h.client.send(_request(1, h.now, done), h.now)
+    h.clock.advance(10_000)
+    h.client.send(_request(1, h.now, done), h.now)
+    h.poll(timeout_ms=60_000)
+    # The wait is bounded by the oldest request's deadline.
+    assert h.selector.poll_timeouts[-1] <= 20_000
+    h.clock.advance(19_999)
+    assert h.poll() == []
+    h.clock.advance(1)
+    responses = h.poll()
+    assert len(responses) == 2 and responses == done
+    assert all(r.disconnected and r.timed_out for r in responses)
+    assert isinstance(responses[0].error, KafkaTimeoutError)
+    assert "30000 ms" in str(responses[0].error)
+    assert 1 in h.selector.closed
+    assert h.client.connection_state(1) is ConnectionState.DISCONNECTED
+    assert h.metadata.update_requested()
+
+
+def test_per_request_timeout_overrides_the_default() -> None:
+    h = Harness(request_timeout_ms=30_000)
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    done: list[ClientResponse] = []
+    h.client.send(_request(1, h.now, done, request_timeout_ms=500), h.now)
+    h.clock.advance(500)
+    h.poll()
+    assert len(done) == 1 and done[0].timed_out
+
+
+def test_responses_complete_in_order_with_callbacks() -> None:
+    h = Harness()
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    done: list[ClientResponse] = []
+    first = _request(1, h.now, done)
+    second = _request(1, h.now, done)
+    h.client.send(first, h.now)
+    h.client.send(second, h.now)
+    assert first.api_version == 12 and first.correlation_id >= 0
+    h.clock.advance(7)
+    h.selector.reply(1, _metadata_response(), index=-2)
+    h.selector.reply(1, _metadata_response(), index=-1)
+    responses = h.poll()
+    assert [r.request for r in responses] == [first, second]
+    assert done == responses
+    assert all(isinstance(r.response, MetadataResponse) for r in responses)
+    assert responses[0].request_latency_ms == 7
+
+
+def test_in_flight_cap_per_connection() -> None:
+    h = Harness(max_in_flight=2)
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    h.client.send(_request(1, h.now), h.now)
+    assert h.client.is_ready(1, h.now)
+    h.client.send(_request(1, h.now), h.now)
+    assert h.client.in_flight_count(1) == 2
+    assert not h.client.is_ready(1, h.now)
+    assert not h.client.ready(1, h.now)
+    with pytest.raises(IllegalStateError, match="not ready"):
+        h.client.send(_request(1, h.now), h.now)
+    h.selector.reply(1, _metadata_response(), index=-2)
+    h.poll()
+    assert h.client.in_flight_count(1) == 1
+    assert h.client.is_ready(1, h.now)
+
+
+def test_acks_zero_completes_when_written() -> None:
+    h = Harness()
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    h.selector.hold_writes = True
+    done: list[ClientResponse] = []
+    h.client.send(_request(1, h.now, done, expect_response=False), h.now)
+    # Not written yet: counts as in flight, and nothing new may be queued behind it.
+    assert h.client.in_flight_count(1) == 1
+    assert not h.client.can_send_request(1, h.now)
+    assert h.poll() == []
+    h.selector.release_writes(1)
+    responses = h.poll()
+    assert responses == done
+    assert len(responses) == 1
+    r = responses[0]
+    assert r.response is None and not r.disconnected and r.error is None
+    assert h.client.in_flight_count(1) == 0
+
+
+def test_unsupported_version_completes_with_an_error() -> None:
+    h = Harness()
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    done: list[ClientResponse] = []
+    request = _request(1, h.now, done)
+    request.version = 99
+    h.client.send(request, h.now)
+    responses = h.poll()
+    assert responses == done
+    assert isinstance(responses[0].error, UnsupportedVersionError)
+    assert not responses[0].disconnected
+
+
+def test_send_to_a_node_that_is_not_ready_is_refused() -> None:
+    h = Harness()
+    with pytest.raises(IllegalStateError):
+        h.client.send(_request(5, h.now), h.now)
+
+
+def test_a_due_metadata_refresh_goes_first() -> None:
+    h = Harness(metadata_max_age_ms=60_000)
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    h.metadata.request_update()
+    h.clock.advance(200)  # past retry.backoff.ms
+    assert not h.client.is_ready(1, h.now)  # update due: nodes look busy
+    h.poll()
+    request = h.selector.requests(1)[-1]
+    assert request.api_key is ApiKey.METADATA
+    assert h.client.is_ready(1, h.now)
+    h.selector.reply(1, _metadata_response())
+    h.poll()
+    assert not h.metadata.update_requested()
+    # And metadata.max.age.ms later it refreshes on its own.
+    count = len(h.selector.requests(1))
+    h.clock.advance(60_000)
+    h.poll()
+    assert len(h.selector.requests(1)) == count + 1
+
+
+def test_least_loaded_node_prefers_idle_ready_nodes() -> None:
+    h = Harness()
+    h.bootstrap_metadata()
+    assert h.client.least_loaded_node(h.now) in (1, 2)  # both can connect
+    h.connect_ready(1)
+    assert h.client.least_loaded_node(h.now) == 1
+    h.client.send(_request(1, h.now), h.now)
+    # Node 1 is busy, node 2 is disconnected: a ready node with load still beats dialing.
+    assert h.client.least_loaded_node(h.now) == 1
+    h.connect_ready(2)
+    assert h.client.least_loaded_node(h.now) == 2
+
+
+def test_metadata_fetch_failure_backs_off() -> None:
+    h = Harness()
+    h.poll()
+    h.handshake(-1)
+    assert h.selector.requests(-1)[-1].api_key is ApiKey.METADATA
+    h.selector.fail(-1, ConnectionResetError(104, "reset"))
+    h.poll()
+    assert h.metadata.time_to_next_update(h.now) > 0
+    assert h.metadata.last_error() is not None
+
+
+def test_wakeup_and_close() -> None:
+    h = Harness()
+    h.client.wakeup()
+    assert h.selector.wakeups == 1
+    h.client.close()
+    assert h.client.closed
+    assert h.poll() == []
+    with pytest.raises(IllegalStateError):
+        h.client.send(_request(1, h.now), h.now)
+
+
+def test_network_config_validation_and_secrecy() -> None:
+    with pytest.raises(ConfigError, match=r"security\.protocol"):
+        NetworkConfig(bootstrap_servers="h:1", security_protocol="TLS")
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism"):
+        NetworkConfig(bootstrap_servers="h:1", security_protocol="SASL_PLAINTEXT")
+    config = NetworkConfig(
+        bootstrap_servers="h:1", sasl_password="pw-1", ssl_password="pw-2", ssl_cadata="ca"
+    )
+    assert "pw-1" not in repr(config) and "pw-2" not in repr(config)
