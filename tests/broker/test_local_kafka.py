@@ -9,12 +9,14 @@ and the temporary directory is gone; a missing classpath is a clear setup error,
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from kafka_sink.testing import local_kafka
 from kafka_sink.testing.local_kafka import KafkaSetupError, LocalKafka
 from kafka_sink.testing.oracle import create_topic, end_offsets, read_all
 from kafka_sink.testing.probe import fetch_metadata
@@ -172,6 +174,27 @@ def test_proxied_listener_keeps_clients_behind_the_proxy() -> None:
             fetch_metadata(proxy.host, proxy.port, timeout_s=0.5)
         proxy.resume()
         assert fetch_metadata(proxy.host, proxy.port).brokers == view.brokers
+
+
+def test_a_lost_port_race_is_retried_with_fresh_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_free_ports = local_kafka._free_ports
+    picked: list[list[int]] = []
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+
+        def free_ports(count: int) -> list[int]:
+            ports = real_free_ports(count)
+            if not picked:
+                ports[0] = taken.getsockname()[1]  # someone else got there first
+            picked.append(ports)
+            return ports
+
+        monkeypatch.setattr(local_kafka, "_free_ports", free_ports)
+        with LocalKafka(nodes=1) as kafka:
+            assert len(picked) == 2
+            assert kafka.bootstrap_servers == f"127.0.0.1:{picked[1][0]}"
+            assert kafka.metadata().brokers == {1: ("127.0.0.1", picked[1][0])}
 
 
 def test_missing_jars_is_a_setup_error(tmp_path: Path) -> None:
