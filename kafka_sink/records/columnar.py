@@ -175,16 +175,16 @@ def _split_constant_ts(fixed_sizes: _I64, limit: int) -> tuple[list[int], list[i
     many records fit" with a binary search per width segment: no per-record work per batch.
     """
     n = len(fixed_sizes)
-    # Python lists: bisect on a list is several times cheaper per call than numpy's searchsorted
-    # on a scalar, and there is one search per batch.
-    prefix_sums: dict[int, list[int]] = {}
+    # Searched through memoryviews: bisect on a memoryview is much cheaper per call than numpy's
+    # scalar searchsorted, and unlike a list it costs no conversion of the whole array.
+    prefix_sums: dict[int, memoryview] = {}
 
-    def cumulative(width: int) -> list[int]:
+    def cumulative(width: int) -> memoryview:
         if width not in prefix_sums:
             body = fixed_sizes + (1 + width)
             sums = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(body + _positive_varint_widths(body), out=sums[1:])
-            prefix_sums[width] = sums.tolist()
+            prefix_sums[width] = sums.data
         return prefix_sums[width]
 
     segments = [*_OFFSET_WIDTH_SEGMENTS, (1 << 27, n + 1, _OFFSET_WIDTH_MAX)]
@@ -403,7 +403,7 @@ def _encode_rows(
     vcol: ByteColumn,
     header_column: Any,
     expected_size: int,
-) -> tuple[memoryview, list[int]]:
+) -> tuple[memoryview, memoryview]:
     """The records of rows [row_start, row_end) back to back, and each row's start in them."""
     rows = slice(row_start, row_end)
     m = row_end - row_start
@@ -444,4 +444,4 @@ def _encode_rows(
     )[joined.offset :]
     if int(offsets[-1] - offsets[0]) != expected_size:
         raise AssertionError("columnar encoding: records section size mismatch")
-    return memoryview(buffers[2]), offsets.tolist()
+    return memoryview(buffers[2]), offsets.data
