@@ -1,15 +1,24 @@
-"""The network layer against a real Kafka broker: connect, negotiate, metadata, produce, errors."""
+"""The network layer against a real Kafka broker: connect, negotiate, metadata, produce, errors.
+
+The SASL/TLS tests start their own single-node broker (module scope) whose extra listener speaks
+SASL_SSL with a throwaway CA, PLAIN users in the JAAS config and SCRAM users created through the
+admin API.
+"""
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from kafka_sink.clock import SYSTEM_CLOCK
-from kafka_sink.errors import KafkaTimeoutError
+from kafka_sink.errors import KafkaTimeoutError, SaslAuthenticationError
 from kafka_sink.net.connection import ConnectionState
 from kafka_sink.net.metadata import Metadata
 from kafka_sink.net.network_client import (
@@ -19,11 +28,14 @@ from kafka_sink.net.network_client import (
     NetworkConfig,
 )
 from kafka_sink.records.batch import RecordBatchBuilder
-from kafka_sink.testing.oracle import read_all
+from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
+from kafka_sink.testing.oracle import create_topic, read_all
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import MetadataRequest, ProduceRequest, ProduceResponse
 
 TopicFactory = Callable[..., str]
+
+pytestmark = pytest.mark.broker
 
 
 def _client(bootstrap: str, **overrides: object) -> tuple[NetworkClient, Metadata]:
@@ -249,3 +261,147 @@ def test_unresponsive_bootstrap_times_out_within_setup_timeout() -> None:
             assert elapsed < 4
         finally:
             client.close()
+
+
+# ------------------------------------------------------------------------- SASL and TLS
+
+_JAAS_PLAIN = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+)
+_JAAS_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+def _make_certs(directory: Path) -> tuple[Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1; returns (ca.pem, keystore.pem)."""
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is needed to make test certificates", pytrace=False)
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+        "-keyout", "ca.key", "-out", "ca.pem")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+        "-keyout", "server.key", "-out", "server.csr")  # fmt: skip
+    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem")  # fmt: skip
+    keystore = directory / "keystore.pem"
+    keystore.write_text(
+        (directory / "server.key").read_text() + (directory / "server.pem").read_text()
+    )
+    return directory / "ca.pem", keystore
+
+
+@dataclass
+class SecureKafka:
+    plaintext: str  # for the test's own admin/oracle clients
+    sasl_ssl: str  # the listener under test (behind a TCP proxy, advertised as such)
+    ca_file: Path
+
+
+@pytest.fixture(scope="module")
+def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
+    """A second broker whose extra listener speaks SASL_SSL (PLAIN, SCRAM-SHA-256/512)."""
+    ca_file, keystore = _make_certs(tmp_path_factory.mktemp("certs"))
+    config = {
+        "listener.security.protocol.map": (
+            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:SASL_SSL"
+        ),
+        "listener.name.proxied.ssl.keystore.type": "PEM",
+        "listener.name.proxied.ssl.keystore.location": str(keystore),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.proxied.plain.sasl.jaas.config": _JAAS_PLAIN,
+        "listener.name.proxied.scram-sha-256.sasl.jaas.config": _JAAS_SCRAM,
+        "listener.name.proxied.scram-sha-512.sasl.jaas.config": _JAAS_SCRAM,
+    }
+    try:
+        kafka = LocalKafka(proxied=True, broker_config=config)
+        kafka.__enter__()
+    except (KafkaSetupError, KafkaStartError) as exc:
+        pytest.fail(f"no SASL_SSL Kafka broker for the tests: {exc}", pytrace=False)
+    try:
+        from kafka.admin import KafkaAdminClient
+        from kafka.admin._users import UserScramCredentialUpsertion
+
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+        try:
+            # One alteration per request: the broker refuses two for the same user at once.
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                result = admin.alter_user_scram_credentials(
+                    [UserScramCredentialUpsertion("bob", mechanism, "bob-secret")]
+                )
+                assert result == {"bob": None}
+        finally:
+            admin.close()
+        yield SecureKafka(kafka.bootstrap_servers, kafka.proxied_bootstrap_servers, ca_file)
+    finally:
+        kafka.__exit__(None, None, None)
+
+
+def _secure_client(
+    kafka: SecureKafka, mechanism: str, user: str, password: str, ca_file: Path | None = None
+) -> tuple[NetworkClient, Metadata]:
+    return _client(
+        kafka.sasl_ssl,
+        security_protocol="SASL_SSL",
+        sasl_mechanism=mechanism,
+        sasl_username=user,
+        sasl_password=password,
+        ssl_cafile=str(ca_file or kafka.ca_file),
+    )
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "user", "password"),
+    [
+        ("PLAIN", "alice", "alice-secret"),
+        ("SCRAM-SHA-256", "bob", "bob-secret"),
+        ("SCRAM-SHA-512", "bob", "bob-secret"),
+    ],
+)
+def test_sasl_ssl_produce_and_read_back(
+    secure_kafka: SecureKafka, mechanism: str, user: str, password: str
+) -> None:
+    topic = f"net-secure-{mechanism.lower()}"
+    create_topic(secure_kafka.plaintext, topic)
+    client, metadata = _secure_client(secure_kafka, mechanism, user, password)
+    try:
+        _await_metadata(client, metadata, topic)
+        leader = metadata.leader_for(topic, 0)
+        assert leader is not None
+        assert leader.address == secure_kafka.sasl_ssl  # the SASL_SSL listener, not PLAINTEXT
+        _ready(client, leader.node_id)
+        result = _produce(client, leader.node_id, topic, 0, acks=-1, values=[b"secure"])
+        assert result.error is None and not result.disconnected
+        assert [r.value for r in read_all(secure_kafka.plaintext, topic, expected=1)] == [b"secure"]
+    finally:
+        client.close()
+
+
+def test_sasl_wrong_password_is_a_fatal_metadata_error(secure_kafka: SecureKafka) -> None:
+    client, metadata = _secure_client(secure_kafka, "SCRAM-SHA-256", "bob", "not-the-password")
+    try:
+        deadline = time.monotonic() + 20
+        while metadata.last_error() is None and time.monotonic() < deadline:
+            client.poll(100, SYSTEM_CLOCK.now_ms())
+        with pytest.raises(SaslAuthenticationError, match="invalid credentials") as info:
+            metadata.await_update(0, 1_000)
+        assert "not-the-password" not in str(info.value)
+    finally:
+        client.close()
+
+
+def test_tls_with_an_untrusted_certificate_fails_clearly(
+    secure_kafka: SecureKafka, tmp_path: Path
+) -> None:
+    other_ca, _keystore = _make_certs(tmp_path)
+    client, metadata = _secure_client(secure_kafka, "PLAIN", "alice", "alice-secret", other_ca)
+    try:
+        deadline = time.monotonic() + 20
+        while metadata.last_error() is None and time.monotonic() < deadline:
+            client.poll(100, SYSTEM_CLOCK.now_ms())
+        assert "CERTIFICATE_VERIFY_FAILED" in str(metadata.last_error())
+        assert metadata.version == 0
+    finally:
+        client.close()
