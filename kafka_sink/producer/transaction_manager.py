@@ -94,7 +94,11 @@ class TransactionManager:
                 entry.producer_epoch = self.producer_epoch
                 entry.next_sequence = 0
                 entry.last_acked_sequence = -1
-            return True
+            # Until the broker acknowledged a first batch of this (id, epoch) on the partition
+            # it has no state for us and accepts *any* sequence: a second batch in flight could
+            # then be written ahead of a first one that failed retriably. So the first batch
+            # travels alone.
+            return entry.last_acked_sequence >= 0 or not entry.unresolved
 
     def stamp(self, batch: ProducerBatch) -> None:
         """Give a first-time batch its base sequence (retries keep theirs)."""
@@ -147,6 +151,15 @@ class TransactionManager:
                 entry.producer_epoch,
             )
             if unknown_producer or (not stale and batch.base_sequence == expected):
+                self._request_bump(batch.tp)
+            elif (
+                not stale
+                and entry.unresolved
+                and entry.unresolved[0] is batch
+                and entry.last_acked_sequence >= 0
+            ):
+                # Nothing earlier is pending, yet the broker expects another sequence: this
+                # epoch cannot make progress on the partition any more.
                 self._request_bump(batch.tp)
             return True
 

@@ -351,14 +351,16 @@ def test_no_produce_before_producer_id() -> None:
 def test_sequences_per_partition_and_retries_keep_them() -> None:
     h = make_harness(linger_ms=0)
     h.init_producer_id()
+    _establish(h, 0)
+    _establish(h, 1)
     for n in (3, 2):
         for _ in range(n):
             h.send(partition=0)
         h.send(partition=1)
         h.run()
-    sent = h.network.produce_requests()
+    sent = h.network.produce_requests()[2:]
     seqs = sorted((tp, b.base_sequence) for s in sent for tp, b in s.batches().items())
-    assert seqs == [(("t", 0), 0), (("t", 0), 3), (("t", 1), 0), (("t", 1), 1)]
+    assert seqs == [(("t", 0), 1), (("t", 0), 4), (("t", 1), 1), (("t", 1), 2)]
     # The first request fails retriably: it is resent identically, before the second.
     h.network.respond(sent[0], produce_response(sent[0], errors={("t", 0): NOT_ENOUGH_REPLICAS}))
     h.run()
@@ -367,14 +369,31 @@ def test_sequences_per_partition_and_retries_keep_them() -> None:
     assert retry.partitions() == sent[0].partitions()
 
 
+def test_first_batch_travels_alone() -> None:
+    h = make_harness(linger_ms=0, partitions={"t": [0]})
+    h.init_producer_id()
+    h.send()
+    h.run()
+    h.send()
+    h.run()
+    h.run(10)
+    assert len(h.network.produce_requests()) == 1  # no state on the broker yet: no pipelining
+    first = h.network.produce_requests()[0]
+    h.network.respond(first, produce_response(first))
+    h.run()
+    h.run()
+    assert len(h.network.produce_requests()) == 2
+
+
 def test_retries_wait_for_earlier_sequences() -> None:
     h = make_harness(linger_ms=0, partitions={"t": [0]})
     h.init_producer_id()
+    _establish(h)
     f1 = h.send()
     h.run()
     f2 = h.send()
     h.run()
-    r1, r2 = h.network.produce_requests()
+    r1, r2 = h.network.produce_requests()[1:]
     # Batch 1 fails retriably; batch 2 (in flight) then fails out of order.
     h.network.respond(r1, produce_response(r1, errors={("t", 0): NOT_ENOUGH_REPLICAS}))
     h.network.respond(r2, produce_response(r2, errors={("t", 0): OUT_OF_ORDER}))
@@ -382,29 +401,30 @@ def test_retries_wait_for_earlier_sequences() -> None:
     assert h.tm is not None and not h.tm.pending_reset(("t", 0))  # not a real gap
     h.run(150)
     h.run(150)
-    retries = h.network.produce_requests()[2:]
+    retries = h.network.produce_requests()[3:]
     assert len(retries) == 1  # only the first unresolved batch goes
     assert retries[0].partitions() == r1.partitions()
-    h.network.respond(retries[0], produce_response(retries[0], base_offsets={("t", 0): 0}))
+    h.network.respond(retries[0], produce_response(retries[0], base_offsets={("t", 0): 1}))
     h.run()
     h.run(150)
     last = h.network.produce_requests()[-1]
     assert last.partitions() == r2.partitions()
-    h.network.respond(last, produce_response(last, base_offsets={("t", 0): 1}))
+    h.network.respond(last, produce_response(last, base_offsets={("t", 0): 2}))
     h.run()
-    assert (f1.get(0).offset, f2.get(0).offset) == (0, 1)
+    assert (f1.get(0).offset, f2.get(0).offset) == (1, 2)
 
 
 def test_out_of_order_gap_bumps_epoch_and_resequences_without_loss() -> None:
     h = make_harness(linger_ms=0, partitions={"t": [0]})
     h.init_producer_id(producer_id=5, epoch=0)
+    _establish(h)
     f1 = h.send()
     h.run()
     f2 = h.send()
     h.run()
-    r1, r2 = h.network.produce_requests()
-    assert [r.batches()[("t", 0)].base_sequence for r in (r1, r2)] == [0, 1]
-    # The broker lost its state: the very next batch is out of order -> a real gap.
+    r1, r2 = h.network.produce_requests()[1:]
+    assert [r.batches()[("t", 0)].base_sequence for r in (r1, r2)] == [1, 2]
+    # The broker lost its state: the next expected batch is out of order -> a real gap.
     h.network.respond(r1, produce_response(r1, errors={("t", 0): OUT_OF_ORDER}))
     h.network.respond(r2, produce_response(r2, errors={("t", 0): OUT_OF_ORDER}))
     h.run()
@@ -412,19 +432,19 @@ def test_out_of_order_gap_bumps_epoch_and_resequences_without_loss() -> None:
     assert h.tm is not None and h.tm.producer_epoch == 1
     for _ in range(5):
         h.run(100)
-    resent = h.network.produce_requests()[2:]
+    resent = h.network.produce_requests()[3:]
     assert resent
     first = resent[0].batches()[("t", 0)]
     assert (first.producer_id, first.producer_epoch, first.base_sequence) == (5, 1, 0)
-    h.network.respond(resent[0], produce_response(resent[0], base_offsets={("t", 0): 0}))
+    h.network.respond(resent[0], produce_response(resent[0], base_offsets={("t", 0): 1}))
     for _ in range(5):
         h.run(100)
     last = h.network.produce_requests()[-1]
     b = last.batches()[("t", 0)]
     assert (b.producer_epoch, b.base_sequence) == (1, 1)
-    h.network.respond(last, produce_response(last, base_offsets={("t", 0): 1}))
+    h.network.respond(last, produce_response(last, base_offsets={("t", 0): 2}))
     h.run()
-    assert (f1.get(0).offset, f2.get(0).offset) == (0, 1)
+    assert (f1.get(0).offset, f2.get(0).offset) == (1, 2)
     assert h.tm.next_sequence(("t", 0)) == 2
 
 
@@ -470,7 +490,43 @@ def test_produce_request_shape() -> None:
     assert (rec.key, rec.value) == (b"k", b"hello")
 
 
+def _establish(h: object, partition: int = 0, base_offset: int = 0) -> None:
+    """Send and acknowledge a first batch, so the broker has producer state for the partition."""
+    from .fakes import Harness
+
+    assert isinstance(h, Harness)
+    f = h.send(partition=partition)
+    h.run()
+    sent = h.network.produce_requests()[-1]
+    h.network.respond(sent, produce_response(sent, base_offsets={("t", partition): base_offset}))
+    h.run()
+    assert f.get(0).offset == base_offset
+
+
 def _init_response(pid: int, epoch: int, error: int = 0) -> object:
     from kafka_sink.wire.messages import InitProducerIdResponse
 
     return InitProducerIdResponse(error_code=error, producer_id=pid, producer_epoch=epoch)
+
+
+def test_stuck_first_unresolved_batch_bumps_the_epoch() -> None:
+    """A batch that nothing precedes but the broker still calls out of order can never succeed
+    in this epoch (e.g. a later batch landed first): it is re-sequenced under a new epoch."""
+    h = make_harness(linger_ms=0, partitions={"t": [0]})
+    h.init_producer_id(producer_id=5, epoch=0)
+    _establish(h)
+    f = h.send()
+    h.run()
+    sent = h.network.produce_requests()[-1]
+    assert h.tm is not None
+    h.tm._entries[("t", 0)].last_acked_sequence = 40  # the broker moved on without it
+    h.network.respond(sent, produce_response(sent, errors={("t", 0): OUT_OF_ORDER}))
+    h.run()
+    h.run(150)
+    h.run()
+    retry = h.network.produce_requests()[-1]
+    b = retry.batches()[("t", 0)]
+    assert (b.producer_epoch, b.base_sequence) == (1, 0)
+    h.network.respond(retry, produce_response(retry, base_offsets={("t", 0): 50}))
+    h.run()
+    assert f.get(0).offset == 50
