@@ -222,8 +222,10 @@ class _NodeState:
         "failed_attempts",
         "last_activity_ms",
         "last_attempt_ms",
+        "reauthenticate_at_ms",
         "reconnect_backoff_ms",
         "setup_timeout_ms",
+        "throttle_until_ms",
         "unwritten",
     )
 
@@ -236,6 +238,10 @@ class _NodeState:
         self.setup_timeout_ms = 0
         self.addresses: list[Address] = []
         self.address_index = 0
+        # KIP-219: a broker that throttled us already answered; we must not send until this time.
+        self.throttle_until_ms = 0
+        # KIP-368: past this time the connection drains and reconnects to authenticate again.
+        self.reauthenticate_at_ms: int | None = None
         # acks=0 requests whose bytes are still queued in the selector, by correlation id.
         self.unwritten: dict[int, ClientRequest] = {}
 
@@ -398,13 +404,25 @@ class NetworkClient:
         )
 
     def connection_delay(self, node_id: int, now_ms: int) -> int:
-        """Ms to wait before a connection attempt may be made (large while connecting/ready)."""
+        """Ms to wait before trying ``node_id`` again.
+
+        Disconnected: the rest of the reconnect backoff. Throttled by the broker: the rest of
+        the throttle time. Connecting, or ready and waiting for I/O: a very large value (I/O
+        events end the wait).
+        """
         state = self._nodes.get(node_id)
         if state is None or state.last_attempt_ms is None:
             return 0
         if state.state is ConnectionState.DISCONNECTED:
             return max(state.last_attempt_ms + state.reconnect_backoff_ms - now_ms, 0)
+        if state.state is ConnectionState.READY and now_ms < state.throttle_until_ms:
+            return state.throttle_until_ms - now_ms
         return _NO_DEADLINE
+
+    def throttle_delay(self, node_id: int, now_ms: int) -> int:
+        """Ms until a broker-imposed throttle on ``node_id`` ends (0: not throttled)."""
+        state = self._nodes.get(node_id)
+        return 0 if state is None else max(state.throttle_until_ms - now_ms, 0)
 
     def is_connection_failed(self, node_id: int) -> bool:
         """Whether the last attempt to reach ``node_id`` failed (and it is disconnected)."""
@@ -418,6 +436,10 @@ class NetworkClient:
     def can_send_request(self, node_id: int, now_ms: int) -> bool:
         state = self._nodes.get(node_id)
         if state is None or state.state is not ConnectionState.READY:
+            return False
+        if now_ms < state.throttle_until_ms:
+            return False
+        if state.reauthenticate_at_ms is not None and now_ms >= state.reauthenticate_at_ms:
             return False
         if self._selector.pending_send_bytes(node_id) > 0:
             return False
@@ -652,6 +674,8 @@ class NetworkClient:
                 continue
             if state.state is not ConnectionState.READY and state.last_attempt_ms is not None:
                 deadline = min(deadline, state.last_attempt_ms + state.setup_timeout_ms)
+            if state.reauthenticate_at_ms is not None:
+                deadline = min(deadline, state.reauthenticate_at_ms)
             for record in state.connection.in_flight():
                 deadline = min(deadline, record.sent_ms + self._timeout_of(record))
         return deadline
@@ -686,6 +710,10 @@ class NetworkClient:
             for record, response in connection.receive_data(data, now_ms):
                 request = record.context
                 assert request is not None
+                throttle_ms = getattr(response, "throttle_time_ms", 0)
+                if throttle_ms and throttle_ms > 0:
+                    state.throttle_until_ms = max(state.throttle_until_ms, now_ms + throttle_ms)
+                    log.debug("node %s throttled the client for %s ms", node_id, throttle_ms)
                 responses.append(ClientResponse(request, response, False, False, None, now_ms))
             if connection.failure is not None:
                 log.warning("node %s: %s; closing the connection", node_id, connection.failure)
@@ -694,17 +722,24 @@ class NetworkClient:
                 continue
             self._flush_connection_output(node_id, state)
             if connection.is_ready and not was_ready:
-                self._on_ready(node_id, state)
+                self._on_ready(node_id, state, now_ms)
 
     def _flush_connection_output(self, node_id: int, state: _NodeState) -> None:
         out = state.connection.data_to_send()
         if out:
             self._selector.send(node_id, out)
 
-    def _on_ready(self, node_id: int, state: _NodeState) -> None:
+    def _on_ready(self, node_id: int, state: _NodeState, now_ms: int) -> None:
         self._became_ready = True
         state.failed_attempts = 0
         state.reconnect_backoff_ms = 0
+        state.throttle_until_ms = 0
+        lifetime = state.connection.session_lifetime_ms
+        # Like Java, renew at 85-95 % of the session lifetime. Renewal is a fresh connection
+        # (drained first, so no request is lost) rather than in-band re-authentication.
+        state.reauthenticate_at_ms = (
+            now_ms + int(lifetime * self._rng.uniform(0.85, 0.95)) if lifetime > 0 else None
+        )
         log.debug(
             "node %s ready (negotiated %s)",
             node_id,
@@ -790,14 +825,22 @@ class NetworkClient:
             if self._updater.in_progress_node == node_id:
                 continue
             idle = now_ms - state.last_activity_ms >= self.config.connections_max_idle_ms
+            session_ending = (
+                state.reauthenticate_at_ms is not None and now_ms >= state.reauthenticate_at_ms
+            )
             # Bootstrap connections are only for the first metadata fetch; the real brokers
             # (same hosts, usually) get their own connections under their node ids.
-            if idle or (bootstrap_done and node_id < 0):
-                log.debug("closing idle connection to node %s", node_id)
+            if idle or session_ending or (bootstrap_done and node_id < 0):
+                log.debug(
+                    "closing %s connection to node %s",
+                    "re-authenticating" if session_ending else "idle",
+                    node_id,
+                )
                 self._selector.close(node_id)
                 state.connection.close()
                 state.last_attempt_ms = now_ms
                 state.reconnect_backoff_ms = 0
+                state.reauthenticate_at_ms = None
 
     def _disconnected(
         self,
@@ -814,6 +857,7 @@ class NetworkClient:
         pending = state.connection.close()
         unwritten = list(state.unwritten.values())
         state.unwritten.clear()
+        state.reauthenticate_at_ms = None
         if not was_ready:
             # Next attempt tries the host's next address (Java's use_all_dns_ips).
             state.address_index += 1

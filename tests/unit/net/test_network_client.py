@@ -31,6 +31,7 @@ from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     MetadataRequest,
     MetadataResponse,
+    SaslAuthenticateResponse,
     SaslHandshakeResponse,
 )
 
@@ -566,3 +567,63 @@ def test_network_config_validation_and_secrecy() -> None:
         bootstrap_servers="h:1", sasl_password="pw-1", ssl_password="pw-2", ssl_cadata="ca"
     )
     assert "pw-1" not in repr(config) and "pw-2" not in repr(config)
+
+
+def test_broker_throttle_holds_back_requests_until_it_ends() -> None:
+    h = Harness()
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    done: list[ClientResponse] = []
+    h.client.send(_request(1, h.now, done), h.now)
+    throttled = _metadata_response()
+    throttled.throttle_time_ms = 500
+    h.selector.reply(1, throttled)
+    h.poll()
+    assert len(done) == 1
+    assert not h.client.can_send_request(1, h.now)
+    assert not h.client.ready(1, h.now)
+    assert h.client.connection_delay(1, h.now) == 500
+    assert h.client.throttle_delay(1, h.now) == 500
+    h.clock.advance(500)
+    assert h.client.ready(1, h.now)
+    assert h.client.throttle_delay(1, h.now) == 0
+
+
+def test_sasl_session_lifetime_drains_then_reconnects() -> None:
+    h = Harness(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_username="u",
+        sasl_password="p",
+    )
+    h.poll()
+    h.handshake(-1)
+    h.selector.reply(-1, SaslHandshakeResponse(0, ["PLAIN"]))
+    h.poll()
+    assert h.selector.requests(-1)[-1].api_key is ApiKey.SASL_AUTHENTICATE
+    h.selector.reply(-1, SaslAuthenticateResponse(0, None, b"", 10_000))
+    h.poll()
+    assert h.client.connection_state(-1) is ConnectionState.READY
+    h.selector.reply(-1, _metadata_response())  # the bootstrap metadata request
+    h.poll()
+    h.poll()  # bootstrap connection closes once done; use a broker node from here on
+    assert not h.client.ready(1, h.now)
+    h.handshake(1)
+    h.selector.reply(1, SaslHandshakeResponse(0, ["PLAIN"]))
+    h.poll()
+    h.selector.reply(1, SaslAuthenticateResponse(0, None, b"", 10_000))
+    h.poll()
+    assert h.client.ready(1, h.now)
+    done: list[ClientResponse] = []
+    h.client.send(_request(1, h.now, done), h.now)
+    h.clock.advance(9_500)  # past 85-95 % of the session lifetime
+    assert not h.client.can_send_request(1, h.now)  # drain: no new requests
+    h.poll()
+    assert h.client.connection_state(1) is ConnectionState.READY  # in flight: not cut
+    h.selector.reply(1, _metadata_response())
+    h.poll()
+    assert len(done) == 1 and not done[0].disconnected
+    assert 1 in h.selector.closed
+    attempts = h.selector.connect_attempts.count(1)
+    h.client.ready(1, h.now)
+    assert h.selector.connect_attempts.count(1) == attempts + 1

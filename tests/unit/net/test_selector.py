@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +129,98 @@ def test_duplicate_channel_id_is_refused(selector: Selector, server: socket.sock
     selector.connect(1, address)
     with pytest.raises(ValueError, match="already exists"):
         selector.connect(1, address)
+
+
+# ------------------------------------------------------------------------------------ TLS
+
+
+def _make_certs(directory: Path) -> tuple[Path, Path, Path]:
+    """(ca.pem, server.pem, server.key) for 127.0.0.1 / localhost, made with openssl."""
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is needed to make test certificates", pytrace=False)
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    run("req", "-x509", *ec, "-days", "2", "-subj", "/CN=test-ca",
+        "-keyout", "ca.key", "-out", "ca.pem")  # fmt: skip
+    run("req", *ec, "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr")
+    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem")  # fmt: skip
+    return directory / "ca.pem", directory / "server.pem", directory / "server.key"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    return _make_certs(tmp_path_factory.mktemp("tls"))
+
+
+def _tls_upper_server(certfile: Path, keyfile: Path) -> tuple[socket.socket, threading.Thread]:
+    """Accepts one TLS client, answers every chunk upper-cased until the client leaves."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certfile, keyfile)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(10)
+
+    def serve() -> None:
+        try:
+            raw, _ = srv.accept()
+            with context.wrap_socket(raw, server_side=True) as conn:
+                while data := conn.recv(65536):
+                    conn.sendall(data.upper())
+        except (OSError, ssl.SSLError):
+            pass  # the failing-handshake test ends here
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return srv, thread
+
+
+def test_tls_handshake_and_echo(selector: Selector, certs: tuple[Path, Path, Path]) -> None:
+    ca, cert, key = certs
+    srv, thread = _tls_upper_server(cert, key)
+    with srv:
+        context = ssl.create_default_context(cafile=str(ca))
+        port = srv.getsockname()[1]
+        selector.connect(
+            1,
+            (socket.AF_INET, ("127.0.0.1", port)),
+            ssl_context=context,
+            server_hostname="127.0.0.1",
+        )
+        selector.send(1, b"hello over tls " * 2000, token=5)  # queued until the handshake ends
+        expected = b"HELLO OVER TLS " * 2000
+        result = _poll_until(
+            selector, lambda r: sum(len(d) for _, d in r.received) >= len(expected)
+        )
+        assert result.connected == [1]
+        assert result.sent == [(1, 5)]
+        assert b"".join(d for _, d in result.received) == expected
+        selector.close(1)
+        thread.join(5)
+
+
+def test_tls_untrusted_certificate_is_a_disconnect(
+    selector: Selector, certs: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    _ca, cert, key = certs
+    other_ca, _, _ = _make_certs(tmp_path)
+    srv, thread = _tls_upper_server(cert, key)
+    with srv:
+        context = ssl.create_default_context(cafile=str(other_ca))
+        selector.connect(
+            1,
+            (socket.AF_INET, ("127.0.0.1", srv.getsockname()[1])),
+            ssl_context=context,
+            server_hostname="127.0.0.1",
+        )
+        result = _poll_until(selector, lambda r: r.disconnected)
+        [(conn_id, error)] = result.disconnected
+        assert conn_id == 1
+        assert isinstance(error, ssl.SSLCertVerificationError)
+        assert result.connected == []
+        thread.join(5)
