@@ -1,1 +1,15 @@
-"""(placeholder)"""
+"""The network layer: the only package that touches sockets, selectors and TLS.
+
+Module map (bottom to top):
+
+- ``selector``: non-blocking TCP/TLS channels over ``selectors.DefaultSelector`` with a
+  socketpair wakeup; moves opaque bytes, knows nothing of Kafka.
+- ``sasl``: PLAIN and SCRAM-SHA-256/512 client mechanisms as pure token exchanges.
+- ``connection``: sans-IO ``BrokerConnection`` (framing, correlation ids, in-flight FIFO,
+  ApiVersions negotiation, SASL handshake); bytes in, bytes out.
+- ``metadata``: thread-safe cluster ``Metadata`` (brokers, leaders and epochs, topic errors,
+  refresh timing) and ``ExponentialBackoff``.
+- ``config`` / ``client_request``: ``NetworkConfig``; ``ClientRequest`` / ``ClientResponse``.
+- ``metadata_updater``: when and where to refresh metadata.
+- ``network_client``: ``NetworkClient``, which ties them together on the sender thread.
+"""

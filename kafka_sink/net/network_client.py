@@ -40,27 +40,22 @@ from __future__ import annotations
 
 import logging
 import random
-import ssl
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from kafka_sink.clock import Clock
 from kafka_sink.errors import (
-    ConfigError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    SaslAuthenticationError,
     UnsupportedVersionError,
 )
-from kafka_sink.net.connection import BrokerConnection, ConnectionState, InFlightRequest
+from kafka_sink.net.client_request import ClientRequest, ClientResponse
+from kafka_sink.net.config import NetworkConfig, parse_bootstrap_servers
+from kafka_sink.net.connection import BrokerConnection, ConnectionState
 from kafka_sink.net.metadata import ExponentialBackoff, Metadata
-from kafka_sink.net.sasl import SaslConfig
+from kafka_sink.net.metadata_updater import MetadataUpdater
 from kafka_sink.net.selector import Address, PollResult, Selector, resolve
 from kafka_sink.wire.api import ApiKey
-from kafka_sink.wire.messages import MetadataRequest
 
 __all__ = [
     "ClientRequest",
@@ -74,142 +69,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _NO_DEADLINE = 2**63 - 1
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-def parse_bootstrap_servers(
-    servers: str | Sequence[str | tuple[str, int]],
-) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9092"`` or a sequence of ``"host:port"`` / ``(host, port)`` -> pairs."""
-    items: Sequence[str | tuple[str, int]] = (
-        [s for s in servers.split(",") if s.strip()] if isinstance(servers, str) else servers
-    )
-    out: list[tuple[str, int]] = []
-    for item in items:
-        if isinstance(item, tuple):
-            host, port = item
-        else:
-            text = item.strip()
-            host, sep, port_text = text.rpartition(":")
-            if not sep or not host or not port_text.isdigit():
-                raise ConfigError(f"bootstrap.servers entry {text!r} is not host:port")
-            host, port = host.strip("[]"), int(port_text)
-        if not 0 < int(port) < 65536:
-            raise ConfigError(f"bootstrap.servers entry {host}:{port} has an invalid port")
-        out.append((str(host), int(port)))
-    if not out:
-        raise ConfigError("bootstrap.servers is empty")
-    return out
-
-
-@dataclass
-class NetworkConfig:
-    """Network settings, built from the producer config (Kafka key in each comment)."""
-
-    bootstrap_servers: Sequence[tuple[str, int]] | Sequence[str] | str  # bootstrap.servers
-    client_id: str | None = None  # client.id
-    request_timeout_ms: int = 30_000  # request.timeout.ms
-    reconnect_backoff_ms: int = 50  # reconnect.backoff.ms
-    reconnect_backoff_max_ms: int = 1_000  # reconnect.backoff.max.ms
-    max_in_flight: int = 5  # max.in.flight.requests.per.connection
-    send_buffer_bytes: int = 131_072  # send.buffer.bytes (-1: OS default)
-    receive_buffer_bytes: int = 32_768  # receive.buffer.bytes (-1: OS default)
-    connections_max_idle_ms: int = 540_000  # connections.max.idle.ms
-    socket_connection_setup_timeout_ms: int = 10_000  # socket.connection.setup.timeout.ms
-    socket_connection_setup_timeout_max_ms: int = 30_000  # ...setup.timeout.max.ms
-    security_protocol: str = "PLAINTEXT"  # security.protocol
-    sasl_mechanism: str | None = None  # sasl.mechanism (None unless SASL_*)
-    sasl_username: str | None = None
-    sasl_password: str | None = field(default=None, repr=False)
-    ssl_cafile: str | None = None  # ssl.truststore.location (PEM)
-    ssl_cadata: str | None = field(default=None, repr=False)  # ssl.truststore.certificates
-    ssl_certfile: str | None = None  # ssl.keystore.location (PEM)
-    ssl_keyfile: str | None = None
-    ssl_password: str | None = field(default=None, repr=False)  # ssl.key.password
-    ssl_check_hostname: bool = True  # ssl.endpoint.identification.algorithm=https
-    max_frame_size: int = 100 * 1024 * 1024  # largest response frame accepted
-    # Refresh timing lives in the Metadata object (built with these same values by the producer);
-    # kept here so one object describes the client's whole network configuration.
-    metadata_max_age_ms: int = 300_000  # metadata.max.age.ms
-    retry_backoff_ms: int = 100  # retry.backoff.ms
-    retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
-    allow_auto_topic_creation: bool = False  # the producer creates topics itself, or not at all
-
-    def __post_init__(self) -> None:
-        self.security_protocol = self.security_protocol.upper()
-        if self.security_protocol not in _SECURITY_PROTOCOLS:
-            raise ConfigError(
-                f"security.protocol {self.security_protocol!r} is not one of "
-                f"{', '.join(_SECURITY_PROTOCOLS)}"
-            )
-        if self.max_in_flight < 1:
-            raise ConfigError("max.in.flight.requests.per.connection must be at least 1")
-        if self.uses_sasl and not self.sasl_mechanism:
-            raise ConfigError(f"security.protocol {self.security_protocol} needs sasl.mechanism")
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.security_protocol.startswith("SASL_")
-
-    @property
-    def uses_ssl(self) -> bool:
-        return self.security_protocol.endswith("SSL")
-
-    def sasl_config(self) -> SaslConfig | None:
-        if not self.uses_sasl:
-            return None
-        assert self.sasl_mechanism is not None
-        return SaslConfig(self.sasl_mechanism, self.sasl_username or "", self.sasl_password or "")
-
-    def ssl_context(self) -> ssl.SSLContext | None:
-        if not self.uses_ssl:
-            return None
-        context = ssl.create_default_context(cafile=self.ssl_cafile, cadata=self.ssl_cadata)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.check_hostname = self.ssl_check_hostname
-        if self.ssl_certfile:
-            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_password)
-        return context
-
-
-@dataclass(eq=False)
-class ClientRequest:
-    """A request for one node. ``version=None`` means "highest version negotiated with it"."""
-
-    node_id: int
-    request: Any
-    version: int | None
-    created_ms: int
-    callback: Callable[[ClientResponse], None] | None = None
-    expect_response: bool = True
-    request_timeout_ms: int | None = None
-    # Filled in by NetworkClient.send:
-    api_version: int = field(default=-1, init=False)
-    correlation_id: int = field(default=-1, init=False)
-    sent_ms: int = field(default=-1, init=False)
-    internal: bool = field(default=False, init=False, repr=False)
-
-    @property
-    def api_key(self) -> ApiKey:
-        key: ApiKey = type(self.request).API_KEY
-        return key
-
-
-@dataclass(frozen=True, eq=False)
-class ClientResponse:
-    """How a :class:`ClientRequest` ended: a response, or disconnected / timed out / error."""
-
-    request: ClientRequest
-    response: Any | None
-    disconnected: bool = False
-    timed_out: bool = False
-    error: KafkaError | None = None
-    received_ms: int = 0
-
-    @property
-    def request_latency_ms(self) -> int:
-        start = self.request.sent_ms if self.request.sent_ms >= 0 else self.request.created_ms
-        return self.received_ms - start
 
 
 class _NodeState:
@@ -248,73 +107,6 @@ class _NodeState:
     @property
     def state(self) -> ConnectionState:
         return self.connection.state
-
-
-class MetadataUpdater:
-    """When and where to refresh metadata (Java's ``DefaultMetadataUpdater``)."""
-
-    def __init__(self, client: NetworkClient, metadata: Metadata, config: NetworkConfig) -> None:
-        self._client = client
-        self._metadata = metadata
-        self._config = config
-        self.in_progress_node: int | None = None
-
-    def is_update_due(self, now_ms: int) -> bool:
-        return self.in_progress_node is None and self._metadata.time_to_next_update(now_ms) == 0
-
-    def maybe_update(self, now_ms: int) -> int:
-        """Start a refresh if one is due; returns ms until this should be asked again."""
-        time_to_next = self._metadata.time_to_next_update(now_ms)
-        waiting = self._config.request_timeout_ms if self.in_progress_node is not None else 0
-        timeout = max(time_to_next, waiting)
-        if timeout > 0:
-            return timeout
-        node_id = self._client.least_loaded_node(now_ms)
-        if node_id is None:
-            log.debug("no node available for a metadata request")
-            return self._config.reconnect_backoff_ms
-        client = self._client
-        if client.can_send_request(node_id, now_ms):
-            self._send(node_id, now_ms)
-            return self._config.request_timeout_ms
-        if client.is_any_node_connecting():
-            # Wait for that connection instead of opening more (Java does the same).
-            return self._config.reconnect_backoff_ms
-        if client.can_connect(node_id, now_ms):
-            client.initiate_connect(node_id, now_ms)
-            return self._config.reconnect_backoff_ms
-        return max(client.connection_delay(node_id, now_ms), 1)
-
-    def _send(self, node_id: int, now_ms: int) -> None:
-        topics = sorted(self._metadata.topics())
-        request = MetadataRequest.for_topics(
-            topics, allow_auto_topic_creation=self._config.allow_auto_topic_creation
-        )
-        client_request = ClientRequest(node_id, request, None, now_ms, self._on_response)
-        client_request.internal = True
-        self.in_progress_node = node_id
-        log.debug("sending metadata request for %s to node %s", topics, node_id)
-        self._client.send(client_request, now_ms)
-
-    def _on_response(self, response: ClientResponse) -> None:
-        self.in_progress_node = None
-        if response.response is not None:
-            self._metadata.update(response.response, response.received_ms)
-            return
-        error = response.error or KafkaConnectionError(
-            f"metadata request to node {response.request.node_id} failed"
-        )
-        self._metadata.failed_update(response.received_ms, error)
-
-    def handle_server_disconnect(self, node_id: int, error: KafkaError | None, now_ms: int) -> None:
-        if isinstance(error, SaslAuthenticationError):
-            self._metadata.fatal_error(error)
-        elif error is not None:
-            self._metadata.record_error(error)
-        if self.is_update_due(now_ms):
-            # No request was in flight, but the refresh we wanted could not start: back off.
-            self._metadata.failed_update(now_ms, error)
-        self._metadata.request_update()
 
 
 class NetworkClient:
@@ -676,13 +468,12 @@ class NetworkClient:
                 deadline = min(deadline, state.last_attempt_ms + state.setup_timeout_ms)
             if state.reauthenticate_at_ms is not None:
                 deadline = min(deadline, state.reauthenticate_at_ms)
-            for record in state.connection.in_flight():
-                deadline = min(deadline, record.sent_ms + self._timeout_of(record))
+            for request in self._awaiting(state):
+                deadline = min(deadline, request.sent_ms + self._timeout_of(request))
         return deadline
 
-    def _timeout_of(self, record: InFlightRequest[ClientRequest]) -> int:
-        request = record.context
-        if request is not None and request.request_timeout_ms is not None:
+    def _timeout_of(self, request: ClientRequest) -> int:
+        if request.request_timeout_ms is not None:
             return request.request_timeout_ms
         return self.config.request_timeout_ms
 
@@ -797,25 +588,28 @@ class NetworkClient:
             if state.state is not ConnectionState.READY:
                 continue
             expired = next(
-                (
-                    r
-                    for r in state.connection.in_flight()
-                    if now_ms - r.sent_ms >= self._timeout_of(r)
-                ),
+                (r for r in self._awaiting(state) if now_ms - r.sent_ms >= self._timeout_of(r)),
                 None,
             )
             if expired is None:
                 continue
-            request_name = type(expired.request).__name__
+            waiting_for = "a response" if expired.expect_response else "its bytes to be written"
             error = KafkaTimeoutError(
-                f"{request_name} to node {node_id} got no response within "
-                f"{self._timeout_of(expired)} ms (request.timeout.ms); disconnecting"
+                f"{type(expired.request).__name__} to node {node_id} waited for {waiting_for} "
+                f"longer than {self._timeout_of(expired)} ms (request.timeout.ms); disconnecting"
             )
             log.warning("%s", error)
             self._selector.close(node_id)
             self._disconnected(
                 node_id, error, now_ms, responses=responses, timed_out=True, count_failure=False
             )
+
+    @staticmethod
+    def _awaiting(state: _NodeState) -> list[ClientRequest]:
+        """Requests of a node that have not completed: awaiting a response or their write."""
+        pending = [r.context for r in state.connection.in_flight() if r.context is not None]
+        pending.extend(state.unwritten.values())
+        return pending
 
     def _close_idle_connections(self, now_ms: int) -> None:
         bootstrap_done = not self.metadata.fetch().is_bootstrap

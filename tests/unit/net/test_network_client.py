@@ -627,3 +627,18 @@ def test_sasl_session_lifetime_drains_then_reconnects() -> None:
     attempts = h.selector.connect_attempts.count(1)
     h.client.ready(1, h.now)
     assert h.selector.connect_attempts.count(1) == attempts + 1
+
+
+def test_acks_zero_request_stuck_in_the_socket_buffer_times_out() -> None:
+    h = Harness(request_timeout_ms=1_000)
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    h.selector.hold_writes = True  # the broker stopped reading
+    done: list[ClientResponse] = []
+    h.client.send(_request(1, h.now, done, expect_response=False), h.now)
+    h.clock.advance(1_000)
+    h.poll()
+    assert len(done) == 1
+    assert done[0].disconnected and done[0].timed_out
+    assert "written" in str(done[0].error)
+    assert h.client.connection_state(1) is ConnectionState.DISCONNECTED

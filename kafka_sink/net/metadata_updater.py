@@ -1,0 +1,92 @@
+"""When and where the network client refreshes metadata (Java's ``DefaultMetadataUpdater``).
+
+Invariants: at most one Metadata request is in flight; it goes to the least loaded node (opening
+a connection when none is ready); a failed or disconnected fetch counts as a failed refresh, so
+the metadata's backoff applies; any disconnect makes a refresh due; an authentication failure is
+recorded as fatal for callers waiting on metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kafka_sink.errors import KafkaConnectionError, KafkaError, SaslAuthenticationError
+from kafka_sink.net.client_request import ClientRequest, ClientResponse
+from kafka_sink.net.config import NetworkConfig
+from kafka_sink.net.metadata import Metadata
+from kafka_sink.wire.messages import MetadataRequest
+
+if TYPE_CHECKING:
+    from kafka_sink.net.network_client import NetworkClient
+
+__all__ = ["MetadataUpdater"]
+
+log = logging.getLogger(__name__)
+
+
+class MetadataUpdater:
+    """When and where to refresh metadata (Java's ``DefaultMetadataUpdater``)."""
+
+    def __init__(self, client: NetworkClient, metadata: Metadata, config: NetworkConfig) -> None:
+        self._client = client
+        self._metadata = metadata
+        self._config = config
+        self.in_progress_node: int | None = None
+
+    def is_update_due(self, now_ms: int) -> bool:
+        return self.in_progress_node is None and self._metadata.time_to_next_update(now_ms) == 0
+
+    def maybe_update(self, now_ms: int) -> int:
+        """Start a refresh if one is due; returns ms until this should be asked again."""
+        time_to_next = self._metadata.time_to_next_update(now_ms)
+        waiting = self._config.request_timeout_ms if self.in_progress_node is not None else 0
+        timeout = max(time_to_next, waiting)
+        if timeout > 0:
+            return timeout
+        node_id = self._client.least_loaded_node(now_ms)
+        if node_id is None:
+            log.debug("no node available for a metadata request")
+            return self._config.reconnect_backoff_ms
+        client = self._client
+        if client.can_send_request(node_id, now_ms):
+            self._send(node_id, now_ms)
+            return self._config.request_timeout_ms
+        if client.is_any_node_connecting():
+            # Wait for that connection instead of opening more (Java does the same).
+            return self._config.reconnect_backoff_ms
+        if client.can_connect(node_id, now_ms):
+            client.initiate_connect(node_id, now_ms)
+            return self._config.reconnect_backoff_ms
+        return max(client.connection_delay(node_id, now_ms), 1)
+
+    def _send(self, node_id: int, now_ms: int) -> None:
+        topics = sorted(self._metadata.topics())
+        request = MetadataRequest.for_topics(
+            topics, allow_auto_topic_creation=self._config.allow_auto_topic_creation
+        )
+        client_request = ClientRequest(node_id, request, None, now_ms, self._on_response)
+        client_request.internal = True
+        self.in_progress_node = node_id
+        log.debug("sending metadata request for %s to node %s", topics, node_id)
+        self._client.send(client_request, now_ms)
+
+    def _on_response(self, response: ClientResponse) -> None:
+        self.in_progress_node = None
+        if response.response is not None:
+            self._metadata.update(response.response, response.received_ms)
+            return
+        error = response.error or KafkaConnectionError(
+            f"metadata request to node {response.request.node_id} failed"
+        )
+        self._metadata.failed_update(response.received_ms, error)
+
+    def handle_server_disconnect(self, node_id: int, error: KafkaError | None, now_ms: int) -> None:
+        if isinstance(error, SaslAuthenticationError):
+            self._metadata.fatal_error(error)
+        elif error is not None:
+            self._metadata.record_error(error)
+        if self.is_update_due(now_ms):
+            # No request was in flight, but the refresh we wanted could not start: back off.
+            self._metadata.failed_update(now_ms, error)
+        self._metadata.request_update()
