@@ -78,20 +78,28 @@ def _positive_varint_widths(values: _I64) -> _I64:
     return widths
 
 
+def _width_of(z: int) -> int:
+    width = 1
+    while z > 0x7F:
+        z >>= 7
+        width += 1
+    return width
+
+
 def _pack_varints(columns: Sequence[_I64 | int], n: int) -> tuple[_I64, npt.NDArray[np.uint8]]:
     """Per row, the zigzag varints of ``columns`` back to back: (row offsets, bytes).
 
-    Rows are laid out in an (n x sum of max widths) matrix; a column whose value is the same on
-    every row is filled with its encoded bytes, and the matrix is compacted with a mask only
-    when some column's width varies between rows.
+    Rows are laid out in an (n x sum of max widths) matrix. A column with one value on every
+    row is filled with its encoded bytes; a column whose varints all have one width is written
+    without per-row widths; only columns whose width varies get a per-row width, and the matrix
+    is compacted with a mask only then.
     """
-    plan: list[tuple[npt.NDArray[np.int64] | None, _I64 | None, int, bytes | None]] = []
-    total_width = 0
+    # (zigzag values or None, per-row widths or None, width, constant bytes or None)
+    plan: list[tuple[_I64 | None, _I64 | None, int, bytes | None]] = []
     for values in columns:
         if isinstance(values, int):
             constant = encode_varint(values)
             plan.append((None, None, len(constant), constant))
-            total_width += len(constant)
             continue
         z = (values << 1) ^ (values >> 63)  # zigzag; every value here is far below 2**62
         low = int(z.min())
@@ -99,45 +107,51 @@ def _pack_varints(columns: Sequence[_I64 | int], n: int) -> tuple[_I64, npt.NDAr
         if low == high:
             constant = encode_varint(int(values[0]))
             plan.append((None, None, len(constant), constant))
-            total_width += len(constant)
             continue
-        widths = _varint_widths(values) if high > 0x7F else None
-        max_width = 1 if widths is None else int(widths.max())
-        plan.append((z, widths, max_width, None))
-        total_width += max_width
+        low_width = _width_of(low)
+        high_width = _width_of(high)
+        if low_width == high_width:
+            plan.append((z, None, high_width, None))
+            continue
+        widths = np.full(n, low_width, dtype=np.int64)
+        for w in range(low_width, high_width):
+            widths += z >= 1 << (7 * w)
+        plan.append((z, widths, high_width, None))
+    total_width = sum(width for _z, _w, width, _c in plan)
     matrix = np.empty((n, total_width), dtype=np.uint8)
+    mask: npt.NDArray[np.bool_] | None = None
     row_lengths: _I64 | int = 0
-    variable = False
     col = 0
     for column_z, column_widths, width, fill in plan:
         if fill is not None:
             matrix[:, col : col + width] = np.frombuffer(fill, dtype=np.uint8)
-        elif column_widths is None:
-            assert column_z is not None
-            matrix[:, col] = column_z
         else:
             assert column_z is not None
             for j in range(width):
-                byte = (column_z >> (7 * j)) & 0x7F
+                byte = column_z >> (7 * j) if j else column_z
                 if j < width - 1:
-                    byte |= (column_widths > j + 1) << 7
+                    byte = byte & 0x7F
+                    if column_widths is None:
+                        byte |= 0x80
+                    else:
+                        byte |= (column_widths > j + 1) << 7
                 matrix[:, col + j] = byte
-            variable = variable or int(column_widths.min()) != width
-        row_lengths = row_lengths + (width if column_widths is None else column_widths)
+        if column_widths is None:
+            row_lengths = row_lengths + width
+        else:
+            if mask is None:
+                mask = np.ones((n, total_width), dtype=np.bool_)
+            for j in range(1, width):
+                mask[:, col + j] = column_widths > j
+            row_lengths = row_lengths + column_widths
         col += width
     offsets = np.zeros(n + 1, dtype=np.int64)
-    if not variable:
+    if mask is None:
         offsets[1:] = np.arange(1, n + 1, dtype=np.int64) * total_width
         return offsets, matrix.reshape(-1)
-    masks = [
-        np.ones((n, width), dtype=np.bool_)
-        if column_widths is None
-        else np.arange(width) < column_widths[:, None]
-        for _z, column_widths, width, _fill in plan
-    ]
     # Row-major boolean selection keeps each row's varints in column order, rows in order.
     np.cumsum(row_lengths, out=offsets[1:])
-    return offsets, matrix[np.hstack(masks)]
+    return offsets, matrix[mask]
 
 
 def _binary_array(offsets: _I64, data: npt.NDArray[np.uint8], large: bool) -> Any:
