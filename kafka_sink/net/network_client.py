@@ -83,6 +83,7 @@ class _NodeState:
         "last_attempt_ms",
         "reauthenticate_at_ms",
         "reconnect_backoff_ms",
+        "resolved_for",
         "setup_timeout_ms",
         "throttle_until_ms",
         "unwritten",
@@ -97,6 +98,7 @@ class _NodeState:
         self.setup_timeout_ms = 0
         self.addresses: list[Address] = []
         self.address_index = 0
+        self.resolved_for = ""  # "host:port" that ``addresses`` belong to
         # KIP-219: a broker that throttled us already answered; we must not send until this time.
         self.throttle_until_ms = 0
         # KIP-368: past this time the connection drains and reconnects to authenticate again.
@@ -326,9 +328,11 @@ class NetworkClient:
         state.setup_timeout_ms = self._setup_timeout.backoff_ms(state.failed_attempts)
         state.connection.connecting()
         try:
-            if state.address_index >= len(state.addresses):
+            if state.address_index >= len(state.addresses) or state.resolved_for != node.address:
+                # Resolve again once every address failed, or when the broker moved.
                 state.addresses = resolve(node.host, node.port)
                 state.address_index = 0
+                state.resolved_for = node.address
             address = state.addresses[state.address_index]
             log.debug("connecting to node %s at %s:%s (%s)", node_id, node.host, node.port, address)
             self._selector.connect(
@@ -440,7 +444,7 @@ class NetworkClient:
             self.bootstrap(now_ms)
         metadata_timeout = self._updater.maybe_update(now_ms)
         wait_ms = min(max(timeout_ms, 0), metadata_timeout, self.config.request_timeout_ms)
-        wait_ms = min(wait_ms, max(self._next_deadline_ms() - now_ms, 0))
+        wait_ms = min(wait_ms, max(self._next_deadline_ms(now_ms) - now_ms, 0))
         if self._completed:
             wait_ms = 0
         result = self._selector.poll(wait_ms)
@@ -459,14 +463,15 @@ class NetworkClient:
             self._updater.maybe_update(now)
         return self._complete(responses)
 
-    def _next_deadline_ms(self) -> int:
+    def _next_deadline_ms(self, now_ms: int) -> int:
         deadline = _NO_DEADLINE
         for state in self._nodes.values():
             if state.state is ConnectionState.DISCONNECTED:
                 continue
             if state.state is not ConnectionState.READY and state.last_attempt_ms is not None:
                 deadline = min(deadline, state.last_attempt_ms + state.setup_timeout_ms)
-            if state.reauthenticate_at_ms is not None:
+            if state.reauthenticate_at_ms is not None and state.reauthenticate_at_ms > now_ms:
+                # (Once passed, the connection drains; the requests' own deadlines bound that.)
                 deadline = min(deadline, state.reauthenticate_at_ms)
             for request in self._awaiting(state):
                 deadline = min(deadline, request.sent_ms + self._timeout_of(request))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -618,7 +619,8 @@ def test_sasl_session_lifetime_drains_then_reconnects() -> None:
     h.client.send(_request(1, h.now, done), h.now)
     h.clock.advance(9_500)  # past 85-95 % of the session lifetime
     assert not h.client.can_send_request(1, h.now)  # drain: no new requests
-    h.poll()
+    h.poll(timeout_ms=60_000)
+    assert h.selector.poll_timeouts[-1] > 0  # draining does not spin
     assert h.client.connection_state(1) is ConnectionState.READY  # in flight: not cut
     h.selector.reply(1, _metadata_response())
     h.poll()
@@ -642,3 +644,18 @@ def test_acks_zero_request_stuck_in_the_socket_buffer_times_out() -> None:
     assert done[0].disconnected and done[0].timed_out
     assert "written" in str(done[0].error)
     assert h.client.connection_state(1) is ConnectionState.DISCONNECTED
+
+
+def test_a_broker_that_moved_is_resolved_again() -> None:
+    h = Harness()
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    assert h.selector.channels[1].address == (socket.AF_INET, ("127.0.0.1", 9001))
+    h.selector.fail(1, ConnectionResetError(104, "reset"))
+    h.poll()
+    moved = _metadata_response()
+    moved.brokers[0].port = 9101
+    h.metadata.update(moved, h.now)
+    h.clock.advance(1_000)
+    h.client.ready(1, h.now)
+    assert h.selector.channels[1].address == (socket.AF_INET, ("127.0.0.1", 9101))
