@@ -293,28 +293,30 @@ class RecordBatchBuilder:
                 attr_ts = _ATTR_TS[0]
         else:
             attr_ts = b"\x00" + encode_varint(ts_delta)
+        # body: the record's bytes after its length varint.
         if key is None:
             key = b""
             key_length = _NULL_LENGTH
+            body = 1
         else:
-            klen = len(key)
-            key_length = _VARINTS[klen] if klen < _TABLE_SIZE else encode_varint(klen)
+            body = len(key)
+            key_length = _VARINTS[body] if body < _TABLE_SIZE else encode_varint(body)
+            body += len(key_length)
         if value is None:
             value = b""
             value_length = _NULL_LENGTH
+            body += 1
         else:
             vlen = len(value)
             value_length = _VARINTS[vlen] if vlen < _TABLE_SIZE else encode_varint(vlen)
-        header_bytes = encode_headers(headers) if headers else _NO_HEADERS
-        body = (
-            len(attr_ts)
-            + len(offset_delta)
-            + len(key_length)
-            + len(key)
-            + len(value_length)
-            + len(value)
-            + len(header_bytes)
-        )
+            body += vlen + len(value_length)
+        if headers:
+            header_bytes = encode_headers(headers)
+            body += len(header_bytes)
+        else:
+            header_bytes = _NO_HEADERS
+            body += 1
+        body += len(attr_ts) + len(offset_delta)
         length = _VARINTS[body] if body < _TABLE_SIZE else encode_varint(body)
         size = self._size + len(length) + body
         if size > self._limit and count:
