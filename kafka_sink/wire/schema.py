@@ -51,6 +51,7 @@ __all__ = [
     "field_specs",
     "is_flexible",
     "kfield",
+    "struct_class",
 ]
 
 _METADATA_KEY = "kafka"
@@ -208,7 +209,7 @@ def _plan(cls: type, version: int, flexible: bool) -> _Plan:
     return plan
 
 
-def _resolve_struct(owner: type, attr: str) -> type:
+def struct_class(owner: type, attr: str) -> type:
     """The dataclass named by a field's annotation (``list[X]``, ``X | None``, ...)."""
     module = sys.modules[owner.__module__]
     localns: dict[str, Any] = {}
@@ -324,12 +325,12 @@ def _field_codec(
         if elem in _PRIMITIVES:
             e_enc, e_dec = _primitive_codec(elem, flexible, False, where)
         else:
-            sub = _plan(_resolve_struct(owner, name), version, flexible)
+            sub = _plan(struct_class(owner, name), version, flexible)
             e_enc, e_dec = sub.encode, sub.decode
         return _array_codec(e_enc, e_dec, flexible, nullable, where)
     if type_ in _PRIMITIVES:
         return _primitive_codec(type_, flexible, nullable, where)
-    sub = _plan(_resolve_struct(owner, name), version, flexible)
+    sub = _plan(struct_class(owner, name), version, flexible)
     return sub.encode, sub.decode
 
 

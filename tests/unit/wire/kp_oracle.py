@@ -83,7 +83,8 @@ def _bitfield_to_kp(value: int) -> set[int] | None:
 def _bitfield_from_kp(value: set[int] | None) -> int:
     if value is None:
         return _INT32_MIN
-    return sum(1 << bit for bit in value)
+    unsigned = sum(1 << bit for bit in value)
+    return unsigned - (1 << 32) if unsigned >= 1 << 31 else unsigned
 
 
 def _is_struct(type_: str) -> bool:
