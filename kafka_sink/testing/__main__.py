@@ -24,7 +24,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("test", "bench"), default="test")
     parser.add_argument("--heap", default=None, help="per-node max heap, e.g. 512m")
     parser.add_argument("--proxied", action="store_true", help="also advertise through TcpProxy")
+    parser.add_argument(
+        "--sasl-user",
+        action="append",
+        default=[],
+        metavar="NAME:PASSWORD",
+        help="add a SASL_PLAINTEXT listener with this PLAIN/SCRAM user (repeatable)",
+    )
     args = parser.parse_args(argv)
+    sasl_users = dict(item.split(":", 1) for item in args.sasl_user if ":" in item)
+    if len(sasl_users) != len(args.sasl_user):
+        parser.error("--sasl-user takes NAME:PASSWORD")
 
     stop = threading.Event()
 
@@ -36,7 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     profile: JvmProfile = "bench" if args.profile == "bench" else "test"
     try:
         with LocalKafka(
-            nodes=args.nodes, heap=args.heap, jvm_profile=profile, proxied=args.proxied
+            nodes=args.nodes,
+            heap=args.heap,
+            jvm_profile=profile,
+            proxied=args.proxied,
+            sasl_users=sasl_users,
         ) as kafka:
             print(kafka.bootstrap_servers, flush=True)
             print(
@@ -47,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             if args.proxied:
                 print(f"proxied: {kafka.proxied_bootstrap_servers}", file=sys.stderr, flush=True)
+            if sasl_users:
+                print(f"sasl: {kafka.sasl_bootstrap_servers}", file=sys.stderr, flush=True)
             while not stop.wait(1.0):
                 if not kafka.running_node_ids:
                     print("every node exited", file=sys.stderr)

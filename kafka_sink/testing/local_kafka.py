@@ -233,6 +233,7 @@ class _Node:
     port: int
     controller_port: int
     proxied_port: int | None
+    sasl_port: int | None
     directory: Path
     process: subprocess.Popen[bytes] | None = None
     log_offset: int = 0
@@ -273,6 +274,9 @@ class LocalKafka:
     overrides server properties on every node. With ``proxied=True`` every node gets a second
     client listener advertised behind a :class:`TcpProxy` (``.proxy(node_id)``,
     ``.proxied_bootstrap_servers``): clients bootstrapping there only ever talk through proxies.
+    ``sasl_users`` (``{name: password}``) adds a SASL_PLAINTEXT listener on every node
+    (``.sasl_bootstrap_servers``) accepting PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 for those users
+    (SCRAM credentials are written at format time); inter-broker traffic stays on PLAINTEXT.
     """
 
     def __init__(
@@ -285,6 +289,7 @@ class LocalKafka:
         stop_timeout_s: float = 15.0,
         broker_config: Mapping[str, str] | None = None,
         proxied: bool = False,
+        sasl_users: Mapping[str, str] | None = None,
         jars_dir: str | os.PathLike[str] | None = None,
         java: str | None = None,
     ) -> None:
@@ -299,6 +304,11 @@ class LocalKafka:
         self.stop_timeout_s = stop_timeout_s
         self.broker_config = dict(broker_config or {})
         self.proxied = proxied
+        self._sasl_users = dict(sasl_users or {})
+        for name, password in self._sasl_users.items():
+            # They go into a JAAS line and StorageTool's [name=..,password=..] syntax unquoted.
+            if not name or any(c in name + password for c in '"\\,=[]; \n'):
+                raise ValueError("SASL user names and passwords must be plain tokens")
         self._jars_dir_arg = jars_dir
         self._java_arg = java
         self._nodes: dict[int, _Node] = {}
@@ -365,6 +375,13 @@ class LocalKafka:
         if not self.proxied:
             raise RuntimeError("LocalKafka(proxied=True) is needed for proxied_bootstrap_servers")
         return ",".join(p.address for p in self._proxies.values())
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """Every node's SASL_PLAINTEXT listener (only with ``sasl_users``)."""
+        if not self._sasl_users:
+            raise RuntimeError("LocalKafka(sasl_users=...) is needed for sasl_bootstrap_servers")
+        return ",".join(f"127.0.0.1:{n.sasl_port}" for n in self._nodes.values())
 
     def proxy(self, node_id: int) -> TcpProxy:
         if not self.proxied:
@@ -473,17 +490,17 @@ class LocalKafka:
         template = Template((conf / template_name).read_text(encoding="utf-8"))
         self._workdir = Path(tempfile.mkdtemp(prefix="kafka-sink-local-"))
         self._cluster_id = _kafka_uuid()
-        ports = _free_ports(self.nodes * (3 if self.proxied else 2))
+        per_node = 2 + int(self.proxied) + int(bool(self._sasl_users))
+        ports = iter(_free_ports(self.nodes * per_node))
         self._nodes = {}
         for index in range(self.nodes):
             node_id = index + 1
-            per = 3 if self.proxied else 2
-            chunk = ports[index * per : (index + 1) * per]
             node = _Node(
                 node_id=node_id,
-                port=chunk[0],
-                controller_port=chunk[1],
-                proxied_port=chunk[2] if self.proxied else None,
+                port=next(ports),
+                controller_port=next(ports),
+                proxied_port=next(ports) if self.proxied else None,
+                sasl_port=next(ports) if self._sasl_users else None,
                 directory=self._workdir / f"node-{node_id}",
             )
             node.directory.mkdir()
@@ -507,6 +524,23 @@ class LocalKafka:
             extra_listeners = f",PROXIED://127.0.0.1:{node.proxied_port}"
             extra_advertised = f",PROXIED://{proxy.address}"
             extra_map = ",PROXIED:PLAINTEXT"
+        sasl_lines = ""
+        if node.sasl_port is not None:
+            extra_listeners += f",SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+            extra_advertised += f",SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+            extra_map += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            plain_users = " ".join(f'user_{u}="{p}"' for u, p in self._sasl_users.items())
+            prefix = "listener.name.sasl_plaintext"
+            sasl_lines = (
+                "\n# SASL listener for client authentication tests\n"
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\n"
+                f"{prefix}.plain.sasl.jaas.config="
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};\n"
+                f"{prefix}.scram-sha-256.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+                f"{prefix}.scram-sha-512.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+            )
         text = template.substitute(
             node_id=node.node_id,
             port=node.port,
@@ -517,6 +551,7 @@ class LocalKafka:
             extra_advertised=extra_advertised,
             extra_protocol_map=extra_map,
         )
+        text += sasl_lines
         if self.broker_config:
             text += "\n# overrides\n" + "".join(f"{k}={v}\n" for k, v in self.broker_config.items())
         node.config_path.write_text(text, encoding="utf-8")
@@ -533,6 +568,9 @@ class LocalKafka:
                 cmd = [self._java, *_FORMAT_JVM_FLAGS, *self._jvm_base()[1:]]
                 cmd += ["kafka.tools.StorageTool", "format", "-t", self._cluster_id]
                 cmd += ["-c", str(node.config_path)]
+                for user, password in self._sasl_users.items():
+                    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                        cmd += ["-S", f"{mechanism}=[name={user},password={password}]"]
                 proc = subprocess.Popen(
                     cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
                 )

@@ -176,6 +176,52 @@ def test_proxied_listener_keeps_clients_behind_the_proxy() -> None:
         assert fetch_metadata(proxy.host, proxy.port).brokers == view.brokers
 
 
+def test_sasl_listener_accepts_plain_and_scram_users() -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    def producer(bootstrap: str, mechanism: str, password: str) -> KafkaProducer:
+        return KafkaProducer(
+            bootstrap_servers=bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism=mechanism,
+            sasl_plain_username="alice",
+            sasl_plain_password=password,
+            acks="all",
+            max_block_ms=5000,
+        )
+
+    with LocalKafka(nodes=1, sasl_users={"alice": "alice-secret"}) as kafka:
+        bootstrap = kafka.sasl_bootstrap_servers
+        assert "alice-secret" not in repr(kafka)
+        create_topic(kafka.bootstrap_servers, "sasl")
+        mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        for mechanism in mechanisms:
+            client = producer(bootstrap, mechanism, "alice-secret")
+            try:
+                client.send("sasl", mechanism.encode()).get(timeout=30)
+            finally:
+                client.close(timeout=10)
+        # kafka-python retries a failed authentication until max_block_ms; pinning api_version
+        # skips its 30 s version probe in the constructor.
+        rejected = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_plain_username="alice",
+            sasl_plain_password="wrong",
+            api_version=(2, 8),
+            max_block_ms=3000,
+        )
+        try:
+            with pytest.raises(KafkaError):
+                rejected.send("sasl", b"x").get(timeout=10)
+        finally:
+            rejected.close(timeout=5)
+        values = [r.value for r in read_all(kafka.bootstrap_servers, "sasl", expected=3)]
+        assert values == [m.encode() for m in mechanisms]
+
+
 def test_a_lost_port_race_is_retried_with_fresh_ports(monkeypatch: pytest.MonkeyPatch) -> None:
     real_free_ports = local_kafka._free_ports
     picked: list[list[int]] = []
