@@ -437,7 +437,11 @@ class NetworkClient:
     # ------------------------------------------------------------------ poll
 
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
-        """Do I/O for up to ``timeout_ms``; return (and call back) the completed requests."""
+        """Do I/O for up to ``timeout_ms``; return (and call back) the completed requests.
+
+        Callbacks run here, on the calling (sender) thread, in completion order. If one raises,
+        the others still run and the first exception propagates from ``poll``.
+        """
         if self._closed:
             return []
         if not self._bootstrapped:
@@ -675,16 +679,23 @@ class NetworkClient:
         self._updater.handle_server_disconnect(node_id, error, now_ms)
 
     def _complete(self, responses: list[ClientResponse]) -> list[ClientResponse]:
+        # Every callback runs even if an earlier one fails; the first failure is then raised
+        # from poll() so that a bug in a completion handler surfaces instead of leaving its
+        # request unaccounted for.
         out: list[ClientResponse] = []
+        failure: BaseException | None = None
         for response in responses:
             callback = response.request.callback
             if callback is not None:
                 try:
                     callback(response)
-                except Exception:
+                except Exception as exc:
                     log.exception("uncaught error in a request completion callback")
+                    failure = failure or exc
             if not response.request.internal:
                 out.append(response)
+        if failure is not None:
+            raise failure
         return out
 
     def __repr__(self) -> str:

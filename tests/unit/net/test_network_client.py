@@ -659,3 +659,27 @@ def test_a_broker_that_moved_is_resolved_again() -> None:
     h.clock.advance(1_000)
     h.client.ready(1, h.now)
     assert h.selector.channels[1].address == (socket.AF_INET, ("127.0.0.1", 9101))
+
+
+def test_a_failing_callback_does_not_stop_the_others_and_surfaces() -> None:
+    h = Harness()
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    seen: list[str] = []
+
+    def boom(response: ClientResponse) -> None:
+        seen.append("boom")
+        raise RuntimeError("handler bug")
+
+    h.client.send(ClientRequest(1, MetadataRequest.for_topics([]), None, h.now, boom), h.now)
+    h.client.send(_request(1, h.now, None), h.now)
+    second = ClientRequest(
+        1, MetadataRequest.for_topics([]), None, h.now, lambda r: seen.append("ok")
+    )
+    h.client.send(second, h.now)
+    for index in (-3, -2, -1):
+        h.selector.reply(1, _metadata_response(), index=index)
+    with pytest.raises(RuntimeError, match="handler bug"):
+        h.poll()
+    assert seen == ["boom", "ok"]
+    assert h.client.in_flight_count(1) == 0
