@@ -1,0 +1,189 @@
+"""The write path (``_WriterCore._write``) and the producer cache, with a fake producer.
+
+A stand-in for ``KafkaProducer`` records every ``send_columns`` call and completes its futures
+with chosen offsets or errors, so folding, failure handling and cache eviction are checked without
+Spark or a broker (the Spark tests do the real thing).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pytest
+
+from kafka_sink.errors import KafkaError, NotLeaderOrFollowerError
+from kafka_sink.producer.futures import PartitionOffsets
+from kafka_sink.spark import producer_cache
+from kafka_sink.spark.commit import PartitionRange, PyKafkaCommitMessage
+from kafka_sink.spark.errors import SinkDataError
+from kafka_sink.spark.options import SinkOptions
+from kafka_sink.spark.schema import InputLayout
+from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
+
+
+class FakeFuture:
+    def __init__(self, result: dict[int, PartitionOffsets] | None, error: Exception | None):
+        self._result, self._error = result, error
+
+    def done(self) -> bool:
+        return True
+
+    def get(self, timeout: float | None = None) -> dict[int, PartitionOffsets]:
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+class FakeProducer:
+    """Puts every row of a call in partition ``len(values) % 2``, offsets counting up."""
+
+    instances: ClassVar[list[FakeProducer]] = []
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.config = config
+        self.calls: list[dict[str, Any]] = []
+        self.next_offset = {0: 0, 1: 0}
+        self.fail_with: Exception | None = None
+        self.closed = False
+        self.flushed = 0
+        FakeProducer.instances.append(self)
+
+    def send_columns(self, topic, values, keys=None, *, partitions=None, headers=None,
+                     timestamps_ms=None):  # fmt: skip
+        self.calls.append({"topic": topic, "values": values.to_pylist(), "partitions": partitions})
+        if self.fail_with is not None:
+            return FakeFuture(None, self.fail_with)
+        p = len(values) % 2
+        first = self.next_offset[p]
+        self.next_offset[p] += len(values)
+        return FakeFuture({p: PartitionOffsets(first, first + len(values) - 1, len(values))}, None)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self.flushed += 1
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return [0, 1]
+
+
+@pytest.fixture(autouse=True)
+def fake_producers(monkeypatch):
+    FakeProducer.instances = []
+    producer_cache.close_all()
+    monkeypatch.setattr(producer_cache, "_create", FakeProducer)
+    yield FakeProducer.instances
+    producer_cache.close_all()
+
+
+def _writer(topic: str | None = "t", **layout: bool) -> PyKafkaBatchWriter:
+    opts = {"kafka.bootstrap.servers": "h:1"}
+    if topic is not None:
+        opts["topic"] = topic
+    flags = {
+        "topic_column": topic is None,
+        "key_column": False,
+        "partition_column": False,
+        "headers_column": False,
+        "timestamp": None,
+    }
+    flags.update(layout)
+    return PyKafkaBatchWriter(
+        SinkOptions.from_options(opts),
+        InputLayout(**flags),
+        streaming=False,
+        overwrite=False,
+        write_id="w1",
+    )
+
+
+def _batch(n: int, start: int = 0, **cols: Any) -> pa.RecordBatch:
+    return pa.record_batch({"value": [str(i).encode() for i in range(start, start + n)], **cols})
+
+
+def test_offsets_fold_per_topic_partition(fake_producers) -> None:
+    message = _writer().write(iter([_batch(3), _batch(2, 3), _batch(3, 5)]))
+    assert isinstance(message, PyKafkaCommitMessage)
+    assert message.ranges == (PartitionRange("t", 0, 0, 1, 2), PartitionRange("t", 1, 0, 5, 6))
+    assert message.record_count == 8
+    assert (message.partition_id, message.attempt_number, message.batch_id) == (0, 0, None)
+    assert pickle.loads(pickle.dumps(message)) == message
+    [producer] = fake_producers
+    assert producer.flushed == 1
+    assert [c["values"] for c in producer.calls][1] == [b"3", b"4"]
+
+
+def test_producer_is_reused_across_tasks_with_the_same_config(fake_producers) -> None:
+    _writer().write(iter([_batch(1)]))
+    _writer().write(iter([_batch(1)]))
+    assert len(fake_producers) == 1
+    assert producer_cache.cached_count() == 1
+
+
+def test_empty_task_needs_no_producer(fake_producers) -> None:
+    message = _writer().write(iter([_batch(0)]))
+    assert isinstance(message, PyKafkaCommitMessage) and message.ranges == ()
+    assert fake_producers == []
+
+
+def test_delivery_failure_fails_the_task_and_evicts_the_producer(fake_producers) -> None:
+    _writer().write(iter([_batch(1)]))
+    [producer] = fake_producers
+    producer.fail_with = NotLeaderOrFollowerError()
+    with pytest.raises(KafkaError):
+        _writer().write(iter([_batch(2)]))
+    assert producer.closed
+    assert producer_cache.cached_count() == 0
+    _writer().write(iter([_batch(1)]))  # the retry gets a fresh producer
+    assert len(fake_producers) == 2 and not fake_producers[1].closed
+
+
+def test_data_error_keeps_the_producer(fake_producers) -> None:
+    batch = pa.record_batch({"value": [b"a"], "partition": pa.array([5], pa.int32())})
+    _writer().write(iter([_batch(1)]))
+    with pytest.raises(SinkDataError, match="partition 5"):
+        _writer(partition_column=True).write(iter([batch]))
+    assert not fake_producers[0].closed and producer_cache.cached_count() == 1
+
+
+def test_rows_are_numbered_across_batches_in_errors(fake_producers) -> None:
+    ok = pa.record_batch({"topic": ["a", "a"], "value": [b"0", b"1"]})
+    bad = pa.record_batch({"topic": ["a", None], "value": [b"2", b"3"]})
+    with pytest.raises(SinkDataError, match="row 3 has a null 'topic'"):
+        _writer(topic=None).write(iter([ok, bad]))
+
+
+def test_topic_column_sends_one_call_per_topic(fake_producers) -> None:
+    batch = pa.record_batch({"topic": ["a", "b", "a"], "value": [b"0", b"1", b"2"]})
+    message = _writer(topic=None).write(iter([batch]))
+    assert isinstance(message, PyKafkaCommitMessage)
+    assert sorted(c["topic"] for c in fake_producers[0].calls) == ["a", "b"]
+    assert {r.topic for r in message.ranges} == {"a", "b"}
+
+
+def test_writers_pickle_without_a_producer(fake_producers) -> None:
+    writer = _writer()
+    writer.write(iter([_batch(1)]))
+    again = pickle.loads(pickle.dumps(writer))
+    assert again.options == writer.options and again.write_id == "w1"
+    stream = PyKafkaStreamWriter(
+        writer.options, writer.layout, streaming=True, overwrite=True, write_id="s"
+    )
+    assert pickle.loads(pickle.dumps(stream)).overwrite
+
+
+def test_commit_and_abort_write_their_files(tmp_path, fake_producers) -> None:
+    opts = SinkOptions.from_options(
+        {"kafka.bootstrap.servers": "h:1", "topic": "t", "checkpointlocation": str(tmp_path)}
+    )
+    layout = InputLayout(False, False, False, False, None)
+    stream = PyKafkaStreamWriter(opts, layout, streaming=True, overwrite=False, write_id="s")
+    message = stream.write(iter([_batch(2)]))
+    stream.commit([message, None], 4)
+    stream.abort([message, None], 5)
+    names = sorted(p.name for p in (tmp_path / "pykafka-commits").iterdir())
+    assert names == ["4.json", "5.aborted.json"]
