@@ -1,0 +1,159 @@
+"""Failures surface clearly and in bounded time: no broker, no topic, full buffer, lost broker.
+
+One extra single-node Kafka for this module: automatic topic creation off, and clients reach it
+only through a TCP proxy the tests can pause and cut.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kafka_sink import KafkaProducer
+from kafka_sink.errors import BufferExhaustedError, KafkaTimeoutError
+from kafka_sink.testing.local_kafka import LocalKafka
+from kafka_sink.testing.oracle import create_topic, end_offsets
+
+
+@pytest.fixture(scope="module")
+def faulty_kafka() -> Iterator[LocalKafka]:
+    kafka = LocalKafka(nodes=1, proxied=True, broker_config={"auto.create.topics.enable": "false"})
+    kafka.start()
+    try:
+        yield kafka
+    finally:
+        kafka.close()
+
+
+@pytest.fixture
+def proxied(faulty_kafka: LocalKafka) -> Iterator[LocalKafka]:
+    yield faulty_kafka
+    for node_id in faulty_kafka.node_ids:
+        proxy = faulty_kafka.proxy(node_id)
+        proxy.refuse_new = False
+        proxy.resume()
+
+
+def _topic(kafka: LocalKafka, partitions: int = 2) -> str:
+    name = f"faults-{uuid.uuid4().hex[:10]}"
+    create_topic(kafka.bootstrap_servers, name, partitions=partitions)
+    return name
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_broker_fails_send_within_max_block_ms() -> None:
+    port = _free_port()
+    producer = KafkaProducer({"bootstrap.servers": f"127.0.0.1:{port}", "max.block.ms": 1500})
+    try:
+        start = time.monotonic()
+        with pytest.raises(KafkaTimeoutError) as info:
+            producer.send("anything", b"x")
+        elapsed = time.monotonic() - start
+        assert 1.4 <= elapsed < 6
+        message = str(info.value)
+        assert "not present in metadata after 1500 ms" in message
+        assert "no broker reachable" in message and str(port) in message
+    finally:
+        start = time.monotonic()
+        producer.close(5)
+        assert time.monotonic() - start < 6
+
+
+def test_missing_topic_with_auto_create_off_is_a_clear_error(proxied: LocalKafka) -> None:
+    producer = KafkaProducer(
+        {"bootstrap.servers": proxied.proxied_bootstrap_servers, "max.block.ms": 2000}
+    )
+    with producer:
+        start = time.monotonic()
+        with pytest.raises(KafkaTimeoutError) as info:
+            producer.send("no-such-topic-" + uuid.uuid4().hex[:6], b"x")
+        assert time.monotonic() - start < 6
+        assert "UNKNOWN_TOPIC_OR_PARTITION" in str(info.value)
+        assert "max.block.ms" in str(info.value)
+        with pytest.raises(KafkaTimeoutError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            producer.partitions_for("no-such-topic-either")
+
+
+def test_full_buffer_blocks_then_fails_and_recovers(proxied: LocalKafka) -> None:
+    topic = _topic(proxied)
+    producer = KafkaProducer(
+        {
+            "bootstrap.servers": proxied.proxied_bootstrap_servers,
+            "buffer.memory": 65536,
+            "batch.size": 16384,
+            "linger.ms": 0,
+            "max.block.ms": 1000,
+        }
+    )
+    with producer:
+        producer.partitions_for(topic)
+        for node_id in proxied.node_ids:
+            proxied.proxy(node_id).pause()
+        accepted = []
+        start = time.monotonic()
+        with pytest.raises(BufferExhaustedError) as info:
+            for i in range(10_000):
+                future = producer.send(topic, b"%06d" % i + b"-" * 500, partition=i % 2)
+                accepted.append(future)
+        blocked = time.monotonic() - start
+        assert blocked >= 0.9
+        assert "buffer.memory=65536" in str(info.value)
+        assert "max.block.ms=1000" in str(info.value)
+        assert 0 < len(accepted) < 200
+        for node_id in proxied.node_ids:
+            proxied.proxy(node_id).resume()
+        producer.flush(30)
+        assert all(f.succeeded() for f in accepted)
+        assert producer.send(topic, b"after").get(30).offset >= 0
+    assert sum(end_offsets(proxied.bootstrap_servers, topic).values()) == len(accepted) + 1
+
+
+def test_lost_broker_fails_records_within_delivery_timeout(proxied: LocalKafka) -> None:
+    topic = _topic(proxied)
+    producer = KafkaProducer(
+        {
+            "bootstrap.servers": proxied.proxied_bootstrap_servers,
+            "linger.ms": 0,
+            "request.timeout.ms": 1500,
+            "delivery.timeout.ms": 3000,
+            "reconnect.backoff.max.ms": 200,
+        }
+    )
+    producer.partitions_for(topic)
+    for node_id in proxied.node_ids:
+        proxy = proxied.proxy(node_id)
+        proxy.refuse_new = True
+        proxy.cut()
+    futures = [producer.send(topic, b"%d" % i) for i in range(20)]
+    start = time.monotonic()
+    producer.flush(20)
+    assert time.monotonic() - start < 8
+    errors = [f.exception(0) for f in futures]
+    assert all(isinstance(e, KafkaTimeoutError) for e in errors)
+    assert "delivery.timeout.ms=3000" in str(errors[0])
+    start = time.monotonic()
+    producer.close(5)
+    assert time.monotonic() - start < 6
+
+
+def test_close_timeout_fails_what_cannot_be_sent(proxied: LocalKafka) -> None:
+    topic = _topic(proxied)
+    producer = KafkaProducer({"bootstrap.servers": proxied.proxied_bootstrap_servers})
+    producer.partitions_for(topic)
+    for node_id in proxied.node_ids:
+        proxied.proxy(node_id).pause()
+    futures = [producer.send(topic, b"%d" % i) for i in range(50)]
+    start = time.monotonic()
+    producer.close(timeout=1)
+    assert time.monotonic() - start < 5
+    assert all(f.done() for f in futures)
+    assert all("closed" in str(f.exception(0)) for f in futures)
