@@ -2,7 +2,7 @@
 #   make demo    start a local Kafka, stream into it with Spark, print what landed
 #   make test    lint, then the whole test suite against a real Kafka broker
 #   make lint    ruff (format + lint), mypy --strict, import layering
-#   make broker  run a local Kafka for manual use (Ctrl-C stops it)
+#   make broker  run a local Kafka for manual use (Ctrl-C stops it); NODES=3 for a cluster
 #   make bench   all benchmarks (records, producer, spark); each also has its own target
 
 PYTHON       ?= python3
@@ -14,6 +14,7 @@ SPARK_KAFKA  := $(CACHE)/spark-kafka/lib
 MVN          := mvn -B -q
 MVN_COPY     := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies
 PYTEST_ARGS  ?=
+NODES        ?= 1
 
 export KAFKA_JARS_DIR := $(abspath $(KAFKA_LIB))
 export SPARK_KAFKA_JARS_DIR := $(abspath $(SPARK_KAFKA))
@@ -61,7 +62,7 @@ demo: setup
 	$(PY) jobs/demo.py
 
 broker: setup
-	$(PY) -m kafka_sink.testing
+	$(PY) -m kafka_sink.testing --nodes $(NODES)
 
 bench: bench-records bench-producer bench-spark
 
