@@ -248,3 +248,18 @@ def test_bad_rows_fail_the_task(spark, kafka_bootstrap, topic_factory, select, m
             "kafka.bootstrap.servers", kafka_bootstrap
         ).save()
     assert read_all(kafka_bootstrap, topic) == []
+
+
+def test_broker_rejection_fails_the_task(spark, kafka_bootstrap, topic_factory) -> None:
+    """A record the broker refuses (above the topic's max.message.bytes) fails the write."""
+    topic = topic_factory(configs={"max.message.bytes": "1024"})
+    df = spark.range(0, 1, 1, 1).selectExpr("repeat('x', 4000) AS value")
+    with pytest.raises(Exception, match=r"(?i)MESSAGE_TOO_LARGE|too large"):
+        (
+            df.write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("topic", topic)
+            .save()
+        )
+    assert read_all(kafka_bootstrap, topic) == []
