@@ -22,6 +22,8 @@ import pyarrow as pa
 
 __all__ = ["ByteColumn", "as_byte_column"]
 
+_INT32_MAX = (1 << 31) - 1
+
 
 @dataclass(frozen=True, slots=True)
 class ByteColumn:
@@ -37,7 +39,13 @@ class ByteColumn:
 
 def _to_binary_array(values: Any) -> Any:
     if isinstance(values, pa.ChunkedArray):
-        values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+        if values.num_chunks == 1:
+            values = values.chunk(0)
+        else:
+            if values.nbytes > _INT32_MAX and not pa.types.is_large_binary(values.type):
+                # 32-bit offsets cannot address the combined data: widen first.
+                values = values.cast(pa.large_binary())
+            values = values.combine_chunks()
     elif not isinstance(values, pa.Array):
         values = pa.array(_as_list(values), type=pa.binary())
     t = values.type

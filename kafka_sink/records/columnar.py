@@ -8,11 +8,12 @@ record when there are no headers. Every per-record integer is computed with nump
     row i = prefix_i | key_i | value_length_i | value_i | headers_i
     prefix_i = varint(length) 00 varint(timestampDelta) varint(offsetDelta) varint(keyLength)
 
-The data buffer of that joined column is exactly the concatenated records section of every batch;
-its offsets give the record boundaries. Batches are cut greedily by ``batch_size`` with the same
-rule as RecordBatchBuilder (a record joins the batch if the uncompressed batch stays within
-batch_size, the first record always does), then each batch costs one compress and, at encode
-time, one CRC.
+The data buffer of that joined column is exactly the concatenated records sections of its
+batches; its offsets give the record boundaries. Batches are cut greedily by ``batch_size`` with
+the same rule as RecordBatchBuilder (a record joins the batch if the uncompressed batch stays
+within batch_size; the first record always does) before any bytes are written, then rows are
+encoded a few MiB of whole batches at a time, and each batch costs one compress call (and, at
+encode time, one CRC).
 
 Invariants: records keep input order; offset deltas restart at 0 in every batch; timestamp deltas
 are relative to the batch's first record, which is its base timestamp; max timestamp is the
