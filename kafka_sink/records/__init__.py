@@ -1,1 +1,16 @@
-"""(placeholder)"""
+"""Record layer: Kafka RecordBatch v2 bytes, pure (no sockets, threads or clocks).
+
+Modules:
+
+* ``batch``: RecordBatchBuilder (per-record appends, the producer's ``send()`` path),
+  SealedBatch (records compressed once; ``encode`` stamps producer id/epoch/sequence and the
+  CRC), ``estimate_record_size``, and ``read_batches`` (decoder that verifies CRCs).
+* ``columnar``: ``seal_columns``, the bulk path that encodes whole Arrow columns with numpy and
+  pyarrow; its uncompressed output equals the builder's byte for byte.
+* ``compression``: the codecs in the framings Kafka expects (gzip member, xerial snappy, LZ4
+  frame with independent blocks, zstd frame) and Kafka's ``compression.<codec>.level`` ranges.
+* ``crc``: CRC-32C.
+* ``murmur2``: Java's key hash and partition choice, scalar and vectorised over a key column.
+
+Nothing is re-exported here, so importing the builder does not import pyarrow.
+"""
