@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from kafka_sink.errors import BufferExhaustedError, KafkaTimeoutError, ProducerClosedError
 from kafka_sink.producer.batch import ProducerBatch
+from kafka_sink.producer.futures import FutureRecordMetadata
 from kafka_sink.records.batch import RecordBatchBuilder, SealedBatch, estimate_record_size
 from kafka_sink.records.compression import CompressionType
 
 if TYPE_CHECKING:
     from kafka_sink.clock import Clock
-    from kafka_sink.producer.futures import Callback, FutureRecordMetadata
+    from kafka_sink.producer.futures import Callback
     from kafka_sink.producer.transaction_manager import TransactionManager
 
 TopicPartition = tuple[str, int]
@@ -122,10 +123,24 @@ class RecordAccumulator:
             if dq is None:
                 dq = self._batches[tp] = deque()
             elif dq:
+                # ProducerBatch.try_append, inlined: this is the per-record path.
                 last = dq[-1]
-                future = last.try_append(timestamp_ms, key, value, headers, callback)
-                if future is not None:
-                    return future, len(dq) > 1 or last.full, False
+                builder = last.builder
+                if builder is not None and not last.full:
+                    delta = builder.append(timestamp_ms, key, value, headers)
+                    if delta is not None:
+                        last.record_count = delta + 1
+                        future = FutureRecordMetadata(
+                            last.result,
+                            delta,
+                            timestamp_ms,
+                            -1 if key is None else len(key),
+                            -1 if value is None else len(value),
+                        )
+                        if callback is not None:
+                            last.add_thunk(callback, future)
+                        return future, len(dq) > 1, False
+                    last.full = True
             size = max(self.batch_size, estimate_record_size(key, value, headers) + 61)
             if now_ms is None:
                 now_ms = self._clock.now_ms()

@@ -113,10 +113,13 @@ class ProducerBatch:
             -1 if value is None else len(value),
         )
         if callback is not None:
-            if self.thunks is None:
-                self.thunks = []
-            self.thunks.append((callback, future))
+            self.add_thunk(callback, future)
         return future
+
+    def add_thunk(self, callback: Callback, future: FutureRecordMetadata) -> None:
+        if self.thunks is None:
+            self.thunks = []
+        self.thunks.append((callback, future))
 
     def is_full(self) -> bool:
         return self.full

@@ -345,7 +345,10 @@ class KafkaProducer:
                 num_partitions,
                 enforce_switch=batch_is_full,
             )
-        if new_batch or batch_is_full:
+        if new_batch:
+            # A new batch means the previous one is full and sendable: wake the sender. (Java
+            # also wakes on every append behind a full batch; here that would be a syscall per
+            # record while the sender is busy anyway.)
             self._network.wakeup()
         return future
 
