@@ -263,3 +263,19 @@ def test_broker_rejection_fails_the_task(spark, kafka_bootstrap, topic_factory) 
             .save()
         )
     assert read_all(kafka_bootstrap, topic) == []
+
+
+def test_null_values_are_tombstones(spark, kafka_bootstrap, topic_factory) -> None:
+    topic = topic_factory(partitions=1)
+    df = spark.createDataFrame(
+        [("a", "1"), ("a", None), (None, "3")], "key STRING, value STRING"
+    ).coalesce(1)
+    (
+        df.write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("topic", topic)
+        .save()
+    )
+    records = read_all(kafka_bootstrap, topic, expected=3)
+    assert [(r.key, r.value) for r in records] == [(b"a", b"1"), (b"a", None), (None, b"3")]
