@@ -76,6 +76,8 @@ class NetworkConfig:
     retry_backoff_ms: int = 100  # retry.backoff.ms
     retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
     allow_auto_topic_creation: bool = False  # the producer creates topics itself, or not at all
+    metadata_recovery_strategy: str = "rebootstrap"  # metadata.recovery.strategy (or "none")
+    metadata_recovery_rebootstrap_trigger_ms: int = 300_000  # ...recovery.rebootstrap.trigger.ms
 
     def __post_init__(self) -> None:
         self.security_protocol = self.security_protocol.upper()
@@ -83,6 +85,12 @@ class NetworkConfig:
             raise ConfigError(
                 f"security.protocol {self.security_protocol!r} is not one of "
                 f"{', '.join(_SECURITY_PROTOCOLS)}"
+            )
+        self.metadata_recovery_strategy = self.metadata_recovery_strategy.lower()
+        if self.metadata_recovery_strategy not in ("rebootstrap", "none"):
+            raise ConfigError(
+                f"metadata.recovery.strategy {self.metadata_recovery_strategy!r} is not "
+                "'rebootstrap' or 'none'"
             )
         if self.max_in_flight < 1:
             raise ConfigError("max.in.flight.requests.per.connection must be at least 1")

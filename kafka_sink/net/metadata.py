@@ -18,7 +18,8 @@ Invariants:
   ``retry.backoff.max.ms`` while attempts keep failing) and happen at least every
   ``metadata.max.age.ms``.
 - Bootstrap nodes get negative ids (-1, -2, ...) and are replaced by the real brokers on the first
-  successful update.
+  successful update; :meth:`Metadata.rebootstrap` returns to them (keeping the partitions, whose
+  leaders then stay unknown until the next update) when no known broker can be reached.
 """
 
 from __future__ import annotations
@@ -227,6 +228,12 @@ class Metadata:
         with self._cond:
             return self._cluster.topic_errors.get(topic)
 
+    def ms_since_successful_update(self, now_ms: int) -> int | None:
+        """Time since the last accepted update (None before the first one)."""
+        with self._cond:
+            last = self._last_successful_refresh_ms
+        return None if last is None else now_ms - last
+
     def last_error(self) -> KafkaError | None:
         """Why the most recent refresh attempt failed (cleared by a successful update)."""
         with self._cond:
@@ -291,13 +298,7 @@ class Metadata:
         top_error = int(getattr(response, "error_code", 0) or 0)
         if top_error == _REBOOTSTRAP_REQUIRED:
             log.warning("broker requested a re-bootstrap; returning to the bootstrap servers")
-            with self._cond:
-                self._cluster = Cluster(
-                    brokers=MappingProxyType({n.node_id: n for n in self._bootstrap_nodes}),
-                    is_bootstrap=True,
-                )
-                self._need_update = True
-                self._last_refresh_ms = now_ms
+            self.rebootstrap(now_ms)
             return
         brokers = {
             int(b.node_id): Node(int(b.node_id), str(b.host), int(b.port), b.rack)
@@ -345,6 +346,26 @@ class Metadata:
             self._last_error = None
             self._fatal_error = None
             self._cond.notify_all()
+
+    def rebootstrap(self, now_ms: int) -> bool:
+        """Forget the known brokers and start again from the bootstrap servers (KIP-899).
+
+        Partitions are kept (their count matters to keyed partitioning) but their leaders no
+        longer resolve until the next update. Returns False when already bootstrapping.
+        """
+        with self._cond:
+            if self._cluster.is_bootstrap or not self._bootstrap_nodes:
+                return False
+            self._cluster = replace(
+                self._cluster,
+                brokers=MappingProxyType({n.node_id: n for n in self._bootstrap_nodes}),
+                is_bootstrap=True,
+            )
+            self._need_update = True
+            self._failed_attempts = 0
+            self._last_refresh_ms = None
+            log.info("re-bootstrapping metadata from %s at %s ms", self._bootstrap_nodes, now_ms)
+            return True
 
     def _merge_partitions(
         self, topic: str, raw_partitions: Iterable[Any], old: Cluster

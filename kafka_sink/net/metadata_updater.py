@@ -3,7 +3,9 @@
 Invariants: at most one Metadata request is in flight; it goes to the least loaded node (opening
 a connection when none is ready); a failed or disconnected fetch counts as a failed refresh, so
 the metadata's backoff applies; any disconnect makes a refresh due; an authentication failure is
-recorded as fatal for callers waiting on metadata.
+recorded as fatal for callers waiting on metadata. When no known broker is even connectable, or
+no update succeeded for ``metadata.recovery.rebootstrap.trigger.ms``, it returns to the
+bootstrap servers (``metadata.recovery.strategy=rebootstrap``, KIP-899/KIP-1102).
 """
 
 from __future__ import annotations
@@ -44,11 +46,29 @@ class MetadataUpdater:
         timeout = max(time_to_next, waiting)
         if timeout > 0:
             return timeout
-        node_id = self._client.least_loaded_node(now_ms)
+        client = self._client
+        rebootstrap = self._config.metadata_recovery_strategy == "rebootstrap"
+        since_success = self._metadata.ms_since_successful_update(now_ms)
+        if (
+            rebootstrap
+            and since_success is not None
+            and since_success >= self._config.metadata_recovery_rebootstrap_trigger_ms
+            and self._metadata.rebootstrap(now_ms)
+        ):
+            log.warning("no metadata update for %s ms; re-bootstrapping", since_success)
+        node_id = client.least_loaded_node(now_ms)
+        if (
+            node_id is None
+            and rebootstrap
+            and not client.is_any_node_ready()
+            and self._metadata.rebootstrap(now_ms)
+        ):
+            # Every known broker is unreachable (Java 4.x's metadata.recovery.strategy): the
+            # cluster may have moved, so ask the bootstrap servers again.
+            node_id = client.least_loaded_node(now_ms)
         if node_id is None:
             log.debug("no node available for a metadata request")
             return self._config.reconnect_backoff_ms
-        client = self._client
         if client.can_send_request(node_id, now_ms):
             self._send(node_id, now_ms)
             return self._config.request_timeout_ms

@@ -197,6 +197,9 @@ class NetworkClient:
             for s in self._nodes.values()
         )
 
+    def is_any_node_ready(self) -> bool:
+        return any(s.state is ConnectionState.READY for s in self._nodes.values())
+
     def connection_delay(self, node_id: int, now_ms: int) -> int:
         """Ms to wait before trying ``node_id`` again.
 

@@ -226,6 +226,11 @@ def test_rebootstrap_required_returns_to_bootstrap_nodes() -> None:
     md.update(SimpleNamespace(error_code=129, brokers=[], topics=[]), now_ms=1)
     assert md.fetch().is_bootstrap
     assert [n.node_id for n in md.nodes()] == [-1, -2]
+    # Partitions are kept (their count drives keyed partitioning); leaders are unknown for now.
+    assert [p.partition for p in md.partitions_for("t") or []] == [0]
+    assert md.leader_for("t", 0) is None
+    assert md.time_to_next_update(1) == 0
+    assert not md.rebootstrap(2)  # already bootstrapping
 
 
 def test_exponential_backoff_bounds() -> None:

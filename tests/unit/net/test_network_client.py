@@ -683,3 +683,70 @@ def test_a_failing_callback_does_not_stop_the_others_and_surfaces() -> None:
         h.poll()
     assert seen == ["boom", "ok"]
     assert h.client.in_flight_count(1) == 0
+
+
+def test_rebootstrap_when_every_known_broker_is_in_backoff() -> None:
+    h = Harness(reconnect_backoff_ms=10_000, reconnect_backoff_max_ms=10_000)
+    h.bootstrap_metadata()
+    h.poll()
+    h.metadata.request_update()
+    h.clock.advance(200)
+    h.poll()
+    # Each broker is refused once; then both sit in a 10 s reconnect backoff while the metadata
+    # refresh (backing off far less) finds no node to ask.
+    _refuse_brokers(h, step_ms=500, rounds=8)
+    assert h.metadata.fetch().is_bootstrap
+    assert h.now < 10_000
+    assert h.selector.connect_attempts.count(1) == h.selector.connect_attempts.count(2) == 1
+    _dial_bootstrap(h)
+
+
+def _dial_bootstrap(h: Harness) -> None:
+    for _ in range(20):
+        if h.selector.connect_attempts[-1] == -1 and -1 in h.selector.channels:
+            return
+        h.clock.advance(50)
+        h.poll()
+    raise AssertionError(f"bootstrap node not dialed: {h.selector.connect_attempts}")
+
+
+def _refuse_brokers(h: Harness, *, rounds: int = 40, step_ms: int = 50) -> None:
+    """Every dial to brokers 1 and 2 is refused, until the client goes back to bootstrap."""
+    for _ in range(rounds):
+        for node_id in (1, 2):
+            if node_id in h.selector.channels:
+                h.selector.fail(node_id, ConnectionRefusedError(111, "Connection refused"))
+        h.clock.advance(step_ms)
+        h.poll()
+        if h.metadata.fetch().is_bootstrap:
+            return
+
+
+def test_rebootstrap_when_no_update_succeeds_for_the_trigger_time() -> None:
+    h = Harness(metadata_recovery_rebootstrap_trigger_ms=1_000)
+    h.bootstrap_metadata()
+    h.poll()  # bootstrap connection closes
+    h.metadata.request_update()
+    h.clock.advance(200)
+    h.poll()  # refresh due: dials a broker
+    _refuse_brokers(h)
+    # No broker answered for metadata.recovery.rebootstrap.trigger.ms: back to bootstrap.
+    assert h.metadata.fetch().is_bootstrap
+    _dial_bootstrap(h)
+    assert h.metadata.partitions_for("t") is not None
+    h.handshake(-1)
+    h.selector.reply(-1, _metadata_response())
+    h.poll()
+    assert not h.metadata.fetch().is_bootstrap
+
+
+def test_rebootstrap_can_be_turned_off() -> None:
+    h = Harness(metadata_recovery_strategy="none", metadata_recovery_rebootstrap_trigger_ms=1_000)
+    h.bootstrap_metadata()
+    h.poll()
+    h.metadata.request_update()
+    h.clock.advance(200)
+    h.poll()
+    _refuse_brokers(h)
+    assert not h.metadata.fetch().is_bootstrap
+    assert -1 not in h.selector.connect_attempts[1:]
