@@ -18,7 +18,8 @@ Invariants:
 - Nothing outlives the object: ``close()`` (also on context exit, at interpreter exit and on
   SIGTERM/SIGHUP when nobody else handles them) terminates every JVM (SIGTERM, then SIGKILL after a
   bounded wait, because a cluster that lost its quorum cannot finish a controlled shutdown) and
-  removes the temporary directory.
+  removes the temporary directory. If the Python process is killed outright, the kernel kills the
+  JVMs too (parent-death signal, Linux), and the next start removes the directory it left.
 """
 
 from __future__ import annotations
@@ -26,16 +27,19 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -189,6 +193,52 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 # -- process-wide cleanup ---------------------------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+_WORKDIR_PREFIX = "kafka-sink-local-"
+_OWNER_FILE = "owner.pid"
+
+
+def _sweep_orphaned_workdirs() -> None:
+    """Remove temporary directories left by harness processes that were killed outright."""
+    for directory in Path(tempfile.gettempdir()).glob(_WORKDIR_PREFIX + "*"):
+        try:
+            owner = int((directory / _OWNER_FILE).read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            continue  # not ours, or still being created
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(directory, ignore_errors=True)
+        except PermissionError:
+            continue  # another user's live process
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A pre-exec hook making the JVM get SIGKILL when its parent dies (Linux only).
+
+    It covers what atexit and signal handlers cannot: the test process being SIGKILLed (a CI
+    timeout, the OOM killer). The kernel sends the signal when the *thread* that forked exits, so
+    the hook is used only from the main thread, whose end is the process's end. The function is
+    resolved before the fork so the child only makes one foreign call.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    signum = int(signal.SIGKILL)
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+    return hook
+
 
 _LIVE: set[LocalKafka] = set()
 _LIVE_LOCK = threading.Lock()
@@ -488,7 +538,9 @@ class LocalKafka:
             "broker-single.properties" if self.nodes == 1 else "broker-cluster.properties"
         )
         template = Template((conf / template_name).read_text(encoding="utf-8"))
-        self._workdir = Path(tempfile.mkdtemp(prefix="kafka-sink-local-"))
+        _sweep_orphaned_workdirs()
+        self._workdir = Path(tempfile.mkdtemp(prefix=_WORKDIR_PREFIX))
+        (self._workdir / _OWNER_FILE).write_text(str(os.getpid()), encoding="ascii")
         self._cluster_id = _kafka_uuid()
         per_node = 2 + int(self.proxied) + int(bool(self._sasl_users))
         ports = iter(_free_ports(self.nodes * per_node))
@@ -618,6 +670,7 @@ class LocalKafka:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd=node.directory,
+                preexec_fn=_parent_death_signal(),  # noqa: PLW1509 - see _parent_death_signal
             )
 
     def _readiness_problem(self) -> str | None:
