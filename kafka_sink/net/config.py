@@ -112,11 +112,19 @@ class NetworkConfig:
         return SaslConfig(self.sasl_mechanism, self.sasl_username or "", self.sasl_password or "")
 
     def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS client context (system CAs unless a truststore is given), or None."""
         if not self.uses_ssl:
             return None
-        context = ssl.create_default_context(cafile=self.ssl_cafile, cadata=self.ssl_cadata)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.check_hostname = self.ssl_check_hostname
-        if self.ssl_certfile:
-            context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_password)
+        try:
+            context = ssl.create_default_context(cafile=self.ssl_cafile, cadata=self.ssl_cadata)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.check_hostname = self.ssl_check_hostname
+            if self.ssl_certfile:
+                context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_password)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            # Name the files, never the password.
+            raise ConfigError(
+                f"cannot set up TLS (truststore {self.ssl_cafile or 'system default'}, "
+                f"keystore {self.ssl_certfile or 'none'}): {exc}"
+            ) from None
         return context

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -750,3 +751,17 @@ def test_rebootstrap_can_be_turned_off() -> None:
     _refuse_brokers(h)
     assert not h.metadata.fetch().is_bootstrap
     assert -1 not in h.selector.connect_attempts[1:]
+
+
+def test_bad_tls_files_are_a_config_error_without_secrets(tmp_path: Path) -> None:
+    missing = tmp_path / "missing-ca.pem"
+    config = NetworkConfig(
+        bootstrap_servers="h:1",
+        security_protocol="SSL",
+        ssl_cafile=str(missing),
+        ssl_password="key-pw",
+    )
+    with pytest.raises(ConfigError, match=r"missing-ca\.pem") as info:
+        config.ssl_context()
+    assert "key-pw" not in str(info.value)
+    assert NetworkConfig(bootstrap_servers="h:1").ssl_context() is None
