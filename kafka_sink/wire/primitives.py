@@ -371,7 +371,7 @@ class Reader:
             raise ProtocolError(f"negative length {length}")
         return length
 
-    def string(self, *, compact: bool = False, nullable: bool = False) -> str | None:
+    def string(self, compact: bool = False, nullable: bool = False) -> str | None:
         length = self._length(compact, 2)
         if length == -1:
             if not nullable:
@@ -383,7 +383,7 @@ class Reader:
         except UnicodeDecodeError as exc:
             raise ProtocolError(f"string is not valid UTF-8: {exc}") from None
 
-    def bytes_(self, *, compact: bool = False, nullable: bool = False) -> bytes | None:
+    def bytes_(self, compact: bool = False, nullable: bool = False) -> bytes | None:
         length = self._length(compact, 4)
         if length == -1:
             if not nullable:
@@ -392,14 +392,14 @@ class Reader:
         start = self._take(length)
         return bytes(self._data[start : start + length])
 
-    def array_length(self, *, compact: bool = False) -> int:
+    def array_length(self, compact: bool = False) -> int:
         """Element count of an array, -1 for null. Bounded by the bytes left (each element >= 1)."""
         length = self._length(compact, 4)
         if length > self._end - self.pos:
             raise ProtocolError(f"array of {length} elements cannot fit in {self.remaining} bytes")
         return length
 
-    def int32_array(self, *, compact: bool = False, nullable: bool = False) -> list[int] | None:
+    def int32_array(self, compact: bool = False, nullable: bool = False) -> list[int] | None:
         count = self.array_length(compact=compact)
         if count == -1:
             if not nullable:
@@ -409,9 +409,10 @@ class Reader:
         return list(struct.unpack_from(f">{count}i", self._data, start))
 
     # -- tagged fields -------------------------------------------------------------------------
-    def tagged_fields(self) -> list[tuple[int, memoryview]]:
-        """All (tag, raw value) pairs of a TAGGED_FIELDS section."""
-        count = self.uvarint()
+    def tagged_fields(self, count: int | None = None) -> list[tuple[int, memoryview]]:
+        """All (tag, raw value) pairs of a TAGGED_FIELDS section (``count`` if already read)."""
+        if count is None:
+            count = self.uvarint()
         if count == 0:
             return []
         fields = []

@@ -29,6 +29,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import operator
 import struct
 import sys
 import types
@@ -237,21 +238,42 @@ def _find_dataclass(hint: Any) -> type | None:
 
 
 def _compile_struct(cls: type, version: int, flexible: bool) -> _Plan:
-    # Each item is either (names, Struct) for a run of fixed-width fields or (name, enc, dec).
-    items: list[tuple[tuple[str, ...], struct.Struct] | tuple[str, Encoder, Decoder]] = []
+    all_fields = dataclasses.fields(cls)
+    index_of = {f.name: i for i, f in enumerate(all_fields)}
+    # Positional constructor arguments start as the defaults; decoding overwrites the fields
+    # present in this version. Fields with a default_factory (lists) get a fresh value per object.
+    defaults: list[Any] = []
+    factories: list[tuple[int, Callable[[], Any]]] = []
+    for i, f in enumerate(all_fields):
+        if f.default_factory is not dataclasses.MISSING:
+            defaults.append(None)
+            factories.append((i, f.default_factory))
+        else:
+            defaults.append(f.default)
+
+    # Encode steps: (attrgetter, encoder); decode steps: (start, stop, decoder) where a run of
+    # adjacent fixed-width fields is one step writing values[start:stop] from one unpack_from.
+    enc_steps: list[tuple[Callable[[Any], Any], Encoder]] = []
+    dec_steps: list[tuple[int, int, Decoder]] = []
     tagged: list[tuple[int, str, Encoder, Decoder, Any]] = []
     run: list[tuple[str, str]] = []
 
     def close_run() -> None:
-        if run:
-            fmt = struct.Struct(">" + "".join(_FIXED[t] for _, t in run))
-            items.append((tuple(name for name, _ in run), fmt))
-            run.clear()
+        if not run:
+            return
+        names = tuple(name for name, _ in run)
+        fmt = struct.Struct(">" + "".join(_FIXED[t] for _, t in run))
+        enc_steps.append((operator.attrgetter(*names), _fixed_run_encoder(fmt, names, cls)))
+        first = index_of[names[0]]
+        dec_steps.append((first, first + len(names), _fixed_run_decoder(fmt)))
+        run.clear()
 
     for name, spec in field_specs(cls):
         if version not in spec.versions:
+            close_run()  # keep each run contiguous in constructor order
             continue
         if spec.tag is not None:
+            close_run()
             if flexible:
                 enc, dec = _field_codec(cls, name, spec, version, flexible)
                 tagged.append((spec.tag, name, enc, dec, spec.default))
@@ -261,23 +283,15 @@ def _compile_struct(cls: type, version: int, flexible: bool) -> _Plan:
             continue
         close_run()
         enc, dec = _field_codec(cls, name, spec, version, flexible)
-        items.append((name, enc, dec))
+        enc_steps.append((operator.attrgetter(name), enc))
+        dec_steps.append((index_of[name], -1, dec))
     close_run()
     tagged.sort(key=lambda t: t[0])
-    tagged_by_tag = {t[0]: (t[1], t[3]) for t in tagged}
+    tagged_by_tag = {tag: (index_of[name], dec) for tag, name, _enc, dec, _default in tagged}
 
     def encode_struct(w: Writer, obj: Any) -> None:
-        for item in items:
-            if len(item) == 2:
-                names, fmt = item
-                try:
-                    w.raw(fmt.pack(*[getattr(obj, n) for n in names]))
-                except struct.error as exc:
-                    raise ProtocolError(
-                        f"{cls.__qualname__} v{version}: cannot encode {names}: {exc}"
-                    ) from None
-            else:
-                item[1](w, getattr(obj, item[0]))
+        for get, enc in enc_steps:
+            enc(w, get(obj))
         if flexible:
             pairs: list[tuple[int, bytes]] = []
             for tag, name, enc, _dec, default in tagged:
@@ -290,26 +304,50 @@ def _compile_struct(cls: type, version: int, flexible: bool) -> _Plan:
             w.tagged_fields(pairs)
 
     def decode_struct(r: Reader) -> Any:
-        kwargs: dict[str, Any] = {}
-        for item in items:
-            if len(item) == 2:
-                names, fmt = item
-                kwargs.update(zip(names, r.unpack(fmt), strict=True))
+        values = defaults.copy()
+        for i, factory in factories:
+            values[i] = factory()
+        for start, stop, dec in dec_steps:
+            if stop < 0:
+                values[start] = dec(r)
             else:
-                kwargs[item[0]] = item[2](r)
+                values[start:stop] = dec(r)
         if flexible:
-            for tag, raw in r.tagged_fields():
-                known = tagged_by_tag.get(tag)
-                if known is not None:
-                    sub = Reader(raw)
-                    kwargs[known[0]] = known[1](sub)
-                    if sub.remaining:
-                        raise ProtocolError(
-                            f"{cls.__qualname__}: tagged field {tag} has extra bytes"
-                        )
-        return cls(**kwargs)
+            count = r.uvarint()
+            if count:
+                _decode_tags(r, values, count)
+        return cls(*values)
+
+    def _decode_tags(r: Reader, values: list[Any], count: int) -> None:
+        for tag, raw in r.tagged_fields(count):
+            known = tagged_by_tag.get(tag)
+            if known is not None:
+                sub = Reader(raw)
+                values[known[0]] = known[1](sub)
+                if sub.remaining:
+                    raise ProtocolError(f"{cls.__qualname__}: tagged field {tag} has extra bytes")
 
     return _Plan(encode_struct, decode_struct)
+
+
+def _fixed_run_encoder(fmt: struct.Struct, names: tuple[str, ...], cls: type) -> Encoder:
+    pack = fmt.pack
+    single = len(names) == 1
+
+    def enc(w: Writer, values: Any) -> None:
+        try:
+            w.raw(pack(values) if single else pack(*values))
+        except struct.error as exc:
+            raise ProtocolError(f"{cls.__qualname__}: cannot encode {names}: {exc}") from None
+
+    return enc
+
+
+def _fixed_run_decoder(fmt: struct.Struct) -> Decoder:
+    def dec(r: Reader) -> Any:
+        return r.unpack(fmt)
+
+    return dec
 
 
 def _field_codec(
@@ -360,7 +398,7 @@ def _primitive_codec(
             w.string(v, compact=flexible, nullable=nullable)
 
         def dec_str(r: Reader) -> Any:
-            return r.string(compact=flexible, nullable=nullable)
+            return r.string(flexible, nullable)
 
         return enc_str, dec_str
 
@@ -371,7 +409,7 @@ def _primitive_codec(
         w.bytes_(v, compact=flexible, nullable=nullable)
 
     def dec_bytes(r: Reader) -> Any:
-        return r.bytes_(compact=flexible, nullable=nullable)
+        return r.bytes_(flexible, nullable)
 
     return enc_bytes, dec_bytes
 
@@ -389,7 +427,7 @@ def _int32_array_codec(flexible: bool, nullable: bool, where: str) -> tuple[Enco
             raise ProtocolError(f"{where}: cannot encode {v!r}: {exc}") from None
 
     def dec(r: Reader) -> Any:
-        return r.int32_array(compact=flexible, nullable=nullable)
+        return r.int32_array(flexible, nullable)
 
     return enc, dec
 
@@ -408,7 +446,7 @@ def _array_codec(
             e_enc(w, item)
 
     def dec(r: Reader) -> Any:
-        count = r.array_length(compact=flexible)
+        count = r.array_length(flexible)
         if count == -1:
             if not nullable:
                 raise ProtocolError(f"{where}: null array is not allowed")
