@@ -110,6 +110,7 @@ def _varint_size(value: int) -> int:
 
 
 def encode_headers(headers: Sequence[Header]) -> bytes:
+    """A record's headers section: count, then per header its UTF-8 key and nullable value."""
     out = bytearray(encode_varint(len(headers)))
     for hkey, hvalue in headers:
         kb = hkey.encode("utf-8")
@@ -193,6 +194,9 @@ class SealedBatch:
         return b"".join((head, tail, records))
 
 
+# Base timestamp of a builder whose first record has not arrived: farther from any int64
+# timestamp than the varint table reaches, so the first append takes its slow branch and adopts
+# its own timestamp.
 _NO_BASE_TS = 1 << 64
 
 
