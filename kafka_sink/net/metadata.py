@@ -143,14 +143,17 @@ class Metadata:
         metadata_max_age_ms: int = 300_000,
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1_000,
+        metadata_max_idle_ms: int | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.metadata_max_age_ms = metadata_max_age_ms
+        self.metadata_max_idle_ms = metadata_max_idle_ms
         self._backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, rng=rng)
         self._cond = threading.Condition(threading.Lock())
         self._cluster = Cluster()
         self._bootstrap_nodes: tuple[Node, ...] = ()
-        self._topics: set[str] = set()
+        # topic -> when it expires (metadata.max.idle.ms after its last use), None: never.
+        self._topics: dict[str, int | None] = {}
         self._version = 0
         self._need_update = True
         self._last_refresh_ms: int | None = None
@@ -173,12 +176,24 @@ class Metadata:
             self._need_update = True
             self._cond.notify_all()
 
-    def add_topic(self, topic: str) -> bool:
-        """Track ``topic`` from now on; a new topic makes an update due. Returns True if new."""
+    def add_topic(self, topic: str, now_ms: int | None = None) -> bool:
+        """Track ``topic``; a new topic makes an update due. Returns True if it was new.
+
+        With ``metadata_max_idle_ms`` set and ``now_ms`` given, this also marks the topic as
+        used: a topic not used for that long is dropped at the next update (Java's
+        ``metadata.max.idle.ms``). Topics added without ``now_ms`` never expire.
+        """
+        expires = (
+            None
+            if now_ms is None or self.metadata_max_idle_ms is None
+            else now_ms + self.metadata_max_idle_ms
+        )
         with self._cond:
             if topic in self._topics:
+                if self._topics[topic] is not None:
+                    self._topics[topic] = expires
                 return False
-            self._topics.add(topic)
+            self._topics[topic] = expires
             self._need_update = True
             # Java's requestUpdateForNewTopics: a new topic should not wait out a long backoff.
             self._failed_attempts = 0
@@ -309,12 +324,16 @@ class Metadata:
             return
         with self._cond:
             old = self._cluster
+            expired = {t for t, exp in self._topics.items() if exp is not None and exp <= now_ms}
+            for name in expired:
+                log.debug("topic %s unused for metadata.max.idle.ms; no longer tracked", name)
+                del self._topics[name]
             partitions: dict[str, tuple[PartitionInfo, ...]] = {}
             topic_errors: dict[str, KafkaError] = {}
             stale = False
             for topic in response.topics:
                 name = topic.name
-                if name is None:
+                if name is None or name in expired:
                     continue
                 error = error_for_code(int(topic.error_code))
                 if error is not None:

@@ -241,3 +241,18 @@ def test_exponential_backoff_bounds() -> None:
             assert expected * 0.8 <= value <= min(expected * 1.2, 1_000)
     assert ExponentialBackoff(0, 1_000).backoff_ms(3) == 0
     assert ExponentialBackoff(100, 100, jitter=0).backoff_ms(50) == 100
+
+
+def test_idle_topics_expire_only_when_asked_to() -> None:
+    md = Metadata(metadata_max_idle_ms=1_000)
+    md.bootstrap([("b1", 9092)])
+    md.add_topic("t", now_ms=0)
+    md.add_topic("forever")  # no now_ms: never expires
+    md.update(_response([(0, 1, 0)]), now_ms=500)
+    assert md.partitions_for("t") is not None
+    assert not md.add_topic("t", now_ms=900)  # used again: expires at 1900
+    md.update(_response([(0, 1, 0)]), now_ms=1_500)
+    assert md.topics() == frozenset({"t", "forever"})
+    md.update(_response([(0, 1, 0)]), now_ms=1_900)
+    assert md.topics() == frozenset({"forever"})
+    assert md.partitions_for("t") is None
