@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kafka_sink.records.murmur2 import murmur2
+
+# Partitions with a leader: a list, a callable computing it only when a draw needs it, or None.
+Available = Sequence[int] | Callable[[], Sequence[int]] | None
 
 
 class _StickyState:
@@ -44,9 +47,7 @@ class BuiltInPartitioner:
     def partition_for_key(key: bytes, num_partitions: int) -> int:
         return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
-    def sticky_partition(
-        self, topic: str, num_partitions: int, available: Sequence[int] | None = None
-    ) -> int:
+    def sticky_partition(self, topic: str, num_partitions: int, available: Available = None) -> int:
         """The current sticky partition for a keyless record of ``topic``."""
         state = self._sticky.get(topic)
         if state is not None and state.partition < num_partitions:
@@ -66,7 +67,7 @@ class BuiltInPartitioner:
         num_partitions: int,
         *,
         enforce_switch: bool,
-        available: Sequence[int] | None = None,
+        available: Available = None,
     ) -> None:
         """Count bytes produced to the sticky partition; switch after batch.size bytes.
 
@@ -85,7 +86,9 @@ class BuiltInPartitioner:
             ):
                 self._sticky[topic] = _StickyState(self._next_partition(num_partitions, available))
 
-    def _next_partition(self, num_partitions: int, available: Sequence[int] | None) -> int:
+    def _next_partition(self, num_partitions: int, available: Available) -> int:
+        if callable(available):
+            available = available()
         if available:
             return available[self._random.randrange(len(available))]
         return self._random.randrange(num_partitions)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -70,6 +71,19 @@ __all__ = [
 _producer_ids = iter(range(1, 2**62))
 _producer_ids_lock = threading.Lock()
 _SNAPSHOT_EVERY = 1024
+
+
+def _yield_gil() -> None:
+    """Let the sender thread run now rather than after the interpreter's switch interval.
+
+    Every syscall the sender makes (poll, send, recv) releases the GIL; a caller thread busy
+    appending would then hold it for up to ``sys.getswitchinterval()`` (5 ms) before the sender
+    gets it back, which starves the network. Yielding once per new batch keeps the sender's
+    waits short at a cost of one cheap syscall per batch.
+    """
+    time.sleep(0)
+
+
 # Per-record bytes beyond key and value, as an upper bound (the builder's varint overhead).
 _RECORD_OVERHEAD = 21 + 10
 
@@ -323,7 +337,9 @@ class KafkaProducer:
             if key is not None and not self._ignore_keys:
                 partition = (murmur2(key) & 0x7FFFFFFF) % num_partitions
             else:
-                partition = self._partitioner.sticky_partition(topic, num_partitions)
+                partition = self._partitioner.sticky_partition(
+                    topic, num_partitions, lambda: _with_leader(parts)
+                )
                 sticky = True
         elif type(partition) is not int or partition < 0:
             raise ValueError(f"partition must be a non-negative int, got {partition!r}")
@@ -344,12 +360,14 @@ class KafkaProducer:
                 size + _RECORD_OVERHEAD,
                 num_partitions,
                 enforce_switch=batch_is_full,
+                available=lambda: _with_leader(parts),
             )
         if new_batch:
             # A new batch means the previous one is full and sendable: wake the sender. (Java
             # also wakes on every append behind a full batch; here that would be a syscall per
             # record while the sender is busy anyway.)
             self._network.wakeup()
+            _yield_gil()
         return future
 
     def _check_record_size(
@@ -425,10 +443,9 @@ class KafkaProducer:
             explicit = _partition_array(partitions, n)
             max_partition = int(explicit.max())
         parts_info = self._partitions(topic, max_partition if max_partition >= 0 else None)
-        num_partitions = len(parts_info)
         assigned = self._assign_partitions(
             topic=topic,
-            num_partitions=num_partitions,
+            parts=parts_info,
             values=values_arr,
             keys=keys_arr,
             explicit=explicit,
@@ -488,6 +505,7 @@ class KafkaProducer:
                         partition, sealed.record_count, sealed.last_offset_delta, batch.result
                     )
                 self._network.wakeup()
+                _yield_gil()
         finally:
             future._seal()
         self._network.wakeup()
@@ -497,12 +515,13 @@ class KafkaProducer:
         self,
         *,
         topic: str,
-        num_partitions: int,
+        parts: Sequence[PartitionInfo],
         values: Any,
         keys: Any,
         explicit: np.ndarray[Any, np.dtype[np.int32]] | None,
         n: int,
     ) -> np.ndarray[Any, np.dtype[np.int32]]:
+        num_partitions = len(parts)
         if explicit is not None:
             if int(explicit.max()) >= num_partitions:
                 raise ValueError(
@@ -534,7 +553,7 @@ class KafkaProducer:
             chunk = np.cumsum(sizes) // max(self.config.batch_size, 1)
             chunk -= chunk[0]
             chosen = self._partitioner.sticky_chunks(
-                topic, num_partitions, int(chunk[-1]) + 1, None
+                topic, num_partitions, int(chunk[-1]) + 1, lambda: _with_leader(parts)
             )
             assigned[rows] = np.asarray(chosen, dtype=np.int32)[chunk]
         return assigned
@@ -594,6 +613,10 @@ class KafkaProducer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"KafkaProducer(client_id={self.client_id!r}, {state})"
+
+
+def _with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
+    return [p.partition for p in parts if p.leader_id >= 0]
 
 
 def _as_binary_array(data: Any, what: str) -> Any:

@@ -145,10 +145,14 @@ class Sender:
                         "the producer was closed before these records could be delivered"
                     )
                 )
-        except BaseException as exc:  # pragma: no cover - a bug; never lose records silently
+        except BaseException as exc:  # a bug or a fatal I/O error; never lose records silently
             log.exception("producer sender thread crashed")
             self.thread_error = exc
-            self.abort_incomplete(KafkaError(f"the producer's sender thread crashed: {exc!r}"))
+            error = KafkaError(f"the producer's sender thread stopped: {exc!r}")
+            # send() raises this from now on, and nothing queued is left pending.
+            self.fatal_error = error
+            self.accumulator.close()
+            self.abort_incomplete(error)
         finally:
             try:
                 self.network.close()
