@@ -147,9 +147,9 @@ class RecordAccumulator:
             if self._used_memory + size > self.buffer_memory:
                 retry = self._await_memory(size, max_block_ms, now_ms, dq, tp)
                 if retry is not None:
-                    future = retry.try_append(timestamp_ms, key, value, headers, callback)
-                    if future is not None:
-                        return future, len(dq) > 1 or retry.full, False
+                    retried = retry.try_append(timestamp_ms, key, value, headers, callback)
+                    if retried is not None:
+                        return retried, len(dq) > 1 or retry.full, False
                     if self._used_memory + size > self.buffer_memory:
                         self._await_memory(size, max_block_ms, now_ms, None, tp)
             self._used_memory += size
@@ -159,13 +159,13 @@ class RecordAccumulator:
                 batch_size=self.batch_size,
             )
             batch = ProducerBatch(topic, partition, now_ms, builder=builder, memory=size)
-            future = batch.try_append(timestamp_ms, key, value, headers, callback)
-            assert future is not None  # the first record always fits
+            first = batch.try_append(timestamp_ms, key, value, headers, callback)
+            assert first is not None  # the first record always fits
             if dq:
                 dq[-1].full = True
             dq.append(batch)
             self._incomplete[batch] = None
-            return future, len(dq) > 1 or batch.full, True
+            return first, len(dq) > 1 or batch.full, True
 
     def append_sealed(
         self, topic: str, partition: int, sealed: SealedBatch, max_block_ms: int, now_ms: int

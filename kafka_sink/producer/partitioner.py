@@ -94,7 +94,7 @@ class BuiltInPartitioner:
         return self._random.randrange(num_partitions)
 
     def sticky_chunks(
-        self, topic: str, num_partitions: int, chunks: int, available: Sequence[int] | None
+        self, topic: str, num_partitions: int, chunks: int, available: Available
     ) -> list[int]:
         """Partitions for ``chunks`` consecutive batch.size-sized runs of keyless records.
 
