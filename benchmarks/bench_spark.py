@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import glob
 import os
+import pkgutil
 import sys
 import time
 import uuid
@@ -127,7 +128,10 @@ def spark_session(jars_dir: str, need_jars: bool) -> Any:
     spark.sparkContext.setLogLevel("WARN")
     from kafka_sink.spark.datasource import PyKafkaDataSource
 
-    spark.dataSource.register(PyKafkaDataSource)
+    if not any(m.name == "pyspark_pykafka" for m in pkgutil.iter_modules([os.getcwd()])):
+        # Spark's workers run in this working directory and find pyspark_pykafka on their own
+        # when it is here; elsewhere (an editable install) register it for this session.
+        spark.dataSource.register(PyKafkaDataSource)
     spark.dataSource.register(DiscardDataSource)
     return spark
 
