@@ -69,7 +69,10 @@ class FrameDecoder:
                 self._need = size
             if end - pos < self._need:
                 break
-            frames.append(bytes(buf[pos : pos + self._need]))
+            # Through a memoryview so each payload is copied once (a bytearray slice would copy
+            # twice); the view is released before the buffer is resized below.
+            with memoryview(buf) as view:
+                frames.append(bytes(view[pos : pos + self._need]))
             pos += self._need
             self._need = -1
         if pos:

@@ -7,6 +7,7 @@ bytes, and (3) kafka-python decodes our bytes to the same field values.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kp_oracle import ORACLE, kafka_python_decode, kafka_python_encode, to_dict
 
+from kafka_sink.errors import ProtocolError
 from kafka_sink.wire import messages as m
 from kafka_sink.wire.primitives import ZERO_UUID
 from kafka_sink.wire.schema import FieldSpec, decode, encode, field_specs, struct_class
@@ -98,3 +100,33 @@ def test_random_messages_round_trip_and_match_kafka_python(
         return
     assert kafka_python_encode(msg, version) == ours
     assert kafka_python_decode(cls, ours, version) == to_dict(msg, version)
+
+
+RESPONSE_CASES = [
+    pytest.param(cls, version, id=f"{cls.__name__}-v{version}")
+    for cls in ORACLE
+    if cls.__name__.endswith("Response")
+    for version in sorted({cls.VALID_VERSIONS[0], cls.VALID_VERSIONS[1]})
+]
+
+
+@pytest.mark.parametrize(("cls", "version"), RESPONSE_CASES)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_every_truncation_of_a_response_is_a_protocol_error(
+    cls: type, version: int, data: st.DataObject
+) -> None:
+    whole = encode(data.draw(messages(cls, version)), version)
+    for cut in range(len(whole)):
+        with pytest.raises(ProtocolError):
+            decode(cls, whole[:cut], version)
+
+
+@pytest.mark.parametrize(("cls", "version"), RESPONSE_CASES)
+@settings(max_examples=30, deadline=None)
+@given(garbage=st.binary(max_size=64))
+def test_garbage_never_raises_anything_but_protocol_error(
+    cls: type, version: int, garbage: bytes
+) -> None:
+    with contextlib.suppress(ProtocolError):
+        decode(cls, garbage, version)
