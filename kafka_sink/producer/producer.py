@@ -494,6 +494,7 @@ class KafkaProducer:
                         "nothing from this call was queued"
                     )
             sealed_by_partition.append((partition, batches))
+            _yield_gil()  # sealing is long and GIL-bound: let the sender make progress
 
         now_ms = self._clock.now_ms()
         acc = self._accumulator
@@ -578,8 +579,9 @@ class KafkaProducer:
 
     def close(self, timeout: float | None = None) -> None:
         """Flush and stop. After ``timeout`` seconds, records not yet delivered fail with
-        ProducerClosedError (never dropped silently). ``timeout=None`` waits for delivery,
-        which delivery.timeout.ms bounds."""
+        ProducerClosedError (never dropped silently). ``timeout=None`` waits for delivery, which
+        delivery.timeout.ms (+ request.timeout.ms for the last attempt) bounds; past that bound
+        whatever is left is failed as well, so close() never hangs."""
         with self._close_lock:
             if self._closed:
                 return
@@ -587,6 +589,9 @@ class KafkaProducer:
         in_callback = self._thread.ident == threading.get_ident()
         if in_callback:
             timeout = 0
+        elif timeout is None:
+            cfg = self.config
+            timeout = (cfg.delivery_timeout_ms + cfg.request_timeout_ms) / 1000.0 + 5.0
         self._sender.initiate_close()
         if not in_callback:
             self._thread.join(timeout)
