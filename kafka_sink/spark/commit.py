@@ -42,6 +42,7 @@ __all__ = [
     "gather",
     "log_line",
     "logger",
+    "merge_range",
     "write_document",
 ]
 

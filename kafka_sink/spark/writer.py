@@ -42,6 +42,7 @@ from kafka_sink.spark.commit import (
     ensure_logging,
     log_line,
     logger,
+    merge_range,
     write_document,
 )
 from kafka_sink.spark.errors import SinkError
@@ -89,17 +90,7 @@ class _Offsets:
         for partition, po in offsets.items():
             new = PartitionRange(topic, partition, po.first_offset, po.last_offset, po.record_count)
             prev = self._ranges.get((topic, partition))
-            if prev is None:
-                self._ranges[(topic, partition)] = new
-            else:
-                firsts = [x for x in (prev.first_offset, new.first_offset) if x >= 0]
-                self._ranges[(topic, partition)] = PartitionRange(
-                    topic,
-                    partition,
-                    min(firsts) if firsts else -1,
-                    max(prev.last_offset, new.last_offset),
-                    prev.record_count + new.record_count,
-                )
+            self._ranges[(topic, partition)] = new if prev is None else merge_range(prev, new)
 
     def ranges(self) -> tuple[PartitionRange, ...]:
         return tuple(self._ranges[k] for k in sorted(self._ranges))
