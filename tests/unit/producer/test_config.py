@@ -197,3 +197,12 @@ def test_ssl_only_pem() -> None:
         {**BOOT, "security.protocol": "ssl", "ssl.truststore.location": "/ca.pem"}
     )
     assert c.uses_ssl and c.ssl_truststore_location == "/ca.pem"
+
+
+def test_producer_refuses_transactions_and_bad_config_before_starting() -> None:
+    from kafka_sink import KafkaProducer
+
+    with pytest.raises(ConfigError, match="transactions are not implemented"):
+        KafkaProducer({**BOOT, "transactional.id": "tx-1"})
+    with pytest.raises(ConfigError, match=r"value\.serializer: not supported"):
+        KafkaProducer({**BOOT, "value.serializer": "StringSerializer"})
