@@ -10,8 +10,10 @@ struct) are handled here and nowhere else.
 Theory of operation: for each (class, version, flexible) the codec compiles a plan once: the
 fields present in that version, each bound to a small encode/decode closure. Runs of adjacent
 fixed-width fields (ints, bools, floats) are merged into one precompiled ``struct.Struct`` so a
-ProduceResponse partition is decoded with a single ``unpack_from``. Plans are cached, so the
-declaration stays the single source of truth and there is no code generation.
+ProduceResponse partition is decoded with a single ``unpack_from``; decoded values go straight
+into the dataclass's positional constructor. Plans are cached (a benign race: two threads may
+compile the same plan, and either result is correct), so the declaration stays the single source
+of truth and there is no code generation.
 
 Invariants:
 - Top-level message classes carry ``VALID_VERSIONS`` (inclusive range) and ``FLEXIBLE_VERSIONS``
@@ -219,6 +221,7 @@ def struct_class(owner: type, attr: str) -> type:
         scope = getattr(scope, part)
         localns.update(vars(scope))
     annotation = {f.name: f.type for f in dataclasses.fields(owner)}[attr]
+    # Annotations are strings (PEP 563); resolve one the way typing.get_type_hints would.
     hint = eval(annotation, vars(module), localns) if isinstance(annotation, str) else annotation
     found = _find_dataclass(hint)
     if found is None:
@@ -363,13 +366,23 @@ def _field_codec(
         if elem in _PRIMITIVES:
             e_enc, e_dec = _primitive_codec(elem, flexible, False, where)
         else:
-            sub = _plan(struct_class(owner, name), version, flexible)
+            sub = _plan(_checked_struct_class(owner, name, elem), version, flexible)
             e_enc, e_dec = sub.encode, sub.decode
         return _array_codec(e_enc, e_dec, flexible, nullable, where)
     if type_ in _PRIMITIVES:
         return _primitive_codec(type_, flexible, nullable, where)
-    sub = _plan(struct_class(owner, name), version, flexible)
+    sub = _plan(_checked_struct_class(owner, name, type_), version, flexible)
     return sub.encode, sub.decode
+
+
+def _checked_struct_class(owner: type, name: str, type_name: str) -> type:
+    """The annotation's struct class, which must carry the name the declaration gives."""
+    found = struct_class(owner, name)
+    if found.__name__ != type_name:
+        raise TypeError(
+            f"{owner.__qualname__}.{name}: declared {type_name!r}, annotated {found.__name__!r}"
+        )
+    return found
 
 
 def _primitive_codec(
