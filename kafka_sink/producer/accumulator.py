@@ -317,20 +317,23 @@ class RecordAccumulator:
             batch.last_attempt_ms = now_ms
             batch.next_attempt_ms = now_ms + backoff_ms
             batch.in_request = False
-            dq = self._batches.get(batch.tp)
-            if dq is None:
-                dq = self._batches[batch.tp] = deque()
-            if not batch.has_sequence:
-                dq.appendleft(batch)
-                return
-            # Retries keep sequence order: behind queued retries with lower sequences, in
-            # front of everything else (Java insertInSequenceOrder).
-            i = 0
-            for queued in dq:
-                if not queued.has_sequence or queued.base_sequence > batch.base_sequence:
-                    break
-                i += 1
-            dq.insert(i, batch)
+            self._insert_at_head(batch)
+
+    def _insert_at_head(self, batch: ProducerBatch) -> None:
+        dq = self._batches.get(batch.tp)
+        if dq is None:
+            dq = self._batches[batch.tp] = deque()
+        if not batch.has_sequence:
+            dq.appendleft(batch)
+            return
+        # Retries keep sequence order: behind queued retries with lower sequences, in front of
+        # everything else (Java insertInSequenceOrder).
+        i = 0
+        for queued in dq:
+            if not queued.has_sequence or queued.base_sequence > batch.base_sequence:
+                break
+            i += 1
+        dq.insert(i, batch)
 
     def reenqueue_split(self, child: ProducerBatch, parent: ProducerBatch, now_ms: int) -> None:
         """Queue one half of a split batch at the head (no backoff: a split is not a retry)."""
@@ -338,10 +341,7 @@ class RecordAccumulator:
             self._incomplete[child] = None
             child.last_attempt_ms = now_ms
             child.next_attempt_ms = now_ms
-            dq = self._batches.get(parent.tp)
-            if dq is None:
-                dq = self._batches[parent.tp] = deque()
-            dq.appendleft(child)
+            self._insert_at_head(child)
 
     def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
         """Remove and return queued batches past delivery.timeout.ms (head first, in order)."""

@@ -559,8 +559,8 @@ class Sender:
             )
             new_batches.append(child)
         tm = self.transaction_manager
-        if tm is not None:
-            tm.batch_failed(batch)  # its sequence range is abandoned: bump + re-sequence
+        if tm is not None and batch.has_sequence:
+            tm.replace_split(batch, new_batches)
         _chain_split(batch, new_batches, [len(parts[0]), len(parts[1])])
         batch.result.add_done_callback(lambda _r: self.accumulator.deallocate(batch))
         for child in reversed(new_batches):

@@ -163,6 +163,26 @@ class TransactionManager:
                 self._request_bump(batch.tp)
             return True
 
+    def replace_split(self, parent: ProducerBatch, children: list[ProducerBatch]) -> None:
+        """A sequenced batch was split: its halves take over its sequence range, in order.
+
+        The broker rejected the whole batch (nothing was written), so the first half's base
+        sequence is the parent's and the next ones follow: no gap, no epoch bump (Java does the
+        same in splitAndReenqueue).
+        """
+        with self._lock:
+            seq = parent.base_sequence
+            for child in children:
+                child.set_producer_state(parent.producer_id, parent.producer_epoch, seq, False)
+                seq = (seq + child.record_count) & _SEQ_MASK
+            entry = self._entries.get(parent.tp)
+            if entry is None:
+                return
+            for i, queued in enumerate(entry.unresolved):
+                if queued is parent:
+                    entry.unresolved[i : i + 1] = children
+                    return
+
     def _forget(self, entry: _PartitionEntry, batch: ProducerBatch) -> bool:
         for i, queued in enumerate(entry.unresolved):
             if queued is batch:

@@ -530,3 +530,32 @@ def test_stuck_first_unresolved_batch_bumps_the_epoch() -> None:
     h.network.respond(retry, produce_response(retry, base_offsets={("t", 0): 50}))
     h.run()
     assert f.get(0).offset == 50
+
+
+def test_idempotent_split_keeps_the_sequence_range() -> None:
+    h = make_harness(linger_ms=0, partitions={"t": [0]})
+    h.init_producer_id(producer_id=9, epoch=2)
+    _establish(h)
+    big = [h.send(value=b"%d" % i) for i in range(4)]
+    h.run()
+    later = h.send(value=b"later")
+    h.run()
+    r_big, r_later = h.network.produce_requests()[1:]
+    assert r_big.batches()[("t", 0)].base_sequence == 1
+    assert r_later.batches()[("t", 0)].base_sequence == 5
+    h.network.respond(r_big, produce_response(r_big, errors={("t", 0): MESSAGE_TOO_LARGE}))
+    h.network.respond(r_later, produce_response(r_later, errors={("t", 0): OUT_OF_ORDER}))
+    h.run()
+    offsets = {1: 10, 3: 12, 5: 14}
+    for _ in range(20):
+        h.run(50)
+        for sent in h.network.pending():
+            b = sent.batches()[("t", 0)]
+            assert (b.producer_id, b.producer_epoch) == (9, 2)  # no epoch bump was needed
+            h.network.respond(
+                sent, produce_response(sent, base_offsets={("t", 0): offsets[b.base_sequence]})
+            )
+    seqs = [s.batches()[("t", 0)].base_sequence for s in h.network.produce_requests()[3:]]
+    assert seqs == [1, 3, 5]
+    assert [f.get(0).offset for f in big] == [10, 11, 12, 13]
+    assert later.get(0).offset == 14
