@@ -276,3 +276,78 @@ def test_create_topics_then_metadata(client: Client, kafka_bootstrap: str) -> No
     assert again.topics[0].error_code == 36  # TOPIC_ALREADY_EXISTS
     metadata = client.call(m.MetadataRequest.for_topics([name]), 12)
     assert metadata.topics[0].topic_id == result.topic_id
+
+
+_RETRY_COORDINATOR = {
+    14,
+    15,
+    16,
+    51,
+}  # load in progress, not available, not coordinator, concurrent
+
+
+def call_until_ready(
+    client: Client, request: Any, version: int, code_of: Callable[[Any], int]
+) -> Any:
+    deadline = time.monotonic() + 30
+    while True:
+        response = client.call(request, version)
+        if code_of(response) not in _RETRY_COORDINATOR or time.monotonic() > deadline:
+            return response
+        time.sleep(0.2)
+
+
+def test_transaction_v1_flow_commits(
+    client: Client, kafka_bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory()
+    txid = f"wire-txn-{topic}"
+    versions = negotiated(client)
+    found = call_until_ready(
+        client,
+        m.FindCoordinatorRequest(key_type=m.KEY_TYPE_TRANSACTION, coordinator_keys=[txid]),
+        versions[ApiKey.FIND_COORDINATOR],
+        lambda r: r.coordinators[0].error_code,
+    )
+    (coordinator,) = found.coordinators
+    assert (coordinator.key, coordinator.error_code) == (txid, 0)
+    # Single node: the coordinator is the broker this connection talks to.
+    init = call_until_ready(
+        client,
+        m.InitProducerIdRequest(txid, 60000),
+        versions[ApiKey.INIT_PRODUCER_ID],
+        lambda r: r.error_code,
+    )
+    assert init.error_code == 0
+    pid, epoch = init.producer_id, init.producer_epoch
+    added = call_until_ready(
+        client,
+        m.AddPartitionsToTxnRequest(
+            txid, pid, epoch, [m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(topic, [0])]
+        ),
+        versions[ApiKey.ADD_PARTITIONS_TO_TXN],
+        lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+    )
+    (result,) = added.results_by_topic_v3_and_below
+    assert [(p.partition_index, p.partition_error_code) for p in result.results_by_partition] == [
+        (0, 0)
+    ]
+    builder = RecordBatchBuilder(compression_type=CompressionType.ZSTD)
+    builder.append(TIMESTAMP_MS, b"k", b"in-txn")
+    batch = builder.seal().encode(
+        producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True
+    )
+    # Transactions V1: Produce capped at v11.
+    partition = produce(
+        client, topic, batch, min(11, versions[ApiKey.PRODUCE]), transactional_id=txid
+    )
+    assert (partition.error_code, partition.base_offset) == (0, 0)
+    ended = call_until_ready(
+        client,
+        m.EndTxnRequest(txid, pid, epoch, True),
+        versions[ApiKey.END_TXN],
+        lambda r: r.error_code,
+    )
+    assert ended.error_code == 0
+    records = read_all(kafka_bootstrap, topic, expected=1, isolation_level="read_committed")
+    assert [(r.key, r.value) for r in records] == [(b"k", b"in-txn")]
