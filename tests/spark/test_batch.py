@@ -233,21 +233,27 @@ def test_overwrite_mode_refused(spark, kafka_bootstrap, topic_factory) -> None:
 
 
 @pytest.mark.parametrize(
-    ("select", "message"),
+    "case",
     [
         (["CAST(NULL AS STRING) AS topic", "'x' AS value"], "has a null 'topic'"),
         (["'{topic}' AS topic", "'x' AS value", "7 AS partition"], "has partition 7"),
     ],
     ids=["null-topic", "partition-out-of-range"],
 )
-def test_bad_rows_fail_the_task(spark, kafka_bootstrap, topic_factory, select, message) -> None:
+def test_bad_rows_fail_the_task(spark, kafka_bootstrap, topic_factory, tmp_path, case) -> None:
+    select, message = case
     topic = topic_factory(partitions=2)
     df = spark.range(0, 5, 1, 1).selectExpr(*[s.format(topic=topic) for s in select])
     with pytest.raises(Exception, match=message):
         df.write.format("pykafka").mode("append").option(
             "kafka.bootstrap.servers", kafka_bootstrap
-        ).save()
+        ).option("commitLog", str(tmp_path)).save()
     assert read_all(kafka_bootstrap, topic) == []
+    # The driver's abort names the failed task and what had been acknowledged (nothing).
+    [aborted] = commit_docs(tmp_path, "*.aborted.json")
+    assert aborted["kind"] == "abort" and aborted["failed_tasks"] == [0]
+    assert aborted["acknowledged_record_count"] == 0
+    assert commit_docs(tmp_path) == [aborted]  # no commit file
 
 
 def test_broker_rejection_fails_the_task(spark, kafka_bootstrap, topic_factory) -> None:
