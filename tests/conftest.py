@@ -9,7 +9,8 @@
 
 A Kafka that cannot start fails the test (never skips it): a suite that silently ran no broker
 test must not look green. Tests using these fixtures are marked ``broker`` (and ``cluster`` for
-the 3-node one) automatically, so ``-m "not cluster"`` works without decorating every test.
+the 3-node one) automatically, as is everything under ``tests/broker`` and ``tests/spark`` (and
+``spark`` there), so ``-m "not broker"`` runs the pure unit tests without decorating every test.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
@@ -37,14 +39,23 @@ _BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory"}
 _CLUSTER_FIXTURES = {"kafka_cluster", "cluster_topic_factory"}
 
 
+_TESTS_DIR = Path(__file__).resolve().parent
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
+        try:
+            area = item.path.resolve().relative_to(_TESTS_DIR).parts[0]
+        except ValueError:
+            area = ""
         if names & _CLUSTER_FIXTURES:
             item.add_marker(pytest.mark.cluster)
+        # Everything under tests/broker and tests/spark needs a real Kafka, fixture or not.
+        if names & (_CLUSTER_FIXTURES | _BROKER_FIXTURES) or area in ("broker", "spark"):
             item.add_marker(pytest.mark.broker)
-        elif names & _BROKER_FIXTURES:
-            item.add_marker(pytest.mark.broker)
+        if area == "spark":
+            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="session")
