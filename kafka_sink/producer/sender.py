@@ -17,8 +17,8 @@ Response handling, per partition: success completes the batch with the broker's 
 retriable errors (and disconnects / request timeouts) put the batch back at the head of its
 deque with exponential backoff and jitter, as long as ``retries`` and ``delivery.timeout.ms``
 allow; invalid-metadata errors request a metadata refresh (and apply Produce v10+ leader hints);
-MESSAGE_TOO_LARGE splits a multi-record batch into smaller ones (without idempotence stamps
-reused) or fails a single record; every other error fails only that batch.
+MESSAGE_TOO_LARGE splits a multi-record batch in two (the halves take over its sequence range)
+or fails a single record with RecordTooLargeError; every other error fails only that batch.
 
 Invariants: only this thread touches the network client (other threads only call
 ``wakeup``); a batch is completed exactly once; a retried batch is resent byte for byte; no
