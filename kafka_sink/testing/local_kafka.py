@@ -76,7 +76,7 @@ _TEST_JVM_FLAGS = (
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",
     "-XX:+ExitOnOutOfMemoryError",
-    "-XX:-UsePerfData",  # no hsperfdata file left in /tmp after a SIGKILL
+    "-XX:-UsePerfData",  # no hsperfdata file left behind after a SIGKILL
     "-Djava.awt.headless=true",
 )
 # Kafka's own launch-script flags (kafka-run-class.sh), for benchmarks against the broker.
