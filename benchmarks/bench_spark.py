@@ -10,9 +10,10 @@ into a fresh 6-partition topic per run. Three writers are timed end to end (``sa
   ``$SPARK_KAFKA_JARS_DIR``, fetched by ``make bench-spark``, loaded offline with spark.jars);
 - ``pykafka``: this project's sink.
 
-Each writer first does a small warm-up write (JIT, Python workers, cached producers), then
-``--repeat`` timed runs; the best run counts. Records written are checked against the topic's end
-offsets. Prints rows/s per writer and the ratios.
+Each writer first does ``--warmup`` untimed full-size writes (the JVM sink needs a full run
+before its JIT settles; Python workers and cached producers warm up too), then ``--repeat``
+timed runs, writers taking turns; the best run counts. Records written are checked against the
+topic's end offsets. Prints rows/s per writer and the ratios.
 
     python benchmarks/bench_spark.py [--rows N] [--bootstrap host:port] [--repeat 2]
 
@@ -40,7 +41,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTITIONS = 6
 KEY_SIZE = 16
 VALUE_SIZE = 100
-WARMUP_ROWS = 20_000
 
 
 @dataclass
@@ -68,7 +68,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed full-size runs per writer")
     parser.add_argument(
         "--jars-dir",
         default=os.environ.get(
@@ -178,12 +179,14 @@ def main() -> int:
             flush=True,
         )
         df = dataframe(spark, args.rows)
-        warm = dataframe(spark, WARMUP_ROWS)
         best: dict[str, float] = {}
-        for writer in writers:
-            topic = f"bench-warm-{writer}-{uuid.uuid4().hex[:8]}"
-            create_topic(bootstrap, topic, PARTITIONS)
-            write(warm, writer, bootstrap, topic, extra)
+        for _ in range(args.warmup):
+            for writer in writers:
+                topic = f"bench-warm-{writer}-{uuid.uuid4().hex[:8]}"
+                create_topic(bootstrap, topic, PARTITIONS)
+                start = time.perf_counter()
+                write(df, writer, bootstrap, topic, extra)
+                print(f"  warm-up {writer:<10} {time.perf_counter() - start:7.2f} s", flush=True)
         for run in range(args.repeat):
             for writer in writers:
                 topic = f"bench-{writer}-{uuid.uuid4().hex[:8]}"
@@ -197,7 +200,10 @@ def main() -> int:
                         raise SystemExit(f"{writer}: only {written} of {args.rows} rows landed")
                 rate = args.rows / elapsed
                 best[writer] = max(best.get(writer, 0.0), rate)
-                print(f"  run {run + 1} {writer:<10} {elapsed:7.2f} s  {rate:>12,.0f} rows/s")
+                print(
+                    f"  run {run + 1}   {writer:<10} {elapsed:7.2f} s  {rate:>12,.0f} rows/s",
+                    flush=True,
+                )
         spark.stop()
 
     print()
