@@ -4,7 +4,8 @@ One broker, one workload for every client: N records (default 1,000,000) with 10
 and 16-byte keys, acks=all, lz4, linger.ms=5, a fresh 6-partition topic per client. Each client
 runs in its own subprocess, so its peak RSS (ru_maxrss) is its own; the clock runs from the first
 send to the end of flush() (producer start-up and the first metadata fetch are excluded, data
-generation too). Records written are checked against the topic's end offsets.
+generation too). The broker is warmed up first (its JIT would otherwise penalise the first
+client). Records written are checked against the topic's end offsets.
 
     python benchmarks/bench_producer.py [--records N] [--bootstrap host:port] [--clients a,b]
 
@@ -278,6 +279,9 @@ def main() -> None:
             f"lz4, linger.ms=5, {PARTITIONS} partitions, broker {bootstrap}",
             flush=True,
         )
+        # A cold broker JVM (JIT, page cache) would penalise whichever client runs first.
+        warm = _measure("confluent-kafka", bootstrap, max(args.records // 2, 1000))
+        print(f"  (broker warm-up: {warm['records']:,} records)", flush=True)
         results = []
         for client in clients:
             result = _measure(client, bootstrap, args.records)
