@@ -192,7 +192,12 @@ def main() -> int:
                 topic = f"bench-{writer}-{uuid.uuid4().hex[:8]}"
                 create_topic(bootstrap, topic, PARTITIONS)
                 start = time.perf_counter()
-                write(df, writer, bootstrap, topic, extra)
+                try:
+                    write(df, writer, bootstrap, topic, extra)
+                except Exception as exc:  # report it and go on: one bad run must not hide the rest
+                    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                    print(f"  run {run + 1}   {writer:<10} FAILED: {type(exc).__name__}: {first}")
+                    continue
                 elapsed = time.perf_counter() - start
                 if writer != "ceiling":
                     written = sum(end_offsets(bootstrap, topic).values())
@@ -209,7 +214,7 @@ def main() -> int:
     print()
     print(f"{'writer':<10} {'best rows/s':>14}")
     for writer in writers:
-        print(f"{writer:<10} {best[writer]:>14,.0f}")
+        print(f"{writer:<10} {best[writer]:>14,.0f}" if writer in best else f"{writer:<10} failed")
     print()
     pairs = [("pykafka", "jvm-kafka"), ("pykafka", "ceiling"), ("jvm-kafka", "ceiling")]
     for a, b in pairs:
