@@ -17,8 +17,17 @@ def test_kafka_prefix_is_stripped_and_keys_lowercased() -> None:
     opts = SinkOptions.from_options(
         {"Kafka.Bootstrap.Servers": "h:1", "kafka.LINGER.MS": "7", "topic": " t1 "}
     )
-    assert opts.producer_config == {"bootstrap.servers": "h:1", "linger.ms": "7"}
+    assert opts.producer_config == {
+        "bootstrap.servers": "h:1",
+        "linger.ms": "7",
+        "batch.size": "262144",  # the sink's default
+    }
     assert opts.topic == "t1"
+
+
+def test_user_batch_size_wins_over_the_sink_default() -> None:
+    opts = SinkOptions.from_options({**BASE, "kafka.batch.size": "16384"})
+    assert opts.producer_config["batch.size"] == "16384"
 
 
 @pytest.mark.parametrize("key", ["kafka.key.serializer", "kafka.value.serializer"])
