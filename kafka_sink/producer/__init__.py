@@ -1,1 +1,11 @@
-"""(placeholder)"""
+"""The producer: Java's KafkaProducer design in Python.
+
+``producer.KafkaProducer`` (facade: send, send_columns, flush, close) -> ``partitioner``
+(explicit > murmur2(key) > sticky) -> ``accumulator.RecordAccumulator`` (per-partition deques
+of ``batch.ProducerBatch``, bounded by buffer.memory) -> ``sender.Sender`` (the I/O thread,
+steppable with ``run_once``) over the net layer's NetworkClient; ``transaction_manager``
+(idempotence: producer id, epoch, sequences) and ``futures`` (per-record and bulk results);
+``config.ProducerConfig`` turns Kafka's dotted keys into validated settings.
+
+This package never imports socket, selectors, ssl or pyspark.
+"""
