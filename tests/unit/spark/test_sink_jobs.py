@@ -1,0 +1,59 @@
+"""The jobs' command lines and option files, without starting Spark."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+JOBS = ROOT / "jobs"
+
+
+def _common():
+    spec = importlib.util.spec_from_file_location("jobs_common", JOBS / "_common.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("job", ["stream_write.py", "batch_write.py", "demo.py"])
+def test_help(job: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(JOBS / job), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
+
+
+def test_example_properties_are_valid_sink_options() -> None:
+    from kafka_sink.spark.options import SinkOptions
+
+    options = _common().read_properties(ROOT / "conf" / "sink.example.properties")
+    assert options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
+    SinkOptions.from_options({k.lower(): v for k, v in options.items()}).validate_producer_config()
+
+
+def test_flags_override_the_options_file(tmp_path) -> None:
+    common = _common()
+    props = tmp_path / "sink.properties"
+    props.write_text("# comment\nkafka.bootstrap.servers=a:1\ntopic=t1\nkafka.acks=1\n")
+    parser = __import__("argparse").ArgumentParser()
+    common.add_sink_arguments(parser)
+    args = parser.parse_args(
+        ["--options-file", str(props), "--topic", "t2", "--option", "kafka.acks=all"]
+    )
+    assert common.sink_options(args) == {
+        "kafka.bootstrap.servers": "a:1",
+        "topic": "t2",
+        "kafka.acks": "all",
+    }
+    assert "hunter2" not in common.describe({"kafka.sasl.jaas.config": "password=hunter2"})
