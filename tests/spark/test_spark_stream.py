@@ -205,3 +205,31 @@ def test_rate_source_timestamp_lands(spark, kafka_bootstrap, topic_factory, tmp_
     assert records
     now_ms = time.time() * 1000
     assert all(now_ms - 120_000 < r.timestamp_ms <= now_ms for r in records)
+
+
+def test_stream_task_failure_aborts_the_batch(
+    spark, kafka_bootstrap, topic_factory, tmp_path
+) -> None:
+    """A row with a null topic fails its task; the query stops and the abort is recorded."""
+    topic = topic_factory()
+    inputs, checkpoint = tmp_path / "in", tmp_path / "ck"
+    _write_inputs(inputs, 0, 5, "a")
+    df = (
+        spark.readStream.schema(INPUT_SCHEMA)
+        .json(str(inputs))
+        .selectExpr("IF(id = 3, NULL, '" + topic + "') AS topic", "CAST(id AS STRING) AS value")
+        .coalesce(1)
+    )
+    query = (
+        df.writeStream.format("pykafka")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match="has a null 'topic'"):
+        query.awaitTermination(120)
+    [aborted] = commit_docs(checkpoint / "pykafka-commits", "*.aborted.json")
+    assert aborted["batch_id"] == 0 and aborted["failed_tasks"] == [0]
+    assert not (checkpoint / "pykafka-commits" / "0.json").exists()
+    assert read_all(kafka_bootstrap, topic) == []
