@@ -38,6 +38,11 @@ def add_sink_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--commit-log", help="directory for the driver's commit files (option commitLog)"
     )
+    parser.add_argument(
+        "--spark-log-level",
+        choices=("ERROR", "WARN", "INFO", "DEBUG"),
+        help="Spark's log level (default: as configured, WARN in conf/)",
+    )
 
 
 def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -76,7 +81,7 @@ def sink_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-def spark_session(app_name: str) -> Any:
+def spark_session(app_name: str, log_level: str | None = None) -> Any:
     """The job's SparkSession, with format('pykafka') registered.
 
     Python workers run ``$PYSPARK_PYTHON`` when set, else this job's own interpreter (which has
@@ -95,6 +100,8 @@ def spark_session(app_name: str) -> Any:
         .config("spark.pyspark.driver.python", sys.executable)
         .getOrCreate()
     )
+    if log_level:
+        spark.sparkContext.setLogLevel(log_level)
     if not _discoverable():
         # Registration is per session; Spark finds it on its own where it can see
         # pyspark_pykafka (a normal install, or the repository root as working directory).

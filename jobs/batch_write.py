@@ -44,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     options = sink_options(args)
-    spark = spark_session("pykafka-batch-write")
+    spark = spark_session("pykafka-batch-write", args.spark_log_level)
     reader = spark.read.format(args.format)
     if args.schema:
         reader = reader.schema(args.schema)

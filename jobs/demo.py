@@ -96,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             "kafka.acks=all",
             "--option",
             "kafka.compression.type=lz4",
+            # Spark warns that micro-batches fall behind while it warms up; not news here.
+            "--spark-log-level",
+            "ERROR",
         ]
         done = subprocess.run(job, cwd=str(ROOT), env=env, check=False)
         if done.returncode != 0:

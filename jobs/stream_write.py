@@ -115,7 +115,7 @@ def wait_between_batches(query: Any, timeout_s: float = 30.0) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     options = sink_options(args)
-    spark = spark_session("pykafka-stream-write")
+    spark = spark_session("pykafka-stream-write", args.spark_log_level)
     df = build_stream(spark, args)
     writer = (
         df.writeStream.format("pykafka")
