@@ -54,7 +54,7 @@ from kafka_sink.producer.partitioner import BuiltInPartitioner
 from kafka_sink.producer.sender import Sender
 from kafka_sink.producer.transaction_manager import TransactionManager
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, SealedBatch, estimate_record_size
-from kafka_sink.records.columnar import seal_columns
+from kafka_sink.records.columnar import CompressionRatioEstimator, seal_columns
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.murmur2 import murmur2, partitions_for_keys
 
@@ -173,6 +173,9 @@ class KafkaProducer:
                 self.client_id = f"producer-{next(_producer_ids)}"
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._compression_level = cfg.compression_level
+        # Per topic, as Java's CompressionRatioEstimator: lets batch.size bound the compressed
+        # size of bulk batches (a racy float update between callers only shifts a cut point).
+        self._ratio_estimators: dict[str, CompressionRatioEstimator] = {}
         self._metadata = Metadata(
             metadata_max_age_ms=cfg.metadata_max_age_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
@@ -468,6 +471,9 @@ class KafkaProducer:
 
         sealed_by_partition: list[tuple[int, list[SealedBatch]]] = []
         cfg = self.config
+        estimator = self._ratio_estimators.get(topic)
+        if estimator is None:
+            estimator = self._ratio_estimators.setdefault(topic, CompressionRatioEstimator())
         for partition, idx in groups:
             if idx is None:
                 v, k, h, t = values_arr, keys_arr, headers, ts_arr
@@ -485,6 +491,7 @@ class KafkaProducer:
                 compression_type=self._compression,
                 compression_level=self._compression_level,
                 batch_size=cfg.batch_size,
+                ratio_estimator=estimator,
             )
             for sealed in batches:
                 if sealed.size_bytes > cfg.max_request_size and sealed.record_count == 1:

@@ -11,7 +11,9 @@ record when there are no headers. Every per-record integer is computed with nump
 The data buffer of that joined column is exactly the concatenated records sections of its
 batches; its offsets give the record boundaries. Batches are cut greedily by ``batch_size`` with
 the same rule as RecordBatchBuilder (a record joins the batch if the uncompressed batch stays
-within batch_size; the first record always does) before any bytes are written, then rows are
+within batch_size; the first record always does) before any bytes are written (with a
+CompressionRatioEstimator, within batch_size over the estimated ratio instead, so that
+batch_size bounds the compressed batch as in Java's producer), then rows are
 encoded a few MiB of whole batches at a time, and each batch costs one compress call (and, at
 encode time, one CRC).
 
@@ -44,12 +46,31 @@ from kafka_sink.records.batch import (
 )
 from kafka_sink.records.compression import CompressionType, compressor
 
-__all__ = ["seal_columns"]
+__all__ = ["CompressionRatioEstimator", "seal_columns"]
 
 _I64 = npt.NDArray[np.int64]
 _INT32_MAX = (1 << 31) - 1
 _NO_HEADERS = b"\x00"
 _CHUNK_BYTES = 4 << 20
+# Java's COMPRESSION_RATE_ESTIMATION_FACTOR: head room over the estimated ratio.
+_RATIO_MARGIN = 1.05
+
+
+class CompressionRatioEstimator:
+    """The compressed/uncompressed ratio last seen for one stream of batches (topic and codec).
+
+    Java's producer sizes compressed batches by an estimated compression ratio, so batch.size
+    bounds what goes on the wire; ``seal_columns`` does the same when handed one of these and
+    updates it with the exact ratio of the batches it sealed. It starts at 1.0 (no stretch).
+    """
+
+    __slots__ = ("ratio",)
+
+    def __init__(self, ratio: float = 1.0) -> None:
+        self.ratio = ratio
+
+    def __repr__(self) -> str:
+        return f"CompressionRatioEstimator(ratio={self.ratio:.3f})"
 
 
 def _zigzag(values: _I64) -> npt.NDArray[np.uint64]:
@@ -293,6 +314,7 @@ def seal_columns(
     compression_type: CompressionType,
     compression_level: int | None = None,
     batch_size: int,
+    ratio_estimator: CompressionRatioEstimator | None = None,
 ) -> list[SealedBatch]:
     """Encode whole columns into sealed batches of at most ``batch_size`` bytes each.
 
@@ -301,6 +323,12 @@ def seal_columns(
     means every key is null. ``timestamps_ms``: one int for every record, or an int64 array.
     ``headers``: None, or one header list (or None) per row. A record larger than the batch
     size goes alone in its batch; the caller decides whether it is too large to send.
+
+    ``ratio_estimator`` (compressed codecs only): batches are cut at ``batch_size`` divided by
+    the estimated compression ratio (with Java's 5% margin; never below ``batch_size``), so
+    ``batch_size`` bounds the compressed batch. A stretched batch that still compresses above
+    ``batch_size`` is cut again by the uncompressed rule (within its rows); the estimator takes the
+    ratio observed here. Without one, ``batch_size`` bounds the uncompressed size.
     """
     compression_type = CompressionType(compression_type)
     compress = compressor(compression_type, compression_level)
@@ -344,7 +372,13 @@ def seal_columns(
         + np.maximum(value_lengths, 0)
         + header_sizes
     )
-    starts, ends = _split(fixed, ts, batch_size - BATCH_HEADER_SIZE)
+    room = batch_size - BATCH_HEADER_SIZE
+    stretched = room
+    if ratio_estimator is not None and compression_type is not CompressionType.NONE:
+        estimate = ratio_estimator.ratio * _RATIO_MARGIN
+        if 0.0 < estimate < 1.0:
+            stretched = int(room / estimate)
+    starts, ends = _split(fixed, ts, stretched)
     starts_arr = np.asarray(starts, dtype=np.int64)
     counts = np.asarray(ends, dtype=np.int64) - starts_arr
     offset_deltas = np.arange(n, dtype=np.int64) - np.repeat(starts_arr, counts)
@@ -371,6 +405,9 @@ def seal_columns(
     chunk_ids = cumulative[starts_arr] // _CHUNK_BYTES
     chunk_bounds = [0, *(np.flatnonzero(np.diff(chunk_ids)) + 1).tolist(), len(starts)]
     batches: list[SealedBatch] = []
+    uncompressed_total = 0
+    compressed_total = 0
+    overshoots: list[int] = []
     for first_batch, end_batch in itertools.pairwise(chunk_bounds):
         row_start = starts[first_batch]
         row_end = ends[end_batch - 1]
@@ -390,7 +427,13 @@ def seal_columns(
         for b in range(first_batch, end_batch):
             count = counts_list[b]
             lo = starts[b] - row_start
-            records = compress(section[record_offsets[lo] : record_offsets[lo + count]])
+            section_start = record_offsets[lo]
+            section_end = record_offsets[lo + count]
+            records = compress(section[section_start:section_end])
+            uncompressed_total += section_end - section_start
+            compressed_total += len(records)
+            if len(records) > room and stretched > room and count > 1:
+                overshoots.append(b)
             batches.append(
                 SealedBatch(
                     compression_type=compression_type,
@@ -402,7 +445,30 @@ def seal_columns(
                     size_bytes=BATCH_HEADER_SIZE + len(records),
                 )
             )
-    return batches
+    if ratio_estimator is not None and uncompressed_total:
+        ratio_estimator.ratio = compressed_total / uncompressed_total
+    if not overshoots:
+        return batches
+    # The estimate was too optimistic for these rows: cut them again by the uncompressed rule.
+    out: list[SealedBatch] = []
+    previous = 0
+    for b in overshoots:
+        out.extend(batches[previous:b])
+        previous = b + 1
+        lo, hi = starts[b], ends[b]
+        out.extend(
+            seal_columns(
+                vcol.array.slice(lo, hi - lo),
+                None if kcol is None else kcol.array.slice(lo, hi - lo),
+                timestamps_ms=ts[lo:hi] if ts is not None else base_timestamps[b],
+                headers=None if headers is None else headers[lo:hi],
+                compression_type=compression_type,
+                compression_level=compression_level,
+                batch_size=batch_size,
+            )
+        )
+    out.extend(batches[previous:])
+    return out
 
 
 def _encode_rows(

@@ -9,12 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_sink.records.batch import Header, RecordBatchBuilder, SealedBatch, read_batches
-from kafka_sink.records.columnar import seal_columns
+from kafka_sink.records.columnar import CompressionRatioEstimator, seal_columns
 from kafka_sink.records.compression import CompressionType
 
 from .strategies import BASE_TS, headers_strategy, maybe_bytes
 
 NONE = CompressionType.NONE
+LZ4 = CompressionType.LZ4
 
 
 def per_record(
@@ -144,6 +145,74 @@ def test_compressed_columnar_round_trip(ctype: CompressionType) -> None:
         assert [r.offset for r in batch.records] == list(range(len(batch.records)))
         assert batch.base_timestamp_ms == batch.records[0].timestamp_ms
         assert batch.max_timestamp_ms == max(r.timestamp_ms for r in batch.records)
+
+
+def _round_trip(sealed: list[SealedBatch]) -> list[tuple[bytes | None, bytes | None, int]]:
+    data = b"".join(b.encode() for b in sealed)
+    return [(r.key, r.value, r.timestamp_ms) for b in read_batches(data) for r in b.records]
+
+
+def test_ratio_estimator_bounds_the_compressed_batch() -> None:
+    n = 5000
+    values = [f"value-{i % 50}-".encode() * 4 for i in range(n)]
+    keys = [f"key-{i}".encode() for i in range(n)]
+    ts = BASE_TS + np.arange(n, dtype=np.int64)
+    plain = seal_columns(values, keys, timestamps_ms=ts, compression_type=LZ4, batch_size=4096)
+    estimator = CompressionRatioEstimator()
+    first = seal_columns(
+        values,
+        keys,
+        timestamps_ms=ts,
+        compression_type=LZ4,
+        batch_size=4096,
+        ratio_estimator=estimator,
+    )
+    # A fresh estimator stretches nothing, then holds the ratio it saw.
+    assert [b.record_count for b in first] == [b.record_count for b in plain]
+    assert 0.0 < estimator.ratio < 0.5
+    second = seal_columns(
+        values,
+        keys,
+        timestamps_ms=ts,
+        compression_type=LZ4,
+        batch_size=4096,
+        ratio_estimator=estimator,
+    )
+    assert len(second) < len(plain) / 2
+    assert all(b.size_bytes <= 4096 for b in second)
+    assert _round_trip(second) == list(zip(keys, values, ts.tolist(), strict=True))
+
+
+def test_ratio_estimator_too_optimistic_recuts_as_without_one() -> None:
+    rng = np.random.default_rng(7)
+    values = [rng.bytes(100) for _ in range(400)]  # incompressible
+    plain = seal_columns(values, timestamps_ms=BASE_TS, compression_type=LZ4, batch_size=2048)
+    estimator = CompressionRatioEstimator(0.25)
+    sealed = seal_columns(
+        values,
+        timestamps_ms=BASE_TS,
+        compression_type=LZ4,
+        batch_size=2048,
+        ratio_estimator=estimator,
+    )
+    # Every stretched batch compressed above batch_size, so each was cut again by the
+    # uncompressed rule: no batch holds more records than fit uncompressed.
+    assert max(b.record_count for b in sealed) == max(b.record_count for b in plain)
+    assert _round_trip(sealed) == [(None, v, BASE_TS) for v in values]
+    assert estimator.ratio > 0.9
+
+
+def test_ratio_estimator_is_ignored_without_compression() -> None:
+    values = [b"a" * 50] * 300
+    plain = seal_columns(values, timestamps_ms=BASE_TS, compression_type=NONE, batch_size=1000)
+    sealed = seal_columns(
+        values,
+        timestamps_ms=BASE_TS,
+        compression_type=NONE,
+        batch_size=1000,
+        ratio_estimator=CompressionRatioEstimator(0.1),
+    )
+    assert encoded(sealed) == encoded(plain)
 
 
 def test_string_arrays_are_utf8_bytes() -> None:
