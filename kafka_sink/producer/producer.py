@@ -455,53 +455,57 @@ class KafkaProducer:
             n=n,
         )
 
-        # Group rows by partition (stable: order within a partition is input order).
-        groups: list[tuple[int, Any]] = []
-        first = int(assigned[0])
-        if bool((assigned == first).all()):
-            groups.append((first, None))
-        else:
-            order = np.argsort(assigned, kind="stable")
-            sorted_parts = assigned[order]
-            bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
-            starts = np.concatenate(([0], bounds))
-            ends = np.concatenate((bounds, [n]))
-            for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-                groups.append((int(sorted_parts[s]), order[s:e]))
-
-        sealed_by_partition: list[tuple[int, list[SealedBatch]]] = []
+        # Group rows by partition (stable: order within a partition is input order), then seal
+        # every partition's rows in one call: batches never span a partition's segment.
         cfg = self.config
         estimator = self._ratio_estimators.get(topic)
         if estimator is None:
             estimator = self._ratio_estimators.setdefault(topic, CompressionRatioEstimator())
-        for partition, idx in groups:
-            if idx is None:
-                v, k, h, t = values_arr, keys_arr, headers, ts_arr
-            else:
-                take = pa.array(idx)
-                v = values_arr.take(take)
-                k = None if keys_arr is None else keys_arr.take(take)
-                h = None if headers is None else [headers[i] for i in idx.tolist()]
-                t = ts_arr if isinstance(ts_arr, int) else ts_arr[idx]
-            batches = seal_columns(
-                v,
-                k,
-                timestamps_ms=t,
-                headers=h,
-                compression_type=self._compression,
-                compression_level=self._compression_level,
-                batch_size=cfg.batch_size,
-                ratio_estimator=estimator,
-            )
-            for sealed in batches:
-                if sealed.size_bytes > cfg.max_request_size and sealed.record_count == 1:
-                    raise RecordTooLargeError(
-                        f"a record for {topic}-{partition} is {sealed.size_bytes} bytes when "
-                        f"serialized, larger than max.request.size={cfg.max_request_size}; "
-                        "nothing from this call was queued"
-                    )
-            sealed_by_partition.append((partition, batches))
-            _yield_gil()  # sealing is long and GIL-bound: let the sender make progress
+        first = int(assigned[0])
+        v, k, h, t = values_arr, keys_arr, headers, ts_arr
+        if bool((assigned == first).all()):
+            group_partitions = [first]
+            group_ends = [n]
+        else:
+            order = np.argsort(assigned, kind="stable")
+            sorted_parts = assigned[order]
+            bounds = (np.flatnonzero(np.diff(sorted_parts)) + 1).tolist()
+            group_partitions = sorted_parts[[0, *bounds]].tolist()
+            group_ends = [*bounds, n]
+            take = pa.array(order)
+            v = values_arr.take(take)
+            k = None if keys_arr is None else keys_arr.take(take)
+            h = None if headers is None else [headers[i] for i in order.tolist()]
+            t = ts_arr if isinstance(ts_arr, int) else ts_arr[order]
+        sealed_all = seal_columns(
+            v,
+            k,
+            timestamps_ms=t,
+            headers=h,
+            compression_type=self._compression,
+            compression_level=self._compression_level,
+            batch_size=cfg.batch_size,
+            ratio_estimator=estimator,
+            segment_ends=group_ends,
+        )
+        sealed_by_partition: list[tuple[int, list[SealedBatch]]] = []
+        group = 0
+        rows = 0
+        current: list[SealedBatch] = []
+        for sealed in sealed_all:
+            if sealed.size_bytes > cfg.max_request_size and sealed.record_count == 1:
+                raise RecordTooLargeError(
+                    f"a record for {topic}-{group_partitions[group]} is {sealed.size_bytes} "
+                    f"bytes when serialized, larger than max.request.size="
+                    f"{cfg.max_request_size}; nothing from this call was queued"
+                )
+            current.append(sealed)
+            rows += sealed.record_count
+            if rows == group_ends[group]:
+                sealed_by_partition.append((group_partitions[group], current))
+                current = []
+                group += 1
+        _yield_gil()  # sealing is long and GIL-bound: let the sender make progress
 
         now_ms = self._clock.now_ms()
         acc = self._accumulator

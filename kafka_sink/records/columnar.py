@@ -203,7 +203,9 @@ def _abs_varint_widths(deltas: _I64) -> _I64:
     return _positive_varint_widths(deltas ^ (deltas >> 63))
 
 
-def _split_constant_ts(fixed_sizes: _I64, limit: int) -> tuple[list[int], list[int]]:
+def _split_constant_ts(
+    fixed_sizes: _I64, limit: int, segment_ends: Sequence[int]
+) -> tuple[list[int], list[int]]:
     """Greedy boundaries when every timestamp delta encodes in one byte.
 
     A record's size then depends only on its position in the batch through the offset delta
@@ -223,36 +225,39 @@ def _split_constant_ts(fixed_sizes: _I64, limit: int) -> tuple[list[int], list[i
             prefix_sums[width] = sums.data
         return prefix_sums[width]
 
-    segments = [*_OFFSET_WIDTH_SEGMENTS, (1 << 27, n + 1, _OFFSET_WIDTH_MAX)]
+    widths = [*_OFFSET_WIDTH_SEGMENTS, (1 << 27, n + 1, _OFFSET_WIDTH_MAX)]
     first = cumulative(1)
     starts: list[int] = []
     ends: list[int] = []
     start = 0
-    while start < n:
-        remaining = limit
-        pos = start
-        end = n
-        for seg_start, seg_end, width in segments:
-            if seg_start >= n - start:
-                break
-            sums = first if width == 1 else cumulative(width)
-            stop = min(n, start + seg_end)
-            base = sums[pos]
-            # Last index whose prefix sum stays within the room left, searched in the segment.
-            last = bisect.bisect_right(sums, base + remaining, pos, stop + 1) - 1
-            if last < stop:
-                end = last
-                break
-            remaining -= sums[stop] - base
-            pos = stop
-        end = max(end, start + 1)
-        starts.append(start)
-        ends.append(end)
-        start = end
+    for last_row in segment_ends:
+        while start < last_row:
+            remaining = limit
+            pos = start
+            end = last_row
+            for seg_start, seg_end, width in widths:
+                if seg_start >= last_row - start:
+                    break
+                sums = first if width == 1 else cumulative(width)
+                stop = min(last_row, start + seg_end)
+                base = sums[pos]
+                # Last index whose prefix sum stays within the room left, searched in the segment.
+                last = bisect.bisect_right(sums, base + remaining, pos, stop + 1) - 1
+                if last < stop:
+                    end = last
+                    break
+                remaining -= sums[stop] - base
+                pos = stop
+            end = max(end, start + 1)
+            starts.append(start)
+            ends.append(end)
+            start = end
     return starts, ends
 
 
-def _split_varying_ts(fixed_sizes: _I64, ts: _I64, limit: int) -> tuple[list[int], list[int]]:
+def _split_varying_ts(
+    fixed_sizes: _I64, ts: _I64, limit: int, segment_ends: Sequence[int]
+) -> tuple[list[int], list[int]]:
     """Greedy boundaries when timestamp delta widths depend on the batch's first timestamp.
 
     Each batch's candidate window is bounded with a start-independent lower bound of the record
@@ -268,9 +273,14 @@ def _split_varying_ts(fixed_sizes: _I64, ts: _I64, limit: int) -> tuple[list[int
     starts: list[int] = []
     ends: list[int] = []
     start = 0
+    segment = iter(segment_ends)
+    last_row = next(segment)
     while start < n:
+        while start >= last_row:
+            last_row = next(segment)
         # Records start..upper-1 are the most that could fit: exact sizes are >= lower.
         upper = int(np.searchsorted(cum_lower, cum_lower[start] + limit, side="right")) - 1
+        upper = min(upper, last_row)
         if upper <= start + 1:
             end = start + 1
         else:
@@ -289,15 +299,17 @@ def _split_varying_ts(fixed_sizes: _I64, ts: _I64, limit: int) -> tuple[list[int
     return starts, ends
 
 
-def _split(fixed_sizes: _I64, ts: _I64 | None, limit: int) -> tuple[list[int], list[int]]:
+def _split(
+    fixed_sizes: _I64, ts: _I64 | None, limit: int, segment_ends: Sequence[int]
+) -> tuple[list[int], list[int]]:
     """Greedy batch boundaries (starts, ends) with RecordBatchBuilder's exact fit rule.
 
     ``fixed_sizes[i]`` is record i's body size without its offset and timestamp deltas, which
-    (with the length varint) depend on where its batch starts.
+    (with the length varint) depend on where its batch starts. No batch spans a segment end.
     """
     if ts is None or int(ts.max()) - int(ts.min()) <= 63:
-        return _split_constant_ts(fixed_sizes, limit)
-    return _split_varying_ts(fixed_sizes, ts, limit)
+        return _split_constant_ts(fixed_sizes, limit, segment_ends)
+    return _split_varying_ts(fixed_sizes, ts, limit, segment_ends)
 
 
 def _cast(array: Any, large: bool) -> Any:
@@ -315,6 +327,7 @@ def seal_columns(
     compression_level: int | None = None,
     batch_size: int,
     ratio_estimator: CompressionRatioEstimator | None = None,
+    segment_ends: Sequence[int] | None = None,
 ) -> list[SealedBatch]:
     """Encode whole columns into sealed batches of at most ``batch_size`` bytes each.
 
@@ -329,6 +342,10 @@ def seal_columns(
     ``batch_size`` bounds the compressed batch. A stretched batch that still compresses above
     ``batch_size`` is cut again by the uncompressed rule (within its rows); the estimator takes the
     ratio observed here. Without one, ``batch_size`` bounds the uncompressed size.
+
+    ``segment_ends``: increasing row indexes ending with ``len(values)``; no batch spans a
+    segment end, so one call seals several partitions' rows (sorted by partition) exactly as
+    one call per segment would, without paying the per-call numpy overhead once per segment.
     """
     compression_type = CompressionType(compression_type)
     compress = compressor(compression_type, compression_level)
@@ -378,7 +395,15 @@ def seal_columns(
         estimate = ratio_estimator.ratio * _RATIO_MARGIN
         if 0.0 < estimate < 1.0:
             stretched = int(room / estimate)
-    starts, ends = _split(fixed, ts, stretched)
+    if segment_ends is None:
+        segment_ends = (n,)
+    elif (
+        not segment_ends
+        or segment_ends[-1] != n
+        or any(a >= b for a, b in itertools.pairwise([0, *segment_ends]))
+    ):
+        raise ValueError(f"segment_ends must increase and end with {n}")
+    starts, ends = _split(fixed, ts, stretched, segment_ends)
     starts_arr = np.asarray(starts, dtype=np.int64)
     counts = np.asarray(ends, dtype=np.int64) - starts_arr
     offset_deltas = np.arange(n, dtype=np.int64) - np.repeat(starts_arr, counts)

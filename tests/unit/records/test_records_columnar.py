@@ -215,6 +215,40 @@ def test_ratio_estimator_is_ignored_without_compression() -> None:
     assert encoded(sealed) == encoded(plain)
 
 
+@pytest.mark.parametrize("ts_step", [0, 1, 1000])
+@pytest.mark.parametrize("ctype", [NONE, LZ4])
+def test_segments_seal_as_separate_calls(ts_step: int, ctype: CompressionType) -> None:
+    n = 2000
+    values = [None if i % 13 == 0 else f"v{i}".encode() * (i % 7) for i in range(n)]
+    keys = [f"key-{i}".encode() for i in range(n)]
+    ts = BASE_TS + np.arange(n, dtype=np.int64) * ts_step
+    segment_ends = [1, 2, 500, 501, 1200, n]
+    segmented = seal_columns(
+        values,
+        keys,
+        timestamps_ms=ts,
+        compression_type=ctype,
+        batch_size=700,
+        segment_ends=segment_ends,
+    )
+    separate = [
+        batch
+        for lo, hi in zip([0, *segment_ends], segment_ends, strict=False)
+        for batch in seal_columns(
+            values[lo:hi],
+            keys[lo:hi],
+            timestamps_ms=ts[lo:hi],
+            compression_type=ctype,
+            batch_size=700,
+        )
+    ]
+    assert encoded(segmented) == encoded(separate)
+    with pytest.raises(ValueError, match="segment_ends"):
+        seal_columns(
+            values, timestamps_ms=0, compression_type=NONE, batch_size=99, segment_ends=[5]
+        )
+
+
 def test_string_arrays_are_utf8_bytes() -> None:
     values = pa.array(["héllo", None, "", "日本"], type=pa.string())
     keys = pa.chunked_array(
