@@ -180,17 +180,25 @@ def main() -> int:
         )
         df = dataframe(spark, args.rows)
         best: dict[str, float] = {}
-        for _ in range(args.warmup):
+        # Every topic is created up front and given a few seconds: Spark's sink (kafka-clients
+        # 3.9) writing to a topic created a moment earlier sometimes got NOT_LEADER_OR_FOLLOWER
+        # and then OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms failed the job.
+        topics: dict[tuple[str, int], str] = {}
+        for run in range(-args.warmup, args.repeat):
             for writer in writers:
-                topic = f"bench-warm-{writer}-{uuid.uuid4().hex[:8]}"
-                create_topic(bootstrap, topic, PARTITIONS)
+                name = f"bench-{'warm' if run < 0 else run + 1}-{writer}-{uuid.uuid4().hex[:8]}"
+                create_topic(bootstrap, name, PARTITIONS)
+                topics[(writer, run)] = name
+        time.sleep(3.0)
+        for warm in range(-args.warmup, 0):
+            for writer in writers:
+                topic = topics[(writer, warm)]
                 start = time.perf_counter()
                 write(df, writer, bootstrap, topic, extra)
                 print(f"  warm-up {writer:<10} {time.perf_counter() - start:7.2f} s", flush=True)
         for run in range(args.repeat):
             for writer in writers:
-                topic = f"bench-{writer}-{uuid.uuid4().hex[:8]}"
-                create_topic(bootstrap, topic, PARTITIONS)
+                topic = topics[(writer, run)]
                 start = time.perf_counter()
                 try:
                     write(df, writer, bootstrap, topic, extra)
