@@ -30,6 +30,8 @@ __all__ = ["murmur2", "partition_for_key", "partitions_for_keys", "to_positive"]
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
+# Precompiled little-endian word readers for keys up to 255 bytes (send() hashes every key).
+_WORDS = tuple(struct.Struct(f"<{words}I") for words in range(64))
 
 
 def murmur2(data: bytes | bytearray | memoryview) -> int:
@@ -40,10 +42,12 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     m = _M
     mask = _MASK
     if words:
-        for word in struct.unpack_from(f"<{words}I", data):
+        unpack = _WORDS[words] if words < len(_WORDS) else struct.Struct(f"<{words}I")
+        for word in unpack.unpack_from(data):
             k = (word * m) & mask
             k ^= k >> 24
-            h = ((h * m) & mask) ^ ((k * m) & mask)
+            # One mask for both products: masking distributes over XOR.
+            h = ((h * m) ^ (k * m)) & mask
     tail = length & 3
     if tail:
         t = words << 2
