@@ -54,7 +54,8 @@ def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
             if not text or text.startswith(("#", "!")):
                 continue
             if "=" not in text:
-                raise SystemExit(f"{path}:{number}: expected key=value, got {text!r}")
+                # The line is not quoted: it may be "key: value" with a password as the value.
+                raise SystemExit(f"{path}:{number}: expected key=value (the line has no '=')")
             key, value = text.split("=", 1)
             out[key.strip()] = value.strip()
     return out
@@ -121,6 +122,13 @@ def _discoverable() -> bool:
 
 def describe(options: Mapping[str, str]) -> str:
     """Options for printing: keys that may hold secrets are masked."""
+    from kafka_sink.producer.config import SECRET_KEYS
+
     secret = ("password", "jaas", "secret", "token")
-    shown = {k: ("***" if any(s in k.lower() for s in secret) else v) for k, v in options.items()}
+
+    def hidden(key: str) -> bool:
+        key = key.strip().lower()
+        return any(s in key for s in secret) or key.removeprefix("kafka.") in SECRET_KEYS
+
+    shown = {k: ("***" if hidden(k) else v) for k, v in options.items()}
     return ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))

@@ -57,3 +57,23 @@ def test_flags_override_the_options_file(tmp_path) -> None:
         "kafka.acks": "all",
     }
     assert "hunter2" not in common.describe({"kafka.sasl.jaas.config": "password=hunter2"})
+
+
+def test_describe_masks_every_secret_producer_key() -> None:
+    from kafka_sink.producer.config import SECRET_KEYS
+
+    common = _common()
+    shown = common.describe({f"kafka.{key}": f"s3cret-{i}" for i, key in enumerate(SECRET_KEYS)})
+    assert "s3cret" not in shown
+    assert "kafka.ssl.keystore.key=***" in shown
+    assert "kafka.acks=all" in common.describe({"kafka.acks": "all"})
+
+
+def test_malformed_properties_line_is_not_echoed(tmp_path) -> None:
+    props = tmp_path / "sink.properties"
+    props.write_text("kafka.bootstrap.servers=a:1\nkafka.sasl.password: hunter2\n")
+    with pytest.raises(SystemExit) as info:
+        _common().read_properties(props)
+    message = str(info.value)
+    assert "hunter2" not in message
+    assert f"{props}:2" in message
