@@ -285,6 +285,14 @@ class KafkaProducer:
         elif last_error is not None:
             servers = ",".join(self.config.bootstrap_servers)
             why = f": no broker reachable (bootstrap.servers={servers}; last error: {last_error})"
+        else:
+            # Connected (or connecting) but no answer yet: a listener that is not Kafka or
+            # expects another security.protocol, or a broker that does not respond.
+            servers = ",".join(self.config.bootstrap_servers)
+            why = (
+                f": no metadata for it came back from the brokers (bootstrap.servers={servers}, "
+                f"security.protocol={self.config.security_protocol})"
+            )
         return (
             f"topic {topic!r} not present in metadata after {self._max_block_ms} ms "
             f"(max.block.ms){why}"

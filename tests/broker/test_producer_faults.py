@@ -68,6 +68,24 @@ def test_unreachable_broker_fails_send_within_max_block_ms() -> None:
         assert time.monotonic() - start < 6
 
 
+def test_silent_broker_fails_send_within_max_block_ms_naming_the_servers() -> None:
+    # Something listens but never answers (not Kafka, a TLS listener, a stuck broker), and
+    # max.block.ms ends before socket.connection.setup.timeout.ms records a connection error.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        producer = KafkaProducer({"bootstrap.servers": f"127.0.0.1:{port}", "max.block.ms": 1500})
+        try:
+            with pytest.raises(KafkaTimeoutError) as info:
+                producer.send("anything", b"x")
+            message = str(info.value)
+            assert "not present in metadata after 1500 ms" in message
+            assert f"bootstrap.servers=127.0.0.1:{port}" in message
+        finally:
+            producer.close(5)
+
+
 def test_missing_topic_with_auto_create_off_is_a_clear_error(proxied: LocalKafka) -> None:
     producer = KafkaProducer(
         {"bootstrap.servers": proxied.proxied_bootstrap_servers, "max.block.ms": 2000}
