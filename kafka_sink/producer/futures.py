@@ -11,6 +11,9 @@ Invariants:
   caller's thread. A callback that raises is logged and never breaks the sender.
 - FutureRecordMetadata holds no per-record lock or event: ``send()`` stays cheap, waiting is
   done on the batch's single event.
+- A batch split after MESSAGE_TOO_LARGE keeps its result, which completes once every part has;
+  each record's future then reports the outcome and offset of the part that carried it, so a
+  record written by one part never takes the error of another.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class ProduceRequestResult:
         "_callbacks",
         "_event",
         "_lock",
+        "_parts",
         "base_offset",
         "error",
         "log_append_time_ms",
@@ -69,9 +73,29 @@ class ProduceRequestResult:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[ProduceRequestResult], Any]] | None = None
+        # Set when the batch was split: (first offset delta, result) of each part, in order.
+        self._parts: list[tuple[int, ProduceRequestResult]] | None = None
 
     def done(self) -> bool:
         return self._event.is_set()
+
+    def set_parts(self, parts: list[tuple[int, ProduceRequestResult]]) -> None:
+        """The batch was split: record ``delta`` now lives in the part starting at or below it."""
+        self._parts = parts
+
+    def record_result(self, relative_offset: int) -> tuple[ProduceRequestResult, int]:
+        """The result that decided the record at ``relative_offset``, and its delta there.
+
+        Descends into split parts that are done; a part still pending (the batch was failed as
+        a whole, e.g. by close) leaves the record with this result's outcome.
+        """
+        result, delta = self, relative_offset
+        while result._parts is not None:
+            start, part = next((p for p in reversed(result._parts) if delta >= p[0]), (0, result))
+            if part is result or not part.done():
+                break
+            result, delta = part, delta - start
+        return result, delta
 
     def wait(self, timeout_s: float | None = None) -> bool:
         return self._event.wait(timeout_s)
@@ -92,6 +116,27 @@ class ProduceRequestResult:
             for fn in callbacks:
                 _run_callback(fn, self)
         return True
+
+    def offset_range(self, last_delta: int) -> tuple[int, int]:
+        """(first, last) offsets of the records at deltas 0..last_delta; (-1, -1) if unknown.
+
+        A split batch's parts may have landed apart (another writer in between), so the range
+        spans every part's own offsets.
+        """
+        parts = self._parts
+        if parts is None or not all(part.done() for _start, part in parts):
+            if self.base_offset < 0:
+                return -1, -1
+            return self.base_offset, self.base_offset + last_delta
+        firsts: list[int] = []
+        lasts: list[int] = []
+        for i, (start, part) in enumerate(parts):
+            end = parts[i + 1][0] - 1 if i + 1 < len(parts) else last_delta
+            first, last = part.offset_range(end - start)
+            if first >= 0:
+                firsts.append(first)
+                lasts.append(last)
+        return (min(firsts), max(lasts)) if firsts else (-1, -1)
 
     def add_done_callback(self, fn: Callable[[ProduceRequestResult], Any]) -> None:
         with self._lock:
@@ -131,15 +176,18 @@ class FutureRecordMetadata:
     def done(self) -> bool:
         return self._result.done()
 
+    def _error(self) -> BaseException | None:
+        return self._result.record_result(self._relative_offset)[0].error
+
     def succeeded(self) -> bool:
-        return self._result.done() and self._result.error is None
+        return self._result.done() and self._error() is None
 
     def failed(self) -> bool:
-        return self._result.done() and self._result.error is not None
+        return self._result.done() and self._error() is not None
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)
-        return self._result.error
+        return self._error()
 
     def _wait(self, timeout: float | None) -> None:
         if not self._result.wait(timeout):
@@ -150,14 +198,14 @@ class FutureRecordMetadata:
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         self._wait(timeout)
-        error = self._result.error
+        error = self._error()
         if error is not None:
             raise error
         return self._metadata()
 
     def _metadata(self) -> RecordMetadata:
-        r = self._result
-        offset = r.base_offset + self._relative_offset if r.base_offset >= 0 else -1
+        r, delta = self._result.record_result(self._relative_offset)
+        offset = r.base_offset + delta if r.base_offset >= 0 else -1
         ts = r.log_append_time_ms if r.log_append_time_ms != -1 else self._timestamp_ms
         return RecordMetadata(r.topic, r.partition, offset, ts, self._key_size, self._value_size)
 
@@ -166,7 +214,7 @@ class FutureRecordMetadata:
         self._result.add_done_callback(lambda _r: self._fire(fn))
 
     def _fire(self, fn: Callback) -> None:
-        error = self._result.error
+        error = self._error()
         if error is None:
             fn(self._metadata(), None)
         else:
@@ -279,8 +327,7 @@ class BulkSendFuture:
             if not result.done() or result.error is not None:
                 continue
             # acks=0 gives no offsets: the range stays (-1, -1), the count is still right.
-            first = result.base_offset
-            last = first + last_delta if first >= 0 else -1
+            first, last = result.offset_range(last_delta)
             prev = out.get(partition)
             if prev is None:
                 out[partition] = PartitionOffsets(first, last, count)

@@ -530,9 +530,10 @@ class Sender:
     def _split_and_reenqueue(self, batch: ProducerBatch, now_ms: int) -> bool:
         """Java's split of an oversized batch: re-batch its records in halves, keep futures.
 
-        Each new batch completes the original batch's result when all are done, so the
-        futures handed out by send() see per-record offsets. Returns False if splitting is not
-        possible (then the batch fails as too large).
+        Each new batch completes the original batch's result when all are done (with the first
+        error, for flush and the bulk future); the futures handed out by send() resolve through
+        the parts, each to the outcome and offset of the part that carried its record. Returns
+        False if splitting is not possible (then the batch fails as too large).
         """
         try:
             encoded = batch.encode()
@@ -561,6 +562,8 @@ class Sender:
         tm = self.transaction_manager
         if tm is not None and batch.has_sequence:
             tm.replace_split(batch, new_batches)
+        # Before any part can complete: record futures resolve through the parts.
+        batch.result.set_parts([(0, new_batches[0].result), (half, new_batches[1].result)])
         _chain_split(batch, new_batches, [len(parts[0]), len(parts[1])])
         batch.result.add_done_callback(lambda _r: self.accumulator.deallocate(batch))
         for child in reversed(new_batches):

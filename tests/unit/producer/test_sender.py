@@ -307,6 +307,51 @@ def test_message_too_large_batch_is_split_and_offsets_kept() -> None:
     assert h.accumulator.used_memory == 0
 
 
+def _split_in_two(h, futures_count: int = 4):
+    futures = [h.send(value=b"%d" % i) for i in range(futures_count)]
+    h.run()
+    (sent,) = h.network.produce_requests()
+    h.network.respond(sent, produce_response(sent, errors={("t", 0): MESSAGE_TOO_LARGE}))
+    h.run()
+    h.run()
+    first = h.network.produce_requests()[-1]
+    return futures, first
+
+
+def test_split_batch_reports_each_record_from_its_own_half() -> None:
+    h = make_harness(idempotent=False, linger_ms=0)
+    seen: list[tuple[object, object]] = []
+    futures, first = _split_in_two(h)
+    for f in futures:
+        f.add_callback(lambda m, e: seen.append((m, e)))
+    h.network.respond(first, produce_response(first, base_offsets={("t", 0): 10}))
+    h.run()
+    h.run()
+    second = h.network.produce_requests()[-1]
+    assert second is not first
+    h.network.respond(second, produce_response(second, errors={("t", 0): TOPIC_AUTH}))
+    h.run()
+    # The first half was written: its records succeed; only the second half's records fail.
+    assert [f.get(0).offset for f in futures[:2]] == [10, 11]
+    assert all(isinstance(f.exception(0), TopicAuthorizationFailedError) for f in futures[2:])
+    assert [f.succeeded() for f in futures] == [True, True, False, False]
+    assert [m.offset if m else None for m, _e in seen] == [10, 11, None, None]
+    assert h.accumulator.used_memory == 0
+
+
+def test_split_batch_offsets_come_from_each_half() -> None:
+    h = make_harness(idempotent=False, linger_ms=0)
+    futures, first = _split_in_two(h)
+    h.network.respond(first, produce_response(first, base_offsets={("t", 0): 10}))
+    h.run()
+    h.run()
+    second = h.network.produce_requests()[-1]
+    # Another producer wrote offsets 12..19 in between.
+    h.network.respond(second, produce_response(second, base_offsets={("t", 0): 20}))
+    h.run()
+    assert [f.get(0).offset for f in futures] == [10, 11, 20, 21]
+
+
 def test_buffer_full_raises_after_max_block() -> None:
     h = make_harness(idempotent=False, linger_ms=10_000, batch_size=1024, buffer_memory=2048)
     h.accumulator.append("t", 0, 0, None, b"x" * 900, (), None, 0, 0)
@@ -559,3 +604,18 @@ def test_idempotent_split_keeps_the_sequence_range() -> None:
     assert seqs == [1, 3, 5]
     assert [f.get(0).offset for f in big] == [10, 11, 12, 13]
     assert later.get(0).offset == 14
+
+
+def test_bulk_future_offsets_span_every_part_of_a_split_batch() -> None:
+    from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets, ProduceRequestResult
+
+    parent = ProduceRequestResult("t", 0)
+    halves = [ProduceRequestResult("t", 0), ProduceRequestResult("t", 0)]
+    parent.set_parts([(0, halves[0]), (2, halves[1])])
+    future = BulkSendFuture("t")
+    future._add(0, 4, 3, parent)
+    future._seal()
+    halves[0].complete(10, -1, None)
+    halves[1].complete(20, -1, None)  # another writer took 12..19
+    parent.complete(10, -1, None)
+    assert future.get(0) == {0: PartitionOffsets(10, 21, 4)}
