@@ -394,8 +394,9 @@ class RecordAccumulator:
             if deadline is None:
                 batch.result.wait()
                 continue
-            remaining = deadline - self._clock.now_ms()
-            if remaining <= 0 or not batch.result.wait(remaining / 1000.0):
+            # Past the deadline a batch that is already done still counts as done.
+            remaining = max(deadline - self._clock.now_ms(), 0)
+            if not batch.result.wait(remaining / 1000.0):
                 left = [b for b in pending if not b.is_done()]
                 records = sum(b.record_count for b in left)
                 raise KafkaTimeoutError(

@@ -119,6 +119,16 @@ def test_flush_timeout_raises_with_counts() -> None:
         acc.await_flush_completion(0)
 
 
+def test_flush_deadline_does_not_fail_batches_already_acknowledged() -> None:
+    clock, acc, _md = make()
+    append(acc, clock, p=0)
+    append(acc, clock, p=1)
+    # Both completed by the sender, which has not yet forgotten them (deallocate comes next).
+    for batch in acc.incomplete_batches():
+        batch.done(0, -1, None)
+    acc.await_flush_completion(0)
+
+
 def test_reenqueue_keeps_sequence_order() -> None:
     clock, acc, md = make(linger_ms=0)
     # Three stamped (drained) batches, reenqueued out of order.
