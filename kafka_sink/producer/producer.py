@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
     ConfigError,
+    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     ProducerClosedError,
@@ -258,6 +259,12 @@ class KafkaProducer:
             topic_error = metadata.topic_error(topic)
             if isinstance(topic_error, TopicAuthorizationFailedError):
                 raise topic_error
+            if isinstance(topic_error, InvalidTopicError):
+                # Final, as in Java: no metadata refresh makes a bad name valid.
+                raise InvalidTopicError(
+                    f"topic {topic!r} is not a valid topic name (names are 1 to 249 characters "
+                    "of ASCII letters, digits, '.', '_' and '-')"
+                )
             remaining = deadline - self._clock.now_ms()
             if remaining <= 0:
                 raise KafkaTimeoutError(self._metadata_timeout_message(topic, partition, parts))

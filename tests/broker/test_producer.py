@@ -162,3 +162,19 @@ def test_close_with_timeout_completes_every_future(
     assert sum(end_offsets(kafka_bootstrap, topic).values()) == len(delivered) == 2000
     with pytest.raises(Exception, match="closed"):
         producer.send(topic, b"late")
+
+
+def test_invalid_topic_name_fails_at_once_naming_the_topic(kafka_bootstrap: str) -> None:
+    from kafka_sink.errors import InvalidTopicError
+
+    producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap, "max.block.ms": 30_000})
+    try:
+        start = time.monotonic()
+        with pytest.raises(InvalidTopicError, match="'bad topic'"):
+            producer.send("bad topic", b"x")
+        with pytest.raises(InvalidTopicError, match="'bad/topic'"):
+            producer.send_columns("bad/topic", [b"x"])
+        # Well within max.block.ms: the brokers' answer is final, waiting cannot fix a name.
+        assert time.monotonic() - start < 20
+    finally:
+        producer.close(5)
