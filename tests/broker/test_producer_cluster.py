@@ -34,7 +34,13 @@ def _run_with_fault(kafka_cluster: LocalKafka, topic: str, fault: Callable[[int]
     )
     futures = []
     fault_done = threading.Event()
+    went_down = threading.Event()
     down_at: list[int] = []
+
+    def mark_down() -> None:
+        down_at.append(len(futures))
+        went_down.set()
+
     padding = b"." * 88
     start = time.monotonic()
     with producer:
@@ -42,11 +48,12 @@ def _run_with_fault(kafka_cluster: LocalKafka, topic: str, fault: Callable[[int]
             futures.append(producer.send(topic, b"%08d" % i + padding, key=b"k%d" % (i % 1000)))
             if i == RECORDS // 3:
                 threading.Thread(
-                    target=lambda: (
-                        fault(leader, lambda: down_at.append(len(futures))),
-                        fault_done.set(),
-                    )
+                    target=lambda: (fault(leader, mark_down), fault_done.set())
                 ).start()
+            elif i == 2 * RECORDS // 3:
+                # send() only queues, so without this pause a fast run can queue every record
+                # before a graceful stop finishes: the last third goes out after the leader left.
+                assert went_down.wait(120), "the leader did not go down"
         producer.flush(180)
         assert fault_done.wait(120)
     elapsed = time.monotonic() - start
