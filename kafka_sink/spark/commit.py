@@ -149,6 +149,30 @@ def _header(
     }
 
 
+def _document(
+    kind: str,
+    messages: Sequence[WriterCommitMessage | None],
+    *,
+    mode: str,
+    batch_id: int | None,
+    write_id: str | None,
+    query_name: str | None,
+    now_ms: int,
+) -> tuple[list[PyKafkaCommitMessage], list[PartitionRange], dict[str, Any]]:
+    """What commit and abort documents share: the tasks' messages, merged ranges, a header."""
+    ours = _messages(messages)
+    ranges = gather(r for m in ours for r in m.ranges)
+    doc = _header(
+        kind,
+        mode=mode,
+        batch_id=batch_id,
+        write_id=write_id,
+        query_name=query_name,
+        now_ms=now_ms,
+    )
+    return ours, ranges, doc
+
+
 def commit_document(
     messages: Sequence[WriterCommitMessage | None],
     *,
@@ -159,10 +183,9 @@ def commit_document(
     now_ms: int,
 ) -> dict[str, Any]:
     """The JSON document for a successful commit."""
-    ours = _messages(messages)
-    ranges = gather(r for m in ours for r in m.ranges)
-    doc = _header(
+    ours, ranges, doc = _document(
         "commit",
+        messages,
         mode=mode,
         batch_id=batch_id,
         write_id=write_id,
@@ -191,10 +214,9 @@ def abort_document(
     now_ms: int,
 ) -> dict[str, Any]:
     """The JSON document for an abort: the failed tasks and what the others had acknowledged."""
-    ours = _messages(messages)
-    ranges = gather(r for m in ours for r in m.ranges)
-    doc = _header(
+    ours, ranges, doc = _document(
         "abort",
+        messages,
         mode=mode,
         batch_id=batch_id,
         write_id=write_id,
