@@ -22,6 +22,8 @@ Invariants:
   condition shares it. Nothing slow (compression, I/O, callbacks) runs under it.
 - Within a partition, batches leave in deque order; a batch leaves its deque only by drain,
   expiry or abort, and every batch created is in ``_incomplete`` until it completes.
+- No batch is opened once ``close()`` ran, also by an append that was waiting for memory: the
+  closed flag is checked again, under the lock, after every wait.
 """
 
 from __future__ import annotations
@@ -202,7 +204,9 @@ class RecordAccumulator:
         """Block (lock held, released while waiting) until ``size`` bytes fit.
 
         Returns the partition's new last batch if one appeared while waiting (the caller tries
-        it first, as Java does), else None once the memory is available.
+        it first, as Java does), else None once the memory is available. Raises
+        ProducerClosedError if the accumulator is closed when it returns, so no caller ever
+        opens a batch in a closed accumulator after waiting.
         """
         if size > self.buffer_memory:
             raise BufferExhaustedError(
@@ -226,10 +230,19 @@ class RecordAccumulator:
                         "not keeping up or are unreachable"
                     )
                 self._memory_available.wait(min(remaining, 1000) / 1000.0)
+                if self._closed:
+                    break
                 if dq is not None and dq and dq[-1] is not start_last and not dq[-1].full:
                     return dq[-1]
         finally:
             self._waiters -= 1
+        # The memory may have been freed by close() failing everything (a crashed sender
+        # included): a batch opened now would never be drained, so its future would never
+        # complete (Java re-checks after each allocation as well).
+        if self._closed:
+            raise ProducerClosedError(
+                "the producer was closed while allocating memory for this record; it was not sent"
+            )
         return None
 
     # -- sender thread --------------------------------------------------------------------
