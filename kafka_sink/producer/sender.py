@@ -19,11 +19,18 @@ deque with exponential backoff and jitter, as long as ``retries`` and ``delivery
 allow; invalid-metadata errors request a metadata refresh (and apply Produce v10+ leader hints);
 MESSAGE_TOO_LARGE splits a multi-record batch in two (the halves take over its sequence range)
 or fails a single record with RecordTooLargeError; every other error fails only that batch.
+With idempotence, a batch that fails for good (expired, retries spent, non-retriable error)
+leaves the other batches' sequences alone: the TransactionManager marks its range unresolved
+and decides once nothing of the partition is in flight whether an epoch bump is needed, so a
+record the broker already holds is never resent under new sequence numbers. Whatever the
+outcome of an attempt, its partition is unmuted at the end of its handling (Java's
+completeBatch), so ``max.in.flight.requests.per.connection=1`` never stalls a partition.
 
 Invariants: only this thread touches the network client (other threads only call
 ``wakeup``); a batch is completed exactly once; a retried batch is resent byte for byte; no
 batch is forgotten: each ends acknowledged or failed, also on close (``force_close`` fails
-whatever is left).
+whatever is left) and when this thread crashes (the accumulator is closed, then everything
+incomplete is failed, in a loop until nothing is left).
 """
 
 from __future__ import annotations
@@ -44,10 +51,8 @@ from kafka_sink.errors import (
     KafkaTimeoutError,
     MessageTooLargeError,
     NotLeaderOrFollowerError,
-    OutOfOrderSequenceNumberError,
     ProducerClosedError,
     RecordTooLargeError,
-    UnknownProducerIdError,
     error_for_code,
 )
 from kafka_sink.net.metadata import ExponentialBackoff, Node
@@ -187,9 +192,12 @@ class Sender:
     def _maybe_init_producer_id(self, tm: TransactionManager, now_ms: int) -> int:
         if tm.fatal_error is not None:
             return _MAX_POLL_MS
-        if not tm.bump_epoch_if_needed():
-            for tp in tm.reset_partitions_ready():
-                log.info("producer epoch bumped; %s-%d re-sequenced from 0", tp[0], tp[1])
+        tm.maybe_resolve_sequences()
+        if not tm.bump_idempotent_epoch_and_reset_id_if_needed():
+            for tp in tm.start_sequences_at_beginning_if_ready():
+                log.info(
+                    "producer epoch %d: %s-%d re-sequenced from 0", tm.producer_epoch, tp[0], tp[1]
+                )
             return _MAX_POLL_MS
         if tm.init_in_flight:
             return _MAX_POLL_MS
@@ -274,7 +282,8 @@ class Sender:
                 for batch in batches:
                     acc.mute(batch.tp)
 
-        for batch in acc.expired_batches(now_ms):
+        expired = acc.expired_batches(now_ms)
+        for batch in expired:
             self._fail_batch(
                 batch,
                 KafkaTimeoutError(
@@ -284,6 +293,8 @@ class Sender:
                     + self._why_not_sent(batch, cluster)
                 ),
             )
+        if expired and tm is not None:
+            poll_timeout = 0  # settle the sequences the expired batches left unresolved
         next_expiry = acc.next_expiry_ms()
         if next_expiry is not None:
             poll_timeout = min(poll_timeout, max(next_expiry - now_ms, 0))
@@ -318,6 +329,8 @@ class Sender:
                 records = batch.encode()
             except Exception as exc:  # a codec failure fails only this batch
                 self._fail_batch(batch, KafkaError(f"could not encode the batch: {exc!r}"))
+                if self.guarantee_message_order:
+                    self.accumulator.unmute(batch.tp)
                 continue
             by_topic.setdefault(batch.topic, []).append(
                 ProduceRequest.PartitionProduceData(batch.partition, records)
@@ -420,23 +433,40 @@ class Sender:
     def _complete_batch(self, batch: ProducerBatch, base_offset: int, log_append_ms: int) -> None:
         tm = self.transaction_manager
         if tm is not None:
-            tm.batch_succeeded(batch)
-        if self.guarantee_message_order:
-            self.accumulator.unmute(batch.tp)
+            tm.handle_completed_batch(batch)
         if batch.done(base_offset, log_append_ms, None):
             self.accumulator.deallocate(batch)
-
-    def _fail_batch(self, batch: ProducerBatch, error: BaseException) -> None:
-        tm = self.transaction_manager
-        if tm is not None:
-            tm.batch_failed(batch)
         if self.guarantee_message_order:
             self.accumulator.unmute(batch.tp)
+
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException) -> None:
+        """Fail ``batch`` for good. Its partition stays muted if it was: a batch failed while
+        in a request is unmuted by its response handling, a queued one was never muted."""
+        tm = self.transaction_manager
+        if tm is not None:
+            tm.handle_failed_batch(batch)
         batch.in_request = False
-        if batch.done(-1, -1, error):
-            self.accumulator.deallocate(batch)
+        batch.done(-1, -1, error)
+        # Also when it was completed elsewhere: a done batch must not stay incomplete.
+        self.accumulator.deallocate(batch)
 
     def _complete_batch_error(
+        self,
+        batch: ProducerBatch,
+        error: KafkaError,
+        now_ms: int,
+        partition_response: ProduceResponse.PartitionProduceResponse | None,
+        body: ProduceResponse | None,
+    ) -> None:
+        """Handle a failed attempt: split, retry or fail; then unmute the partition on every
+        path (Java's completeBatch), so max.in.flight.requests.per.connection=1 never stalls."""
+        try:
+            self._handle_batch_error(batch, error, now_ms, partition_response, body)
+        finally:
+            if self.guarantee_message_order:
+                self.accumulator.unmute(batch.tp)
+
+    def _handle_batch_error(
         self,
         batch: ProducerBatch,
         error: KafkaError,
@@ -482,7 +512,7 @@ class Sender:
             self._fail_batch(batch, timeout)
             return
         if isinstance(error, InvalidProducerEpochError) and tm is not None:
-            tm.request_epoch_bump(batch.tp)
+            tm.request_epoch_bump_for_partition(batch.tp)
         self._fail_batch(batch, error)
 
     def _can_retry(self, batch: ProducerBatch, error: KafkaError, now_ms: int) -> bool:
@@ -493,15 +523,11 @@ class Sender:
         if self.accumulator.closed and self._forced:
             return False
         tm = self.transaction_manager
-        if tm is not None and isinstance(
-            error, OutOfOrderSequenceNumberError | UnknownProducerIdError
-        ):
-            return tm.can_retry_sequence_error(batch, isinstance(error, UnknownProducerIdError))
+        if tm is not None:
+            return tm.can_retry(batch, error)
         return bool(error.retriable)
 
     def _reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
-        if self.guarantee_message_order:
-            self.accumulator.unmute(batch.tp)
         backoff = self._retry_backoff.backoff_ms(batch.attempts)
         self.accumulator.reenqueue(batch, now_ms, backoff)
 
@@ -581,11 +607,17 @@ class Sender:
     # -- abort ----------------------------------------------------------------------------
 
     def abort_incomplete(self, error: BaseException) -> None:
-        """Fail every batch not yet completed (queued or in flight)."""
-        for batch in self.accumulator.undrained_batches():
-            self._fail_batch(batch, error)
-        for batch in self.accumulator.incomplete_batches():
-            self._fail_batch(batch, error)
+        """Fail every batch not yet completed (queued or in flight), again and again until
+        none is left: a batch opened meanwhile (before the accumulator refused appends) is
+        failed as well, never left pending."""
+        acc = self.accumulator
+        while True:
+            batches = acc.undrained_batches()
+            batches.extend(acc.incomplete_batches())
+            if not batches:
+                break
+            for batch in batches:
+                self._fail_batch(batch, error)
         self._in_flight_batches.clear()
 
 

@@ -262,3 +262,101 @@ def make_harness(
         rng=random.Random(7),
     )
     return Harness(clock, metadata, network, acc, sender, tm)
+
+
+# -- a broker model for fault injection ---------------------------------------------------------
+
+DUPLICATE_WINDOW = 5  # the broker keeps the metadata of the last 5 batches per producer/partition
+
+
+@dataclass
+class _ProducerStateEntry:
+    epoch: int
+    last_sequence: int
+    recent: list[tuple[int, int, int]] = field(default_factory=list)  # (first, last, offset)
+
+
+@dataclass
+class Receipt:
+    """One batch as it reached the broker (whether or not it was appended)."""
+
+    tp: tuple[str, int]
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    values: list[bytes | None]
+    appended: bool = False
+
+
+@dataclass
+class FakeBroker:
+    """Kafka's idempotent-producer checks (2.5+ broker) for every partition of one fake cluster.
+
+    ``handle(sent)`` runs the append checks for each batch of a produce request and returns the
+    ProduceResponse a broker would send; what was appended is in ``logs`` (value, producer id,
+    epoch, sequence per offset), every batch received in ``receipts``. ``reject`` forces an
+    error code for a partition's next batches (the batch is then not appended); ``max_records``
+    makes batches with more records fail with MESSAGE_TOO_LARGE.
+    """
+
+    logs: dict[tuple[str, int], list[tuple[bytes | None, int, int, int]]] = field(
+        default_factory=dict
+    )
+    receipts: list[Receipt] = field(default_factory=list)
+    states: dict[tuple[tuple[str, int], int], _ProducerStateEntry] = field(default_factory=dict)
+    reject: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    max_records: int | None = None
+
+    def handle(self, sent: Sent) -> ProduceResponse:
+        errors: dict[tuple[str, int], int] = {}
+        offsets: dict[tuple[str, int], int] = {}
+        for tp, batch in sent.batches().items():
+            code, offset = self._append(tp, batch)
+            errors[tp] = code
+            offsets[tp] = offset
+        return produce_response(sent, errors=errors, base_offsets=offsets)
+
+    def _append(self, tp: tuple[str, int], batch: Any) -> tuple[int, int]:
+        values = [r.value for r in batch.records]
+        receipt = Receipt(tp, batch.producer_id, batch.producer_epoch, batch.base_sequence, values)
+        self.receipts.append(receipt)
+        forced = self.reject.get(tp)
+        if forced:
+            return forced.pop(0), -1
+        if self.max_records is not None and len(values) > self.max_records:
+            return 10, -1  # MESSAGE_TOO_LARGE
+        first = batch.base_sequence
+        last = first + len(values) - 1
+        key = (tp, batch.producer_id)
+        state = self.states.get(key)
+        if batch.producer_id < 0:  # not idempotent: no checks, no state
+            log = self.logs.setdefault(tp, [])
+            offset = len(log)
+            log.extend((value, -1, -1, -1) for value in values)
+            receipt.appended = True
+            return 0, offset
+        if state is not None:
+            if batch.producer_epoch < state.epoch:
+                return 47, -1  # INVALID_PRODUCER_EPOCH
+            if batch.producer_epoch == state.epoch:
+                for f, lst, offset in state.recent:
+                    if (f, lst) == (first, last):
+                        return 0, offset  # a duplicate: success with the original offset
+                if first != state.last_sequence + 1:
+                    return 45, -1  # OUT_OF_ORDER_SEQUENCE_NUMBER
+            elif first != 0:
+                return 45, -1  # a new epoch starts at sequence 0
+        log = self.logs.setdefault(tp, [])
+        offset = len(log)
+        for i, value in enumerate(values):
+            log.append((value, batch.producer_id, batch.producer_epoch, first + i))
+        if state is None or state.epoch != batch.producer_epoch:
+            state = self.states[key] = _ProducerStateEntry(batch.producer_epoch, last)
+        state.last_sequence = last
+        state.recent = [*state.recent, (first, last, offset)][-DUPLICATE_WINDOW:]
+        receipt.appended = True
+        return 0, offset
+
+    def forget_producers(self) -> None:
+        """Lose every producer state (as after retention removed it)."""
+        self.states.clear()

@@ -443,7 +443,7 @@ def test_retries_wait_for_earlier_sequences() -> None:
     h.network.respond(r1, produce_response(r1, errors={("t", 0): NOT_ENOUGH_REPLICAS}))
     h.network.respond(r2, produce_response(r2, errors={("t", 0): OUT_OF_ORDER}))
     h.run()
-    assert h.tm is not None and not h.tm.pending_reset(("t", 0))  # not a real gap
+    assert h.tm is not None and not h.tm.has_pending_sequence_rewrite(("t", 0))  # not a real gap
     h.run(150)
     h.run(150)
     retries = h.network.produce_requests()[3:]
