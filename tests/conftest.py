@@ -73,7 +73,8 @@ def kafka_bootstrap() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[LocalKafka]:
-    cluster = LocalKafka(nodes=3)
+    # Proxied: tests can also cut a single node off from clients (direct listeners stay too).
+    cluster = LocalKafka(nodes=3, proxied=True)
     try:
         cluster.start()
     except (KafkaSetupError, KafkaStartError) as exc:

@@ -6,6 +6,9 @@ every accepted connection to the target, one thread per direction. Faults:
 - ``delay_ms``: every chunk waits this long before it is forwarded (both directions);
 - ``pause()`` / ``resume()``: forwarding stops (bytes stay buffered in the kernel and in the
   proxy) without closing anything, as with a stalled network; new connections are still accepted;
+- ``hold_responses()``: only the broker-to-client direction stops: requests still reach the
+  broker, which handles them, but no response comes back until ``resume()`` (the "written, then
+  the connection dropped before the response" case);
 - ``cut()``: every open connection is reset (both sides); new connections are accepted again;
 - ``refuse_new``: while true, new connections are accepted then closed at once.
 
@@ -61,6 +64,8 @@ class TcpProxy:
         self.refuse_new = False
         self._running = threading.Event()  # set = forwarding, clear = paused
         self._running.set()
+        self._responses = threading.Event()  # set = forwarding broker-to-client bytes
+        self._responses.set()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._links: set[_Link] = set()
@@ -99,12 +104,21 @@ class TcpProxy:
         """Stop forwarding in both directions, keeping every connection open."""
         self._running.clear()
 
+    def hold_responses(self) -> None:
+        """Stop forwarding broker-to-client bytes only; requests keep flowing to the broker."""
+        self._responses.clear()
+
     def resume(self) -> None:
         self._running.set()
+        self._responses.set()
 
     @property
     def paused(self) -> bool:
         return not self._running.is_set()
+
+    @property
+    def holding_responses(self) -> bool:
+        return not self._responses.is_set()
 
     def cut(self) -> None:
         """Reset every open connection; the proxy keeps accepting new ones."""
@@ -119,6 +133,7 @@ class TcpProxy:
             return
         self._stopped.set()
         self._running.set()  # wake paused pumps so they can see the stop
+        self._responses.set()
         with contextlib.suppress(OSError):
             self._server.close()
         self.cut()
@@ -173,10 +188,13 @@ class TcpProxy:
                     link.close()
                     return
                 self._links.add(link)
-                for src, dst, name in ((client, upstream, "up"), (upstream, client, "down")):
+                for src, dst, name, gate in (
+                    (client, upstream, "up", self._running),
+                    (upstream, client, "down", self._responses),
+                ):
                     thread = threading.Thread(
                         target=self._pump,
-                        args=(link, src, dst),
+                        args=(link, src, dst, gate),
                         name=f"tcp-proxy-{self.port}-{name}",
                         daemon=True,
                     )
@@ -184,7 +202,10 @@ class TcpProxy:
                     thread.start()
                 self._threads = [t for t in self._threads if t.is_alive()]
 
-    def _pump(self, link: _Link, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(
+        self, link: _Link, src: socket.socket, dst: socket.socket, gate: threading.Event
+    ) -> None:
+        """Forward ``src`` to ``dst`` while the proxy runs and ``gate`` (the direction) is open."""
         with selectors.DefaultSelector() as sel:
             try:
                 sel.register(src, selectors.EVENT_READ)
@@ -194,7 +215,7 @@ class TcpProxy:
             while not link.closed.is_set():
                 # While paused nothing is read, so the kernel buffers fill and the sender stalls
                 # exactly as it would on a frozen network path.
-                if not self._running.wait(_POLL_S):
+                if not self._running.wait(_POLL_S) or not gate.wait(_POLL_S):
                     continue
                 try:
                     if not sel.select(_POLL_S):
@@ -207,8 +228,9 @@ class TcpProxy:
                 delay_ms = self.delay_ms
                 if delay_ms > 0:
                     time.sleep(delay_ms / 1000.0)
-                while not self._running.is_set() and not link.closed.is_set():
+                while not (self._running.is_set() and gate.is_set()) and not link.closed.is_set():
                     self._running.wait(_POLL_S)
+                    gate.wait(_POLL_S)
                 try:
                     dst.sendall(data)
                 except (OSError, ValueError):

@@ -95,6 +95,34 @@ def test_pause_holds_traffic_until_resume(echo_port: int) -> None:
         assert sock.recv(16) == b"held"
 
 
+def test_hold_responses_forwards_requests_but_not_responses() -> None:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    received = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            if conn.recv(16) == b"request":
+                received.set()
+                conn.sendall(b"response")
+            conn.recv(16)  # until the proxy closes
+
+    threading.Thread(target=serve, daemon=True).start()
+    with server, TcpProxy("127.0.0.1", server.getsockname()[1]) as proxy, _connect(proxy) as sock:
+        proxy.hold_responses()
+        assert proxy.holding_responses and not proxy.paused
+        sock.sendall(b"request")
+        assert received.wait(5), "the request did not reach the server"
+        sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            sock.recv(16)
+        proxy.resume()
+        sock.settimeout(5)
+        assert sock.recv(16) == b"response"
+
+
 def test_cut_resets_open_connections_and_accepts_new_ones(echo_port: int) -> None:
     with TcpProxy("127.0.0.1", echo_port) as proxy:
         with _connect(proxy) as sock:
