@@ -342,6 +342,16 @@ class BulkSendFuture:
                 )
         return out
 
+    def unacknowledged(self) -> dict[int, tuple[int, int]]:
+        """Per partition, (records, batches) not acknowledged yet: pending or failed."""
+        out: dict[int, tuple[int, int]] = {}
+        for partition, count, _d, result in self._batches:
+            if result.done() and result.error is None:
+                continue
+            records, batches = out.get(partition, (0, 0))
+            out[partition] = (records + count, batches + 1)
+        return out
+
     @property
     def record_count(self) -> int:
         return sum(n for _p, n, _d, _r in self._batches)
