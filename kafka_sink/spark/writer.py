@@ -96,7 +96,14 @@ class _Offsets:
 
     def add(self, topic: str, offsets: dict[int, PartitionOffsets]) -> None:
         for partition, po in offsets.items():
-            new = PartitionRange(topic, partition, po.first_offset, po.last_offset, po.record_count)
+            new = PartitionRange(
+                topic,
+                partition,
+                po.first_offset,
+                po.last_offset,
+                po.record_count,
+                po.unknown_offset_count,
+            )
             prev = self._ranges.get((topic, partition))
             self._ranges[(topic, partition)] = new if prev is None else merge_range(prev, new)
 

@@ -17,8 +17,8 @@ import pytest
 from kafka_sink.errors import KafkaError, KafkaTimeoutError, NotLeaderOrFollowerError
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets, ProduceRequestResult
 from kafka_sink.spark import producer_cache
-from kafka_sink.spark.commit import PartitionRange, PyKafkaCommitMessage
 from kafka_sink.spark import writer as writer_module
+from kafka_sink.spark.commit import PartitionRange, PyKafkaCommitMessage
 from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
