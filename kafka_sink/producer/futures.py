@@ -14,6 +14,9 @@ Invariants:
 - A batch split after MESSAGE_TOO_LARGE keeps its result, which completes once every part has;
   each record's future then reports the outcome and offset of the part that carried it, so a
   record written by one part never takes the error of another.
+- Offsets the broker did not return (acks=0, DUPLICATE_SEQUENCE_NUMBER) are never invented:
+  ranges span only returned offsets, and the records without one are counted apart
+  (``PartitionOffsets.unknown_offset_count``).
 """
 
 from __future__ import annotations
