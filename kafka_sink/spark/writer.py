@@ -238,7 +238,7 @@ class _WriterCore:
     ) -> None:
         """Flush and fold every future, all within one bound; a stall or expiry raises
         :class:`SinkDeliveryTimeoutError` naming what was still pending."""
-        bound_ms, _how = self._wait_bound()
+        bound_ms = self._wait_bound()[0]
         start = time.monotonic()
         deadline = start + bound_ms / 1000
 
@@ -285,11 +285,11 @@ class _WriterCore:
         where = f"task for Spark partition {task.partition_id} (attempt {task.attempt_number})"
         pending = f"{records} record(s) in {batches} batch(es) not acknowledged by Kafka"
         if stalled_s is not None:
-            _bound_ms, how = self._wait_bound()
+            how = self._wait_bound()[1]
             why = (
                 f"{where} stopped waiting after {stalled_s:.1f} s with {pending}: "
-                f"{'; '.join(listed) or 'none'}. The wait is bounded by {how}, and the producer "
-                "completed none of them by then (its sender is stuck)"
+                f"{'; '.join(listed) or 'none'}. The wait is bounded by {how}; the producer "
+                "should have completed or failed them by then, so its sender looks stuck"
             )
         else:
             why = (
