@@ -17,6 +17,9 @@ Invariants:
 - Refreshes are spaced by ``retry.backoff.ms`` (growing exponentially, with jitter, up to
   ``retry.backoff.max.ms`` while attempts keep failing) and happen at least every
   ``metadata.max.age.ms``.
+- A topic added with a time expires ``metadata.max.idle.ms`` after its last use: the first update
+  at or after that drops it (and its partitions), so later requests no longer name it. A use
+  without a time never shortens or removes an expiry; a topic added without one never expires.
 - Bootstrap nodes get negative ids (-1, -2, ...) and are replaced by the real brokers on the first
   successful update; :meth:`Metadata.rebootstrap` returns to them (keeping the partitions, whose
   leaders then stay unknown until the next update) when no known broker can be reached.
@@ -190,7 +193,8 @@ class Metadata:
         )
         with self._cond:
             if topic in self._topics:
-                if self._topics[topic] is not None:
+                # A topic that never expires stays so; a use without a time keeps the expiry.
+                if self._topics[topic] is not None and expires is not None:
                     self._topics[topic] = expires
                 return False
             self._topics[topic] = expires

@@ -14,6 +14,9 @@ Invariants:
 - A batch split after MESSAGE_TOO_LARGE keeps its result, which completes once every part has;
   each record's future then reports the outcome and offset of the part that carried it, so a
   record written by one part never takes the error of another.
+- Offsets the broker did not return (acks=0, DUPLICATE_SEQUENCE_NUMBER) are never invented:
+  ranges span only returned offsets, and the records without one are counted apart
+  (``PartitionOffsets.unknown_offset_count``).
 """
 
 from __future__ import annotations
@@ -117,26 +120,31 @@ class ProduceRequestResult:
                 _run_callback(fn, self)
         return True
 
-    def offset_range(self, last_delta: int) -> tuple[int, int]:
-        """(first, last) offsets of the records at deltas 0..last_delta; (-1, -1) if unknown.
+    def offset_range(self, last_delta: int) -> tuple[int, int, int]:
+        """(first, last, unknown) for the records at deltas 0..last_delta.
 
-        A split batch's parts may have landed apart (another writer in between), so the range
-        spans every part's own offsets.
+        ``first``/``last`` span the records whose offsets the broker returned ((-1, -1) if
+        none); ``unknown`` counts the records acknowledged without an offset (acks=0, or a
+        DUPLICATE_SEQUENCE_NUMBER answer: written by an earlier attempt whose offset the broker
+        no longer has), which may lie outside that span. A split batch's parts may have landed
+        apart (another writer in between), so the range spans every part's own offsets.
         """
         parts = self._parts
         if parts is None or not all(part.done() for _start, part in parts):
             if self.base_offset < 0:
-                return -1, -1
-            return self.base_offset, self.base_offset + last_delta
+                return -1, -1, last_delta + 1
+            return self.base_offset, self.base_offset + last_delta, 0
         firsts: list[int] = []
         lasts: list[int] = []
+        unknown = 0
         for i, (start, part) in enumerate(parts):
             end = parts[i + 1][0] - 1 if i + 1 < len(parts) else last_delta
-            first, last = part.offset_range(end - start)
+            first, last, part_unknown = part.offset_range(end - start)
+            unknown += part_unknown
             if first >= 0:
                 firsts.append(first)
                 lasts.append(last)
-        return (min(firsts), max(lasts)) if firsts else (-1, -1)
+        return (min(firsts), max(lasts), unknown) if firsts else (-1, -1, unknown)
 
     def add_done_callback(self, fn: Callable[[ProduceRequestResult], Any]) -> None:
         with self._lock:
@@ -230,11 +238,17 @@ class FutureRecordMetadata:
 
 @dataclass(frozen=True, slots=True)
 class PartitionOffsets:
-    """The offsets one bulk send wrote to one partition (inclusive range)."""
+    """The offsets one bulk send wrote to one partition (inclusive range).
+
+    ``record_count`` counts every acknowledged record. All of them lie in
+    ``[first_offset, last_offset]`` except the ``unknown_offset_count`` ones the broker
+    acknowledged without an offset (acks=0; DUPLICATE_SEQUENCE_NUMBER), which may lie outside.
+    """
 
     first_offset: int
     last_offset: int
     record_count: int
+    unknown_offset_count: int = 0
 
 
 class BulkSendFuture:
@@ -326,20 +340,37 @@ class BulkSendFuture:
         for partition, count, last_delta, result in self._batches:
             if not result.done() or result.error is not None:
                 continue
-            # acks=0 gives no offsets: the range stays (-1, -1), the count is still right.
-            first, last = result.offset_range(last_delta)
+            # Records acknowledged without an offset keep the range as it is and are counted
+            # apart, so the count stays right and the range never claims to cover them.
+            first, last, unknown = result.offset_range(last_delta)
             prev = out.get(partition)
             if prev is None:
-                out[partition] = PartitionOffsets(first, last, count)
+                out[partition] = PartitionOffsets(first, last, count, unknown)
             elif first < 0:
                 out[partition] = PartitionOffsets(
-                    prev.first_offset, prev.last_offset, prev.record_count + count
+                    prev.first_offset,
+                    prev.last_offset,
+                    prev.record_count + count,
+                    prev.unknown_offset_count + unknown,
                 )
             else:
                 lo = first if prev.first_offset < 0 else min(prev.first_offset, first)
                 out[partition] = PartitionOffsets(
-                    lo, max(prev.last_offset, last), prev.record_count + count
+                    lo,
+                    max(prev.last_offset, last),
+                    prev.record_count + count,
+                    prev.unknown_offset_count + unknown,
                 )
+        return out
+
+    def unacknowledged(self) -> dict[int, tuple[int, int]]:
+        """Per partition, (records, batches) not acknowledged yet: pending or failed."""
+        out: dict[int, tuple[int, int]] = {}
+        for partition, count, _d, result in self._batches:
+            if result.done() and result.error is None:
+                continue
+            records, batches = out.get(partition, (0, 0))
+            out[partition] = (records + count, batches + 1)
         return out
 
     @property

@@ -14,6 +14,12 @@ Invariants:
   future, including on ``close(timeout)``: whatever cannot be delivered in time is failed, never
   dropped and never left pending.
 - The producer layer never touches sockets; all I/O is the sender thread's network client.
+- A topic stays in metadata requests while it is used and is dropped after
+  ``metadata.max.idle.ms`` without use (Java's rule). "Used" is marked on every
+  ``send_columns()``/``partitions_for()`` call and whenever ``send()`` opens a new batch for the
+  topic (not on every ``send()``: that would take the metadata lock per record); an open batch
+  is drained within ``linger.ms`` once its leader is reachable, and the sender re-adds a topic
+  it holds records for, so a topic in use is never lost.
 """
 
 from __future__ import annotations
@@ -179,6 +185,7 @@ class KafkaProducer:
         self._ratio_estimators: dict[str, CompressionRatioEstimator] = {}
         self._metadata = Metadata(
             metadata_max_age_ms=cfg.metadata_max_age_ms,
+            metadata_max_idle_ms=cfg.metadata_max_idle_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
         )
@@ -235,6 +242,7 @@ class KafkaProducer:
     # -- metadata -------------------------------------------------------------------------
 
     def _partitions(self, topic: str, partition: int | None) -> tuple[PartitionInfo, ...]:
+        self._metadata.add_topic(topic, self._clock.now_ms())  # marks it used (max.idle.ms)
         parts = self._metadata.fetch().partitions.get(topic)
         if parts is not None and (partition is None or partition < len(parts)):
             return parts
@@ -246,8 +254,8 @@ class KafkaProducer:
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"topic must be a non-empty str, got {topic!r}")
         metadata = self._metadata
-        metadata.add_topic(topic)
         start = self._clock.now_ms()
+        metadata.add_topic(topic, start)
         deadline = start + max_block_ms
         while True:
             if self._closed:
@@ -384,6 +392,7 @@ class KafkaProducer:
             # A new batch means the previous one is full and sendable: wake the sender. (Java
             # also wakes on every append behind a full batch; here that would be a syscall per
             # record while the sender is busy anyway.)
+            self._metadata.add_topic(topic, self._clock.now_ms())  # used (max.idle.ms)
             self._network.wakeup()
             _yield_gil()
         return future

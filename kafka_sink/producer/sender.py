@@ -87,7 +87,7 @@ class NetworkClientLike(Protocol):
 
 class MetadataLike(Protocol):
     def fetch(self) -> Cluster: ...
-    def add_topic(self, topic: str) -> bool: ...
+    def add_topic(self, topic: str, now_ms: int | None = None) -> bool: ...
     def request_update(self) -> int: ...
     def time_to_next_update(self, now_ms: int) -> int: ...
     def update_leader(
@@ -257,7 +257,7 @@ class Sender:
         result = acc.ready(cluster, now_ms)
         if result.unknown_leader_topics:
             for topic in result.unknown_leader_topics:
-                self.metadata.add_topic(topic)
+                self.metadata.add_topic(topic, now_ms)
             self.metadata.request_update()
         poll_timeout = result.next_ready_check_delay_ms
         ready_nodes: list[int] = []

@@ -12,7 +12,9 @@ Invariants:
 - A gathered range is [min first offset, max last offset] over every message for that partition,
   and its ``record_count`` is the sum of acknowledged records. ``last - first + 1`` exceeds the
   count when other writers (or a retried attempt) wrote into the same partition meanwhile.
-- With ``acks=0`` the broker returns no offsets: first/last are null in the file, counts are exact.
+- Every counted record lies in its range except the ``unknown_offset_count`` ones (summed like
+  the counts), which Kafka acknowledged without an offset: all of them with ``acks=0`` (first/last
+  are then null in the file), and the records of a batch answered DUPLICATE_SEQUENCE_NUMBER.
 - Files are written atomically (temporary file, then rename); a file for a re-run streaming batch
   keeps the earlier one beside it as ``<batchId>.json.replaced-<ms>`` instead of overwriting it.
 - Only this module writes commit files; it never touches Kafka.
@@ -56,13 +58,18 @@ _SUMMARY_PARTITIONS = 12
 
 @dataclass(frozen=True, slots=True)
 class PartitionRange:
-    """What the broker acknowledged in one topic-partition (offsets inclusive; -1 = unknown)."""
+    """What the broker acknowledged in one topic-partition (offsets inclusive; -1 = unknown).
+
+    ``unknown_offset_count`` of the ``record_count`` records were acknowledged without an offset
+    and may lie outside ``[first_offset, last_offset]``; every other one lies inside.
+    """
 
     topic: str
     partition: int
     first_offset: int
     last_offset: int
     record_count: int
+    unknown_offset_count: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +78,7 @@ class PartitionRange:
             "first_offset": self.first_offset if self.first_offset >= 0 else None,
             "last_offset": self.last_offset if self.last_offset >= 0 else None,
             "record_count": self.record_count,
+            "unknown_offset_count": self.unknown_offset_count,
         }
 
 
@@ -106,6 +114,7 @@ def merge_range(a: PartitionRange, b: PartitionRange) -> PartitionRange:
         min(firsts) if firsts else -1,
         max(a.last_offset, b.last_offset),
         a.record_count + b.record_count,
+        a.unknown_offset_count + b.unknown_offset_count,
     )
 
 
@@ -263,7 +272,10 @@ def _ranges_text(ranges: Sequence[dict[str, Any]]) -> str:
     for r in ranges[:_SUMMARY_PARTITIONS]:
         first, last = r["first_offset"], r["last_offset"]
         span = f"{first}..{last}" if first is not None else "?"
-        parts.append(f"{r['topic']}-{r['partition']}:{span}({r['record_count']})")
+        unknown = r.get("unknown_offset_count", 0)
+        # Records without an offset are flagged where some have one (with acks=0 none do).
+        extra = f", {unknown} without offset" if unknown and first is not None else ""
+        parts.append(f"{r['topic']}-{r['partition']}:{span}({r['record_count']}{extra})")
     if len(ranges) > _SUMMARY_PARTITIONS:
         parts.append(f"+{len(ranges) - _SUMMARY_PARTITIONS} more")
     return " ".join(parts) or "none"

@@ -11,9 +11,15 @@ Invariants:
 
 from __future__ import annotations
 
-from kafka_sink.errors import ConfigError
+from kafka_sink.errors import ConfigError, KafkaTimeoutError
 
-__all__ = ["SinkDataError", "SinkError", "SinkOptionError", "SinkSchemaError"]
+__all__ = [
+    "SinkDataError",
+    "SinkDeliveryTimeoutError",
+    "SinkError",
+    "SinkOptionError",
+    "SinkSchemaError",
+]
 
 
 class SinkError(ValueError):
@@ -30,3 +36,11 @@ class SinkSchemaError(SinkError):
 
 class SinkDataError(SinkError):
     """A row cannot be written (null topic, partition out of range, null header key)."""
+
+
+class SinkDeliveryTimeoutError(KafkaTimeoutError):
+    """A task's records were not all acknowledged in time; the message lists what was pending.
+
+    Not a :class:`SinkError`: the data is fine, Kafka (or the producer) is not, so the task's
+    producer is closed and replaced.
+    """

@@ -10,6 +10,10 @@ the gathered offsets (``commit.py``).
 Invariants:
 - ``write()`` returns only after every record it sent is acknowledged; any delivery error raises
   and fails the task (Spark then retries it, re-sending the whole partition: at-least-once).
+- Every wait in ``write()`` (flush and futures together) is bounded by delivery.timeout.ms +
+  request.timeout.ms + 30 s. Records not acknowledged by then (or given up by the producer at
+  its delivery timeout) fail the task with :class:`SinkDeliveryTimeoutError`, which lists them
+  per topic-partition and names the bound's options; that producer is closed without waiting.
 - ``write()`` consumes its whole iterator on success (Spark reuses the worker only then).
 - The writers hold picklable configuration only (options, layout, ids); producers, threads and
   sockets exist only inside ``write()`` on the executor, through ``producer_cache``.
@@ -31,6 +35,8 @@ from pyspark.sql.datasource import (
 )
 
 from kafka_sink.clock import SYSTEM_CLOCK
+from kafka_sink.errors import KafkaTimeoutError
+from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark.columns import TopicColumns, check_partitions, topic_columns
@@ -45,16 +51,18 @@ from kafka_sink.spark.commit import (
     merge_range,
     write_document,
 )
-from kafka_sink.spark.errors import SinkError
+from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 
 __all__ = ["PyKafkaBatchWriter", "PyKafkaStreamWriter"]
 
-# Slack on top of the producer's own delivery.timeout.ms before a task stops waiting for a bulk
-# future; the producer fails every batch by its delivery timeout, so this only guards a stall.
-_GET_SLACK_S = 60.0
-_DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
+# Slack on top of the producer's own bound (delivery.timeout.ms, plus request.timeout.ms for an
+# attempt still in flight when it passes) before a task stops waiting for acknowledgements; the
+# producer fails every batch within its bound, so this only fires when its sender is stuck.
+_STALL_SLACK_MS = 30_000
+# Partitions named in a timeout message; the count of the others is given.
+_MESSAGE_PARTITIONS = 12
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,14 @@ class _Offsets:
 
     def add(self, topic: str, offsets: dict[int, PartitionOffsets]) -> None:
         for partition, po in offsets.items():
-            new = PartitionRange(topic, partition, po.first_offset, po.last_offset, po.record_count)
+            new = PartitionRange(
+                topic,
+                partition,
+                po.first_offset,
+                po.last_offset,
+                po.record_count,
+                po.unknown_offset_count,
+            )
             prev = self._ranges.get((topic, partition))
             self._ranges[(topic, partition)] = new if prev is None else merge_range(prev, new)
 
@@ -116,18 +131,21 @@ class _WriterCore:
 
     # -- executor side ---------------------------------------------------------------------
 
-    def _get_timeout_s(self) -> float:
-        raw = self.options.producer_config.get("delivery.timeout.ms")
-        try:
-            delivery_ms = int(raw) if raw is not None else _DEFAULT_DELIVERY_TIMEOUT_MS
-        except ValueError:
-            delivery_ms = _DEFAULT_DELIVERY_TIMEOUT_MS
-        return delivery_ms / 1000 + _GET_SLACK_S
+    def _wait_bound(self) -> tuple[int, str]:
+        """How long a task waits for acknowledgements (ms), and how that bound is made up."""
+        cfg = ProducerConfig.from_mapping(self.options.producer_config)
+        bound_ms = cfg.delivery_timeout_ms + cfg.request_timeout_ms + _STALL_SLACK_MS
+        how = (
+            f"kafka.delivery.timeout.ms ({cfg.delivery_timeout_ms} ms) + kafka.request.timeout.ms "
+            f"({cfg.request_timeout_ms} ms) + {_STALL_SLACK_MS // 1000} s"
+        )
+        return bound_ms, how
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
         task = _task_info()
         producer: producer_cache.BulkProducer | None = None
         pending: list[tuple[str, BulkSendFuture]] = []
+        sent: list[tuple[str, BulkSendFuture]] = []
         offsets = _Offsets()
         partition_counts: dict[str, int] = {}
         rows_seen = 0
@@ -156,19 +174,22 @@ class _WriterCore:
                         timestamps_ms=group.timestamps_ms,
                     )
                     pending.append((group.topic, future))
-                pending = self._collect_done(pending, offsets)
+                    sent.append((group.topic, future))
+                pending = self._collect_done(pending, sent, offsets, task)
             if producer is not None:
-                producer.flush()
-                timeout_s = self._get_timeout_s()
-                for topic, future in pending:
-                    offsets.add(topic, future.get(timeout_s))
+                self._await_acks(producer, pending, sent, offsets, task)
         except SinkError:
             # Bad data, not a bad producer: what was already sent stays in flight and is
             # delivered by the cached producer; the task fails with the data error.
             raise
-        except BaseException:
+        except BaseException as exc:
             if producer is not None:
-                producer_cache.evict(producer)
+                # After a delivery timeout the producer has had its whole bound: close it at
+                # once (failing what it still holds) instead of waiting for it again.
+                timed_out = isinstance(exc, SinkDeliveryTimeoutError)
+                producer_cache.evict(
+                    producer, timeout_s=0.0 if timed_out else producer_cache.CLOSE_TIMEOUT_S
+                )
             raise
         return PyKafkaCommitMessage(
             partition_id=task.partition_id,
@@ -188,18 +209,100 @@ class _WriterCore:
             counts[group.topic] = len(producer.partitions_for(group.topic))
         check_partitions(group, counts[group.topic])
 
-    @staticmethod
     def _collect_done(
-        pending: list[tuple[str, BulkSendFuture]], offsets: _Offsets
+        self,
+        pending: list[tuple[str, BulkSendFuture]],
+        sent: list[tuple[str, BulkSendFuture]],
+        offsets: _Offsets,
+        task: _TaskInfo,
     ) -> list[tuple[str, BulkSendFuture]]:
         """Fold finished futures (raising the first failure early); keep the rest."""
         still: list[tuple[str, BulkSendFuture]] = []
         for topic, future in pending:
-            if future.done():
-                offsets.add(topic, future.get(0))
-            else:
+            if not future.done():
                 still.append((topic, future))
+                continue
+            try:
+                offsets.add(topic, future.get(0))
+            except KafkaTimeoutError as exc:  # the producer gave up on a batch
+                raise self._delivery_timeout(sent, task, exc, stalled_s=None) from exc
         return still
+
+    def _await_acks(
+        self,
+        producer: producer_cache.BulkProducer,
+        pending: list[tuple[str, BulkSendFuture]],
+        sent: list[tuple[str, BulkSendFuture]],
+        offsets: _Offsets,
+        task: _TaskInfo,
+    ) -> None:
+        """Flush and fold every future, all within one bound; a stall or expiry raises
+        :class:`SinkDeliveryTimeoutError` naming what was still pending."""
+        bound_ms = self._wait_bound()[0]
+        start = time.monotonic()
+        deadline = start + bound_ms / 1000
+
+        def stalled() -> SinkDeliveryTimeoutError:
+            return self._delivery_timeout(sent, task, None, stalled_s=time.monotonic() - start)
+
+        try:
+            producer.flush(bound_ms / 1000)
+        except KafkaTimeoutError as exc:
+            raise stalled() from exc
+        for topic, future in pending:
+            try:
+                result = future.get(max(deadline - time.monotonic(), 0.0))
+            except KafkaTimeoutError as exc:
+                if not future.done():
+                    raise stalled() from exc
+                raise self._delivery_timeout(sent, task, exc, stalled_s=None) from exc
+            offsets.add(topic, result)
+
+    def _delivery_timeout(
+        self,
+        sent: list[tuple[str, BulkSendFuture]],
+        task: _TaskInfo,
+        cause: BaseException | None,
+        *,
+        stalled_s: float | None,
+    ) -> SinkDeliveryTimeoutError:
+        """The task's failure when records were not acknowledged in time: what was pending,
+        the bound and the option that sets it, and what happens next."""
+        per_tp: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic, future in sent:
+            for partition, (records, batches) in future.unacknowledged().items():
+                r, b = per_tp.get((topic, partition), (0, 0))
+                per_tp[(topic, partition)] = (r + records, b + batches)
+        records = sum(r for r, _b in per_tp.values())
+        batches = sum(b for _r, b in per_tp.values())
+        listed = [
+            f"{topic}-{partition}: {r} record(s) in {b} batch(es)"
+            for (topic, partition), (r, b) in sorted(per_tp.items())[:_MESSAGE_PARTITIONS]
+        ]
+        if len(per_tp) > _MESSAGE_PARTITIONS:
+            listed.append(f"and {len(per_tp) - _MESSAGE_PARTITIONS} more partition(s)")
+        cfg = ProducerConfig.from_mapping(self.options.producer_config)
+        where = f"task for Spark partition {task.partition_id} (attempt {task.attempt_number})"
+        pending = f"{records} record(s) in {batches} batch(es) not acknowledged by Kafka"
+        if stalled_s is not None:
+            how = self._wait_bound()[1]
+            why = (
+                f"{where} stopped waiting after {stalled_s:.1f} s with {pending}: "
+                f"{'; '.join(listed) or 'none'}. The wait is bounded by {how}; the producer "
+                "should have completed or failed them by then, so its sender looks stuck"
+            )
+        else:
+            why = (
+                f"{where} failed with {pending} within kafka.delivery.timeout.ms "
+                f"({cfg.delivery_timeout_ms} ms): {'; '.join(listed) or 'none'}. Producer: "
+                f"{cause}"
+            )
+        return SinkDeliveryTimeoutError(
+            f"{why}. The producer was closed and the next task gets a new one; Spark retries "
+            "the task, re-sending its partition (some of these records may already be in "
+            "Kafka). Check that the brokers are reachable and healthy, or raise "
+            "kafka.delivery.timeout.ms."
+        )
 
     # -- driver side -----------------------------------------------------------------------
 

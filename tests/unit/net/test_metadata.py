@@ -256,3 +256,12 @@ def test_idle_topics_expire_only_when_asked_to() -> None:
     md.update(_response([(0, 1, 0)]), now_ms=1_900)
     assert md.topics() == frozenset({"forever"})
     assert md.partitions_for("t") is None
+
+
+def test_a_use_without_a_time_keeps_the_idle_expiry() -> None:
+    md = Metadata(metadata_max_idle_ms=1_000)
+    md.bootstrap([("b1", 9092)])
+    md.add_topic("t", now_ms=0)
+    assert not md.add_topic("t")  # e.g. a caller without a clock: must not make it permanent
+    md.update(_response([(0, 1, 0)]), now_ms=1_000)
+    assert md.topics() == frozenset()

@@ -39,7 +39,7 @@ class FakeMetadata:
     def fetch(self) -> Cluster:
         return self.cluster
 
-    def add_topic(self, topic: str) -> bool:
+    def add_topic(self, topic: str, now_ms: int | None = None) -> bool:
         self.added.append(topic)
         return True
 

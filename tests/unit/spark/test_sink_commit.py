@@ -57,7 +57,14 @@ def test_commit_document_and_summary(tmp_path) -> None:
     )
     assert doc["record_count"] == 7
     assert doc["offsets"] == [
-        {"topic": "t", "partition": 0, "first_offset": 0, "last_offset": 6, "record_count": 7}
+        {
+            "topic": "t",
+            "partition": 0,
+            "first_offset": 0,
+            "last_offset": 6,
+            "record_count": 7,
+            "unknown_offset_count": 0,
+        }
     ]
     assert doc["committed_at"] == "2023-11-14T22:13:20.123Z"
     path = write_document(str(tmp_path / "log"), "3.json", doc)
@@ -90,6 +97,22 @@ def test_abort_document_names_failed_tasks() -> None:
 
 
 def test_acks_zero_ranges_have_null_offsets() -> None:
-    doc = commit_document([msg(0, PartitionRange("t", 0, -1, -1, 4))], mode="append", now_ms=NOW)
+    doc = commit_document([msg(0, PartitionRange("t", 0, -1, -1, 4, 4))], mode="append", now_ms=NOW)
     assert doc["offsets"][0]["first_offset"] is None
+    assert doc["offsets"][0]["unknown_offset_count"] == 4
     assert "t-0:?(4)" in log_line(doc, None)
+
+
+def test_records_without_offsets_are_counted_apart_from_the_range() -> None:
+    # Task 0's first batch was answered DUPLICATE_SEQUENCE_NUMBER (3 records, offsets unknown),
+    # its second landed at 10..11; task 1 wrote 20..24.
+    doc = commit_document(
+        [msg(0, PartitionRange("t", 0, 10, 11, 5, 3)), msg(1, PartitionRange("t", 0, 20, 24, 5))],
+        mode="append",
+        now_ms=NOW,
+    )
+    [offsets] = doc["offsets"]
+    assert (offsets["first_offset"], offsets["last_offset"]) == (10, 24)
+    assert (offsets["record_count"], offsets["unknown_offset_count"]) == (10, 3)
+    assert doc["record_count"] == 10
+    assert "t-0:10..24(10, 3 without offset)" in log_line(doc, None)

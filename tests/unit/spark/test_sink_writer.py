@@ -8,16 +8,18 @@ Spark or a broker (the Spark tests do the real thing).
 from __future__ import annotations
 
 import pickle
+import threading
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
 
-from kafka_sink.errors import KafkaError, NotLeaderOrFollowerError
-from kafka_sink.producer.futures import PartitionOffsets
+from kafka_sink.errors import KafkaError, KafkaTimeoutError, NotLeaderOrFollowerError
+from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets, ProduceRequestResult
 from kafka_sink.spark import producer_cache
+from kafka_sink.spark import writer as writer_module
 from kafka_sink.spark.commit import PartitionRange, PyKafkaCommitMessage
-from kafka_sink.spark.errors import SinkDataError
+from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
@@ -80,8 +82,10 @@ def fake_producers(monkeypatch):
     producer_cache.close_all()
 
 
-def _writer(topic: str | None = "t", **layout: bool) -> PyKafkaBatchWriter:
-    opts = {"kafka.bootstrap.servers": "h:1"}
+def _writer(
+    topic: str | None = "t", options: dict[str, str] | None = None, **layout: bool
+) -> PyKafkaBatchWriter:
+    opts = {"kafka.bootstrap.servers": "h:1", **(options or {})}
     if topic is not None:
         opts["topic"] = topic
     flags = {
@@ -187,3 +191,112 @@ def test_commit_and_abort_write_their_files(tmp_path, fake_producers) -> None:
     stream.abort([message, None], 5)
     names = sorted(p.name for p in (tmp_path / "pykafka-commits").iterdir())
     assert names == ["4.json", "5.aborted.json"]
+
+
+class SilentBrokerProducer(FakeProducer):
+    """A producer whose broker never answers: real bulk futures that never complete, and a
+    ``flush()`` that waits for them as ``KafkaProducer.flush`` does (forever without a timeout).
+    ``expire_with`` instead fails each batch as the producer does at delivery.timeout.ms."""
+
+    expire_with: Exception | None = None
+
+    def __init__(self, config: dict[str, str]) -> None:
+        super().__init__(config)
+        self.results: list[ProduceRequestResult] = []
+        self.flush_timeouts: list[float | None] = []
+        self.close_timeouts: list[float | None] = []
+
+    def send_columns(self, topic, values, keys=None, *, partitions=None, headers=None,
+                     timestamps_ms=None):  # fmt: skip
+        self.calls.append({"topic": topic, "values": values.to_pylist()})
+        future = BulkSendFuture(topic)
+        for p in (0, 1):  # each call: one batch per partition, the second half in partition 1
+            n = len(values) // 2 if p == 0 else len(values) - len(values) // 2
+            result = ProduceRequestResult(topic, p)
+            self.results.append(result)
+            future._add(p, n, n - 1, result)
+        future._seal()
+        if self.expire_with is not None:
+            for result in self.results:
+                result.complete(-1, -1, self.expire_with)
+        return future
+
+    def flush(self, timeout: float | None = None) -> None:
+        self.flush_timeouts.append(timeout)
+        for result in self.results:
+            if not result.wait(timeout):
+                raise KafkaTimeoutError(f"flush timed out after {timeout} s")
+
+    def close(self, timeout: float | None = None) -> None:
+        self.close_timeouts.append(timeout)
+        self.closed = True
+        for result in self.results:  # as close() does: fail whatever is left
+            result.complete(-1, -1, KafkaError("the producer was closed"))
+
+
+FAST_TIMEOUTS = {
+    "kafka.delivery.timeout.ms": "1000",
+    "kafka.request.timeout.ms": "500",
+    "kafka.linger.ms": "0",
+}
+
+
+def _write_in_thread(writer: PyKafkaBatchWriter, batches: list[pa.RecordBatch]) -> list[Any]:
+    """Run write() on a thread; [result or exception], or [] if it is still waiting after 30 s."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(writer.write(iter(batches)))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(30)
+    return outcome
+
+
+def test_silent_broker_fails_the_task_within_the_bound_naming_what_was_pending(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(producer_cache, "_create", SilentBrokerProducer)
+    monkeypatch.setattr(writer_module, "_STALL_SLACK_MS", 0, raising=False)
+    outcome = _write_in_thread(_writer(options=FAST_TIMEOUTS), [_batch(5), _batch(4, 5)])
+    [producer] = [p for p in FakeProducer.instances if isinstance(p, SilentBrokerProducer)]
+    try:
+        assert outcome, "write() did not return: the flush is unbounded"
+        [error] = outcome
+        assert isinstance(error, SinkDeliveryTimeoutError), error
+        text = str(error)
+        assert "9 record(s) in 4 batch(es) not acknowledged" in text
+        assert "t-0: 4 record(s) in 2 batch(es); t-1: 5 record(s) in 2 batch(es)" in text
+        assert "kafka.delivery.timeout.ms (1000 ms) + kafka.request.timeout.ms (500 ms)" in text
+        assert "producer was closed" in text
+        # One bound for the whole wait; then evicted and closed without waiting again.
+        assert producer.flush_timeouts == [1.5]
+        assert producer.close_timeouts == [0.0]
+        assert producer_cache.cached_count() == 0
+    finally:
+        for result in producer.results:
+            result.complete(-1, -1, KafkaError("test over"))
+
+
+def test_producer_giving_up_at_delivery_timeout_names_every_pending_partition(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(producer_cache, "_create", SilentBrokerProducer)
+    monkeypatch.setattr(
+        SilentBrokerProducer,
+        "expire_with",
+        KafkaTimeoutError("Expiring 2 record(s) for t-0: delivery.timeout.ms=1000 passed"),
+    )
+    outcome = _write_in_thread(_writer(options=FAST_TIMEOUTS), [_batch(4)])
+    [error] = outcome
+    assert isinstance(error, SinkDeliveryTimeoutError), error
+    text = str(error)
+    assert "4 record(s) in 2 batch(es) not acknowledged by Kafka within kafka.delivery" in text
+    assert "t-0: 2 record(s) in 1 batch(es); t-1: 2 record(s) in 1 batch(es)" in text
+    assert "Producer: Expiring 2 record(s) for t-0" in text
+    assert isinstance(error.__cause__, KafkaTimeoutError)
+    assert producer_cache.cached_count() == 0
