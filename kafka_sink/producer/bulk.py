@@ -523,4 +523,3 @@ def _lengths(column: Any, rows: _I64) -> _I64:
     lengths = pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False)
     out: _I64 = np.asarray(lengths, dtype=np.int64)[rows]
     return out
-

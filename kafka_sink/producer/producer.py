@@ -526,4 +526,3 @@ class KafkaProducer:
 
 def _with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
     return [p.partition for p in parts if p.leader_id >= 0]
-
