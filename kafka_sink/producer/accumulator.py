@@ -170,7 +170,11 @@ class RecordAccumulator:
     def append_sealed(
         self, topic: str, partition: int, sealed: SealedBatch, max_block_ms: int, now_ms: int
     ) -> ProducerBatch:
-        """Queue an already sealed batch (the bulk path); blocks for memory like append."""
+        """Queue an already sealed batch (the bulk path); blocks for memory like append.
+
+        ``now_ms`` starts this batch's max.block.ms wait (and its delivery timeout): the bulk
+        path passes a fresh time per batch, so the bound is per batch, not per call.
+        """
         tp = (topic, partition)
         size = sealed.size_bytes
         with self._lock:

@@ -2,14 +2,17 @@
 
 Role: validates the config, wires Metadata + NetworkClient + RecordAccumulator + Sender (+ the
 TransactionManager for idempotence) and starts the sender thread. ``send()`` partitions a record
-and appends it to the accumulator; ``send_columns()`` partitions whole Arrow columns with numpy,
-seals them into record batches (records.columnar.seal_columns) and queues those, returning one
-BulkSendFuture with per-partition offsets instead of a future per record.
+and appends it to the accumulator; ``send_columns()`` hands whole Arrow columns to the bulk path
+(``producer.bulk``), which partitions them with numpy, seals them into record batches and queues
+each batch as it is sealed, returning one BulkSendFuture with per-partition offsets instead of a
+future per record.
 
 Invariants:
 - ``send()`` blocks only for metadata of a new topic and for buffer memory, each bounded by
   ``max.block.ms``; then it raises (KafkaTimeoutError / BufferExhaustedError) with a message
-  saying why. It never blocks on the network otherwise.
+  saying why. It never blocks on the network otherwise. ``send_columns()`` blocks the same way,
+  with ``max.block.ms`` bounding each batch's wait for memory; a call that fails after queueing
+  part of its rows says so on the exception (``queued_future``).
 - Every record accepted by ``send()``/``send_columns()`` ends acknowledged or failed on its
   future, including on ``close(timeout)``: whatever cannot be delivered in time is failed, never
   dropped and never left pending.

@@ -1,9 +1,10 @@
 """Columnar (bulk) encoding: a whole column of records into sealed RecordBatch v2 batches.
 
 Role: the Spark sink hands Arrow columns (values, optional keys, timestamps, optional headers) for
-one partition; ``seal_columns`` turns them into SealedBatch objects without a Python loop per
-record when there are no headers. Every per-record integer is computed with numpy, and pyarrow's
-``binary_join_element_wise`` lays the records out back to back in one buffer::
+one partition; ``iter_seal_columns`` turns them into SealedBatch objects, lazily (``seal_columns``
+returns them all as a list), without a Python loop per record when there are no headers. Every
+per-record integer is computed with numpy, and pyarrow's ``binary_join_element_wise`` lays the
+records out back to back in one buffer::
 
     row i = prefix_i | key_i | value_length_i | value_i | headers_i
     prefix_i = varint(length) 00 varint(timestampDelta) varint(offsetDelta) varint(keyLength)
@@ -15,7 +16,9 @@ within batch_size; the first record always does) before any bytes are written (w
 CompressionRatioEstimator, within batch_size over the estimated ratio instead, so that
 batch_size bounds the compressed batch as in Java's producer), then rows are
 encoded a few MiB of whole batches at a time, and each batch costs one compress call (and, at
-encode time, one CRC).
+encode time, one CRC). Each batch is compressed only when the consumer of ``iter_seal_columns``
+asks for it, so a consumer that queues each batch before asking for the next holds at most one
+chunk of encoded rows outside its queue.
 
 Invariants: records keep input order; offset deltas restart at 0 in every batch; timestamp deltas
 are relative to the batch's first record, which is its base timestamp; max timestamp is the
