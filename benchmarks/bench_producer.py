@@ -8,6 +8,13 @@ generation too). The broker is warmed up first (its JIT would otherwise penalise
 client). Records written are checked against the topic's end offsets.
 
     python benchmarks/bench_producer.py [--records N] [--bootstrap host:port] [--clients a,b]
+        [--memory-mib N]
+
+Then the bulk path's memory bound: one process sends --memory-mib (default 1024) MiB of keyed
+1000-byte records through a single send_columns() call with the default buffer.memory (32 MiB),
+and the run reports the input size, buffer.memory and the peak RSS over the process's baseline
+before the input existed (kafka_sink.testing.bulk_memory; the promise is input + buffer.memory
++ 64 MiB). --memory-mib 0 skips it.
 
 Without --bootstrap (or KAFKA_BOOTSTRAP_SERVERS) a LocalKafka with the "bench" JVM profile is
 started for the run.
@@ -234,6 +241,48 @@ def _measure(client: str, bootstrap: str, n: int) -> dict[str, Any]:
     return result
 
 
+def _measure_bulk_memory(bootstrap: str, mib: int) -> dict[str, Any]:
+    from kafka_sink.testing.oracle import create_topic
+
+    topic = f"bench-bulk-memory-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=PARTITIONS)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafka_sink.testing.bulk_memory",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--mib",
+            str(mib),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"bulk memory run failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _memory_line(r: dict[str, Any]) -> str:
+    mib = 1024 * 1024
+    over = r["peak_bytes"] - r["baseline_bytes"]
+    extra = over - r["input_bytes"]
+    return (
+        f"send_columns memory: {r['records']:,} records in {r['calls']} call(s), "
+        f"input {r['input_bytes'] / mib:,.0f} MiB, "
+        f"buffer.memory {r['buffer_memory'] / mib:.0f} MiB: "
+        f"peak RSS {r['peak_bytes'] / mib:,.0f} MiB = baseline {r['baseline_bytes'] / mib:.0f} "
+        f"MiB + {over / mib:,.0f} MiB (input + {extra / mib:.0f} MiB; bound input + "
+        f"buffer.memory + 64 MiB = {r['bound_bytes'] / mib:,.0f} MiB) in {r['seconds']:.1f} s"
+    )
+
+
 def _table(results: list[dict[str, Any]]) -> str:
     rate = {r["client"]: r["records"] / r["seconds"] for r in results}
     lines = [
@@ -256,6 +305,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--memory-mib", type=int, default=1024)
     parser.add_argument("--worker")
     parser.add_argument("--topic")
     args = parser.parse_args()
@@ -293,6 +343,9 @@ def main() -> None:
             results.append(result)
         print()
         print(_table(results))
+        if args.memory_mib > 0:
+            print()
+            print(_memory_line(_measure_bulk_memory(bootstrap, args.memory_mib)), flush=True)
     finally:
         if kafka is not None:
             kafka.close()

@@ -172,7 +172,11 @@ class RecordAccumulator:
     def append_sealed(
         self, topic: str, partition: int, sealed: SealedBatch, max_block_ms: int, now_ms: int
     ) -> ProducerBatch:
-        """Queue an already sealed batch (the bulk path); blocks for memory like append."""
+        """Queue an already sealed batch (the bulk path); blocks for memory like append.
+
+        ``now_ms`` starts this batch's max.block.ms wait (and its delivery timeout): the bulk
+        path passes a fresh time per batch, so the bound is per batch, not per call.
+        """
         tp = (topic, partition)
         size = sealed.size_bytes
         with self._lock:
@@ -401,17 +405,19 @@ class RecordAccumulator:
     def await_flush_completion(self, timeout_ms: int | None) -> None:
         """Wait for every batch that existed when called; KafkaTimeoutError after timeout."""
         with self._lock:
-            pending = list(self._incomplete)
+            # Results, not batches: a completed batch's bytes must not live on until the
+            # whole flush returns (that would hold up to buffer.memory twice over).
+            pending = [(batch.result, batch.record_count) for batch in self._incomplete]
         deadline = None if timeout_ms is None else self._clock.now_ms() + timeout_ms
-        for batch in pending:
+        for result, _count in pending:
             if deadline is None:
-                batch.result.wait()
+                result.wait()
                 continue
             # Past the deadline a batch that is already done still counts as done.
             remaining = max(deadline - self._clock.now_ms(), 0)
-            if not batch.result.wait(remaining / 1000.0):
-                left = [b for b in pending if not b.is_done()]
-                records = sum(b.record_count for b in left)
+            if not result.wait(remaining / 1000.0):
+                left = [(r, n) for r, n in pending if not r.done()]
+                records = sum(n for _r, n in left)
                 raise KafkaTimeoutError(
                     f"flush timed out after {timeout_ms} ms: {records} record(s) in "
                     f"{len(left)} batch(es) not yet acknowledged (they stay queued)"

@@ -58,6 +58,7 @@ class ProduceRequestResult:
     __slots__ = (
         "_callbacks",
         "_event",
+        "_failed",
         "_lock",
         "_parts",
         "base_offset",
@@ -255,22 +256,36 @@ class BulkSendFuture:
     """The result of ``send_columns``: per partition offsets, without a future per record.
 
     Built from the batches the call appended; completes when every batch has, and raises the
-    first delivery error (in append order) if any failed.
+    first delivery error (in append order) if any failed. A batch's outcome is folded into the
+    per-partition ranges as it completes and its result is let go, so a call of any size keeps
+    only its batches still pending (which buffer.memory bounds) plus one range per partition.
     """
 
     __slots__ = (
         "_batches",
         "_callbacks",
+        "_error",
         "_event",
+        "_failed",
         "_lock",
+        "_next_index",
+        "_offsets",
         "_pending",
+        "_record_count",
         "topic",
     )
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
-        # (partition, record_count, result) in append order.
-        self._batches: list[tuple[int, int, int, ProduceRequestResult]] = []
+        # Batches not completed yet, by append index: (partition, record_count, last delta, result).
+        self._batches: dict[int, tuple[int, int, int, ProduceRequestResult]] = {}
+        self._next_index = 0
+        self._record_count = 0
+        self._offsets: dict[int, PartitionOffsets] = {}
+        # Per partition, (records, batches) of the batches that failed.
+        self._failed: dict[int, tuple[int, int]] = {}
+        # (append index, error) of the earliest failed batch.
+        self._error: tuple[int, BaseException] | None = None
         # One token held by the caller still appending batches; released by _seal().
         self._pending = 1
         self._lock = threading.Lock()
@@ -285,9 +300,12 @@ class BulkSendFuture:
         result: ProduceRequestResult,
     ) -> None:
         with self._lock:
-            self._batches.append((partition, record_count, last_offset_delta, result))
+            index = self._next_index
+            self._next_index += 1
+            self._batches[index] = (partition, record_count, last_offset_delta, result)
+            self._record_count += record_count
             self._pending += 1
-        result.add_done_callback(self._on_batch_done)
+        result.add_done_callback(lambda _result: self._on_batch_done(index))
 
     def _seal(self) -> None:
         """No more batches will be added; completes at once if all are already done."""
@@ -297,12 +315,43 @@ class BulkSendFuture:
         if fire:
             self._finish()
 
-    def _on_batch_done(self, _result: ProduceRequestResult) -> None:
+    def _on_batch_done(self, index: int) -> None:
         with self._lock:
+            partition, count, last_delta, result = self._batches.pop(index)
+            if result.error is not None:
+                if self._error is None or index < self._error[0]:
+                    self._error = (index, result.error)
+                records, batches = self._failed.get(partition, (0, 0))
+                self._failed[partition] = (records + count, batches + 1)
+            else:
+                self._fold(partition, count, *result.offset_range(last_delta))
             self._pending -= 1
             fire = self._pending == 0
         if fire:
             self._finish()
+
+    def _fold(self, partition: int, count: int, first: int, last: int, unknown: int) -> None:
+        # Records acknowledged without an offset (acks=0, DUPLICATE_SEQUENCE_NUMBER) keep the
+        # range as it is and are counted apart, so the count stays right and the range never
+        # claims to cover them.
+        prev = self._offsets.get(partition)
+        if prev is None:
+            self._offsets[partition] = PartitionOffsets(first, last, count, unknown)
+        elif first < 0:
+            self._offsets[partition] = PartitionOffsets(
+                prev.first_offset,
+                prev.last_offset,
+                prev.record_count + count,
+                prev.unknown_offset_count + unknown,
+            )
+        else:
+            lo = first if prev.first_offset < 0 else min(prev.first_offset, first)
+            self._offsets[partition] = PartitionOffsets(
+                lo,
+                max(prev.last_offset, last),
+                prev.record_count + count,
+                prev.unknown_offset_count + unknown,
+            )
 
     def _finish(self) -> None:
         self._event.set()
@@ -323,10 +372,8 @@ class BulkSendFuture:
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)
-        for _p, _n, _d, result in self._batches:
-            if result.error is not None:
-                return result.error
-        return None
+        with self._lock:
+            return None if self._error is None else self._error[1]
 
     def get(self, timeout: float | None = None) -> dict[int, PartitionOffsets]:
         error = self.exception(timeout)
@@ -336,32 +383,8 @@ class BulkSendFuture:
 
     def offsets(self) -> dict[int, PartitionOffsets]:
         """Offsets of the batches acknowledged so far (all of them once done without error)."""
-        out: dict[int, PartitionOffsets] = {}
-        for partition, count, last_delta, result in self._batches:
-            if not result.done() or result.error is not None:
-                continue
-            # Records acknowledged without an offset keep the range as it is and are counted
-            # apart, so the count stays right and the range never claims to cover them.
-            first, last, unknown = result.offset_range(last_delta)
-            prev = out.get(partition)
-            if prev is None:
-                out[partition] = PartitionOffsets(first, last, count, unknown)
-            elif first < 0:
-                out[partition] = PartitionOffsets(
-                    prev.first_offset,
-                    prev.last_offset,
-                    prev.record_count + count,
-                    prev.unknown_offset_count + unknown,
-                )
-            else:
-                lo = first if prev.first_offset < 0 else min(prev.first_offset, first)
-                out[partition] = PartitionOffsets(
-                    lo,
-                    max(prev.last_offset, last),
-                    prev.record_count + count,
-                    prev.unknown_offset_count + unknown,
-                )
-        return out
+        with self._lock:
+            return dict(self._offsets)
 
     def unacknowledged(self) -> dict[int, tuple[int, int]]:
         """Per partition, (records, batches) not acknowledged yet: pending or failed."""
@@ -375,7 +398,8 @@ class BulkSendFuture:
 
     @property
     def record_count(self) -> int:
-        return sum(n for _p, n, _d, _r in self._batches)
+        """Records in every batch of this future (acknowledged, failed or pending)."""
+        return self._record_count
 
     def add_callback(self, fn: Callable[[BulkSendFuture], Any]) -> None:
         """Call ``fn(self)`` once every batch is done (immediately if it already is)."""

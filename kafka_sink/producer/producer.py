@@ -2,14 +2,17 @@
 
 Role: validates the config, wires Metadata + NetworkClient + RecordAccumulator + Sender (+ the
 TransactionManager for idempotence) and starts the sender thread. ``send()`` partitions a record
-and appends it to the accumulator; ``send_columns()`` partitions whole Arrow columns with numpy,
-seals them into record batches (records.columnar.seal_columns) and queues those, returning one
-BulkSendFuture with per-partition offsets instead of a future per record.
+and appends it to the accumulator; ``send_columns()`` hands whole Arrow columns to the bulk path
+(``producer.bulk``), which partitions them with numpy, seals them into record batches and queues
+each batch as it is sealed, returning one BulkSendFuture with per-partition offsets instead of a
+future per record.
 
 Invariants:
 - ``send()`` blocks only for metadata of a new topic and for buffer memory, each bounded by
   ``max.block.ms``; then it raises (KafkaTimeoutError / BufferExhaustedError) with a message
-  saying why. It never blocks on the network otherwise.
+  saying why. It never blocks on the network otherwise. ``send_columns()`` blocks the same way,
+  with ``max.block.ms`` bounding each batch's wait for memory; a call that fails after queueing
+  part of its rows says so on the exception (``queued_future``).
 - Every record accepted by ``send()``/``send_columns()`` ends acknowledged or failed on its
   future, including on ``close(timeout)``: whatever cannot be delivered in time is failed, never
   dropped and never left pending.
@@ -32,10 +35,6 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
     ConfigError,
@@ -49,6 +48,7 @@ from kafka_sink.errors import (
 from kafka_sink.net.metadata import Metadata, PartitionInfo
 from kafka_sink.net.network_client import NetworkClient, NetworkConfig
 from kafka_sink.producer.accumulator import RecordAccumulator
+from kafka_sink.producer.bulk import BulkAppender, bulk_columns
 from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.futures import (
     BulkSendFuture,
@@ -60,10 +60,9 @@ from kafka_sink.producer.futures import (
 from kafka_sink.producer.partitioner import BuiltInPartitioner
 from kafka_sink.producer.sender import Sender
 from kafka_sink.producer.transaction_manager import TransactionManager
-from kafka_sink.records.batch import BATCH_HEADER_SIZE, SealedBatch, estimate_record_size
-from kafka_sink.records.columnar import CompressionRatioEstimator, seal_columns
+from kafka_sink.records.batch import BATCH_HEADER_SIZE, estimate_record_size
 from kafka_sink.records.compression import CompressionType
-from kafka_sink.records.murmur2 import murmur2, partitions_for_keys
+from kafka_sink.records.murmur2 import murmur2
 
 log = logging.getLogger(__name__)
 
@@ -180,9 +179,6 @@ class KafkaProducer:
                 self.client_id = f"producer-{next(_producer_ids)}"
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._compression_level = cfg.compression_level
-        # Per topic, as Java's CompressionRatioEstimator: lets batch.size bound the compressed
-        # size of bulk batches (a racy float update between callers only shifts a cut point).
-        self._ratio_estimators: dict[str, CompressionRatioEstimator] = {}
         self._metadata = Metadata(
             metadata_max_age_ms=cfg.metadata_max_age_ms,
             metadata_max_idle_ms=cfg.metadata_max_idle_ms,
@@ -224,6 +220,19 @@ class KafkaProducer:
         # Records above this many key+value bytes get the exact size check.
         self._size_check_threshold = (
             min(cfg.max_request_size, cfg.buffer_memory) - BATCH_HEADER_SIZE - _RECORD_OVERHEAD
+        )
+        self._bulk = BulkAppender(
+            accumulator=self._accumulator,
+            partitioner=self._partitioner,
+            clock=self._clock,
+            batch_size=cfg.batch_size,
+            compression_type=self._compression,
+            compression_level=self._compression_level,
+            max_block_ms=cfg.max_block_ms,
+            max_request_size=cfg.max_request_size,
+            buffer_memory=cfg.buffer_memory,
+            ignore_keys=cfg.partitioner_ignore_keys,
+            wakeup=self._network.wakeup,
         )
         self._closed = False
         self._close_lock = threading.Lock()
@@ -434,166 +443,37 @@ class KafkaProducer:
 
         ``values``/``keys``: pyarrow binary/string arrays (nulls allowed) or sequences of
         ``bytes | None``. ``partitions``: None, or an int32 array where null (pyarrow) or -1
-        means "the partitioner decides". Rows keep their order within each partition.
-        Validation (partition range, record sizes) happens before anything is queued, so an
-        error queues nothing. Blocks for buffer memory like ``send()``.
+        means "the partitioner decides". ``timestamps_ms``: None (now), one int for every row,
+        or an int64 column where null means now; negative timestamps are refused as by
+        ``send()``. Rows keep their order within each partition.
+
+        Input is checked (shapes, partition range, timestamps, record sizes against
+        max.request.size and buffer.memory) before anything is queued, so such an error queues
+        nothing. Rows are then sealed and queued incrementally, so buffer.memory bounds the
+        call's encoded data; each batch waits up to max.block.ms for buffer memory (as each
+        record does in ``send()``), then BufferExhaustedError is raised.
+
+        If the call fails after part of it was queued, the exception carries
+        ``queued_future``: the BulkSendFuture of exactly the records queued before the failure
+        (they are delivered or fail like any others). Wait for it (``get()``/``exception()``)
+        to learn their outcome and offsets; an exception without that attribute queued nothing.
         """
         self._ensure_open()
-        values_arr = _as_binary_array(values, "values")
-        n = len(values_arr)
-        keys_arr = None if keys is None else _as_binary_array(keys, "keys")
-        if keys_arr is not None and len(keys_arr) != n:
-            raise ValueError(f"keys has {len(keys_arr)} rows, values has {n}")
-        if headers is not None and len(headers) != n:
-            raise ValueError(f"headers has {len(headers)} rows, values has {n}")
-        ts_arr: Any
-        if timestamps_ms is None:
-            ts_arr = self._clock.wall_ms()
-        elif isinstance(timestamps_ms, int):
-            ts_arr = timestamps_ms
-        else:
-            ts_arr = np.asarray(
-                timestamps_ms.to_numpy(zero_copy_only=False)
-                if isinstance(timestamps_ms, pa.Array | pa.ChunkedArray)
-                else timestamps_ms,
-                dtype=np.int64,
-            )
-            if ts_arr.shape != (n,):
-                raise ValueError(f"timestamps_ms has {ts_arr.shape[0]} rows, values has {n}")
-        future = BulkSendFuture(topic)
-        if n == 0:
+        columns = bulk_columns(
+            values,
+            keys,
+            partitions=partitions,
+            headers=headers,
+            timestamps_ms=timestamps_ms,
+            wall_ms=self._wall_ms,
+        )
+        if columns.length == 0:
+            future = BulkSendFuture(topic)
             future._seal()
             return future
-        max_partition = -1
-        explicit = None
-        if partitions is not None:
-            explicit = _partition_array(partitions, n)
-            max_partition = int(explicit.max())
+        max_partition = columns.max_partition
         parts_info = self._partitions(topic, max_partition if max_partition >= 0 else None)
-        assigned = self._assign_partitions(
-            topic=topic,
-            parts=parts_info,
-            values=values_arr,
-            keys=keys_arr,
-            explicit=explicit,
-            n=n,
-        )
-
-        # Group rows by partition (stable: order within a partition is input order), then seal
-        # every partition's rows in one call: batches never span a partition's segment.
-        cfg = self.config
-        estimator = self._ratio_estimators.get(topic)
-        if estimator is None:
-            estimator = self._ratio_estimators.setdefault(topic, CompressionRatioEstimator())
-        first = int(assigned[0])
-        v, k, h, t = values_arr, keys_arr, headers, ts_arr
-        if bool((assigned == first).all()):
-            group_partitions = [first]
-            group_ends = [n]
-        else:
-            order = np.argsort(assigned, kind="stable")
-            sorted_parts = assigned[order]
-            bounds = (np.flatnonzero(np.diff(sorted_parts)) + 1).tolist()
-            group_partitions = sorted_parts[[0, *bounds]].tolist()
-            group_ends = [*bounds, n]
-            take = pa.array(order)
-            v = values_arr.take(take)
-            k = None if keys_arr is None else keys_arr.take(take)
-            h = None if headers is None else [headers[i] for i in order.tolist()]
-            t = ts_arr if isinstance(ts_arr, int) else ts_arr[order]
-        sealed_all = seal_columns(
-            v,
-            k,
-            timestamps_ms=t,
-            headers=h,
-            compression_type=self._compression,
-            compression_level=self._compression_level,
-            batch_size=cfg.batch_size,
-            ratio_estimator=estimator,
-            segment_ends=group_ends,
-        )
-        sealed_by_partition: list[tuple[int, list[SealedBatch]]] = []
-        group = 0
-        rows = 0
-        current: list[SealedBatch] = []
-        for sealed in sealed_all:
-            if sealed.size_bytes > cfg.max_request_size and sealed.record_count == 1:
-                raise RecordTooLargeError(
-                    f"a record for {topic}-{group_partitions[group]} is {sealed.size_bytes} "
-                    f"bytes when serialized, larger than max.request.size="
-                    f"{cfg.max_request_size}; nothing from this call was queued"
-                )
-            current.append(sealed)
-            rows += sealed.record_count
-            if rows == group_ends[group]:
-                sealed_by_partition.append((group_partitions[group], current))
-                current = []
-                group += 1
-        _yield_gil()  # sealing is long and GIL-bound: let the sender make progress
-
-        now_ms = self._clock.now_ms()
-        acc = self._accumulator
-        try:
-            for partition, batches in sealed_by_partition:
-                for sealed in batches:
-                    batch = acc.append_sealed(topic, partition, sealed, self._max_block_ms, now_ms)
-                    future._add(
-                        partition, sealed.record_count, sealed.last_offset_delta, batch.result
-                    )
-        finally:
-            future._seal()
-        # Appending is quick (no encoding left): one wakeup for the whole call, then let the
-        # sender drain at once instead of after the next seal's first switch interval.
-        self._network.wakeup()
-        _yield_gil()
-        return future
-
-    def _assign_partitions(
-        self,
-        *,
-        topic: str,
-        parts: Sequence[PartitionInfo],
-        values: Any,
-        keys: Any,
-        explicit: np.ndarray[Any, np.dtype[np.int32]] | None,
-        n: int,
-    ) -> np.ndarray[Any, np.dtype[np.int32]]:
-        num_partitions = len(parts)
-        if explicit is not None:
-            if int(explicit.max()) >= num_partitions:
-                raise ValueError(
-                    f"partition {int(explicit.max())} is out of range for topic {topic!r} "
-                    f"with {num_partitions} partitions"
-                )
-            assigned = explicit.copy()
-            undecided = assigned < 0
-        else:
-            assigned = np.full(n, -1, dtype=np.int32)
-            undecided = np.ones(n, dtype=bool)
-        if not undecided.any():
-            return assigned
-        if keys is not None and not self._ignore_keys:
-            key_valid = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-            keyed = undecided & key_valid
-            if keyed.any():
-                rows = np.flatnonzero(keyed)
-                if len(rows) == n:
-                    assigned = partitions_for_keys(keys, num_partitions).astype(np.int32)
-                else:
-                    assigned[rows] = partitions_for_keys(keys.take(pa.array(rows)), num_partitions)
-                undecided = undecided & ~key_valid
-        if undecided.any():
-            rows = np.flatnonzero(undecided)
-            sizes = _lengths(values, rows) + _RECORD_OVERHEAD
-            if keys is not None:
-                sizes += _lengths(keys, rows)
-            chunk = np.cumsum(sizes) // max(self.config.batch_size, 1)
-            chunk -= chunk[0]
-            chosen = self._partitioner.sticky_chunks(
-                topic, num_partitions, int(chunk[-1]) + 1, lambda: _with_leader(parts)
-            )
-            assigned[rows] = np.asarray(chosen, dtype=np.int32)[chunk]
-        return assigned
+        return self._bulk.append(topic, parts_info, columns)
 
     # -- flush / close --------------------------------------------------------------------
 
@@ -658,51 +538,3 @@ class KafkaProducer:
 
 def _with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
     return [p.partition for p in parts if p.leader_id >= 0]
-
-
-def _as_binary_array(data: Any, what: str) -> Any:
-    if isinstance(data, pa.ChunkedArray):
-        data = data.combine_chunks()
-    if isinstance(data, pa.Array):
-        if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
-            return data.cast(
-                pa.large_binary() if pa.types.is_large_string(data.type) else pa.binary()
-            )
-        if (
-            pa.types.is_binary(data.type)
-            or pa.types.is_large_binary(data.type)
-            or pa.types.is_null(data.type)
-        ):
-            return data
-        raise TypeError(f"{what} must be a binary or string column, got {data.type}")
-    try:
-        return pa.array([None if x is None else _as_bytes(what, x) for x in data], type=pa.binary())
-    except TypeError:
-        raise
-    except Exception as exc:
-        raise TypeError(f"{what} must be a sequence of bytes | None: {exc}") from None
-
-
-def _partition_array(partitions: Any, n: int) -> np.ndarray[Any, np.dtype[np.int32]]:
-    if isinstance(partitions, pa.ChunkedArray):
-        partitions = partitions.combine_chunks()
-    if isinstance(partitions, pa.Array):
-        arr = np.asarray(
-            pc.fill_null(partitions.cast(pa.int32()), -1).to_numpy(zero_copy_only=False),
-            dtype=np.int32,
-        )
-    else:
-        arr = np.asarray(partitions, dtype=np.int32)
-    if arr.shape != (n,):
-        raise ValueError(f"partitions has {arr.shape[0] if arr.ndim else 0} rows, values has {n}")
-    if (arr < -1).any():
-        raise ValueError("partitions must be >= 0 (or -1 / null for the partitioner)")
-    return arr
-
-
-def _lengths(column: Any, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.int64]]:
-    if pa.types.is_null(column.type):
-        return np.zeros(len(rows), dtype=np.int64)
-    lengths = pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False)
-    out: np.ndarray[Any, np.dtype[np.int64]] = np.asarray(lengths, dtype=np.int64)[rows]
-    return out

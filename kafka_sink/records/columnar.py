@@ -1,9 +1,10 @@
 """Columnar (bulk) encoding: a whole column of records into sealed RecordBatch v2 batches.
 
 Role: the Spark sink hands Arrow columns (values, optional keys, timestamps, optional headers) for
-one partition; ``seal_columns`` turns them into SealedBatch objects without a Python loop per
-record when there are no headers. Every per-record integer is computed with numpy, and pyarrow's
-``binary_join_element_wise`` lays the records out back to back in one buffer::
+one partition; ``iter_seal_columns`` turns them into SealedBatch objects, lazily (``seal_columns``
+returns them all as a list), without a Python loop per record when there are no headers. Every
+per-record integer is computed with numpy, and pyarrow's ``binary_join_element_wise`` lays the
+records out back to back in one buffer::
 
     row i = prefix_i | key_i | value_length_i | value_i | headers_i
     prefix_i = varint(length) 00 varint(timestampDelta) varint(offsetDelta) varint(keyLength)
@@ -15,7 +16,9 @@ within batch_size; the first record always does) before any bytes are written (w
 CompressionRatioEstimator, within batch_size over the estimated ratio instead, so that
 batch_size bounds the compressed batch as in Java's producer), then rows are
 encoded a few MiB of whole batches at a time, and each batch costs one compress call (and, at
-encode time, one CRC).
+encode time, one CRC). Each batch is compressed only when the consumer of ``iter_seal_columns``
+asks for it, so a consumer that queues each batch before asking for the next holds at most one
+chunk of encoded rows outside its queue.
 
 Invariants: records keep input order; offset deltas restart at 0 in every batch; timestamp deltas
 are relative to the batch's first record, which is its base timestamp; max timestamp is the
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,7 +49,7 @@ from kafka_sink.records.batch import (
 )
 from kafka_sink.records.compression import CompressionType, compressor
 
-__all__ = ["CompressionRatioEstimator", "seal_columns"]
+__all__ = ["CompressionRatioEstimator", "iter_seal_columns", "seal_columns"]
 
 _I64 = npt.NDArray[np.int64]
 _INT32_MAX = (1 << 31) - 1
@@ -329,7 +332,40 @@ def seal_columns(
     ratio_estimator: CompressionRatioEstimator | None = None,
     segment_ends: Sequence[int] | None = None,
 ) -> list[SealedBatch]:
-    """Encode whole columns into sealed batches of at most ``batch_size`` bytes each.
+    """Every batch of :func:`iter_seal_columns` (same arguments), as a list."""
+    return list(
+        iter_seal_columns(
+            values,
+            keys,
+            timestamps_ms=timestamps_ms,
+            headers=headers,
+            compression_type=compression_type,
+            compression_level=compression_level,
+            batch_size=batch_size,
+            ratio_estimator=ratio_estimator,
+            segment_ends=segment_ends,
+        )
+    )
+
+
+def iter_seal_columns(
+    values: Any,
+    keys: Any = None,
+    *,
+    timestamps_ms: int | npt.NDArray[np.int64],
+    headers: Sequence[Sequence[Header] | None] | None = None,
+    compression_type: CompressionType,
+    compression_level: int | None = None,
+    batch_size: int,
+    ratio_estimator: CompressionRatioEstimator | None = None,
+    segment_ends: Sequence[int] | None = None,
+) -> Iterator[SealedBatch]:
+    """Encode whole columns into sealed batches of at most ``batch_size`` bytes each, lazily.
+
+    Input is checked and batch boundaries are computed on the first ``next()``; after that the
+    records are encoded a chunk (a few MiB of whole batches) at a time and each batch is
+    compressed only when it is asked for, so a consumer that queues every batch before taking the
+    next one holds at most one chunk of encoded records besides what it queued.
 
     ``values``/``keys``: pyarrow Binary, LargeBinary, String (UTF-8 bytes as-is) arrays, chunked
     or sliced, or sequences of ``bytes | None``; nulls are null keys / tombstones. ``keys=None``
@@ -352,7 +388,7 @@ def seal_columns(
     vcol = as_byte_column(values)
     n = len(vcol)
     if n == 0:
-        return []
+        return
     kcol: ByteColumn | None = None
     if keys is not None:
         kcol = as_byte_column(keys)
@@ -429,10 +465,8 @@ def seal_columns(
     # instead of faulting in one buffer as large as the whole input.
     chunk_ids = cumulative[starts_arr] // _CHUNK_BYTES
     chunk_bounds = [0, *(np.flatnonzero(np.diff(chunk_ids)) + 1).tolist(), len(starts)]
-    batches: list[SealedBatch] = []
     uncompressed_total = 0
     compressed_total = 0
-    overshoots: list[int] = []
     for first_batch, end_batch in itertools.pairwise(chunk_bounds):
         row_start = starts[first_batch]
         row_end = ends[end_batch - 1]
@@ -458,42 +492,31 @@ def seal_columns(
             uncompressed_total += section_end - section_start
             compressed_total += len(records)
             if len(records) > room and stretched > room and count > 1:
-                overshoots.append(b)
-            batches.append(
-                SealedBatch(
+                # The estimate was too optimistic for these rows: cut them again by the
+                # uncompressed rule, in place, so the output keeps input order.
+                lo, hi = starts[b], ends[b]
+                yield from iter_seal_columns(
+                    vcol.array.slice(lo, hi - lo),
+                    None if kcol is None else kcol.array.slice(lo, hi - lo),
+                    timestamps_ms=ts[lo:hi] if ts is not None else base_timestamps[b],
+                    headers=None if headers is None else headers[lo:hi],
                     compression_type=compression_type,
-                    record_count=count,
-                    base_timestamp_ms=base_timestamps[b],
-                    max_timestamp_ms=max_timestamps[b],
-                    last_offset_delta=count - 1,
-                    records=records,
-                    size_bytes=BATCH_HEADER_SIZE + len(records),
+                    compression_level=compression_level,
+                    batch_size=batch_size,
                 )
+                continue
+            yield SealedBatch(
+                compression_type=compression_type,
+                record_count=count,
+                base_timestamp_ms=base_timestamps[b],
+                max_timestamp_ms=max_timestamps[b],
+                last_offset_delta=count - 1,
+                records=records,
+                size_bytes=BATCH_HEADER_SIZE + len(records),
             )
+        del section, record_offsets
     if ratio_estimator is not None and uncompressed_total:
         ratio_estimator.ratio = compressed_total / uncompressed_total
-    if not overshoots:
-        return batches
-    # The estimate was too optimistic for these rows: cut them again by the uncompressed rule.
-    out: list[SealedBatch] = []
-    previous = 0
-    for b in overshoots:
-        out.extend(batches[previous:b])
-        previous = b + 1
-        lo, hi = starts[b], ends[b]
-        out.extend(
-            seal_columns(
-                vcol.array.slice(lo, hi - lo),
-                None if kcol is None else kcol.array.slice(lo, hi - lo),
-                timestamps_ms=ts[lo:hi] if ts is not None else base_timestamps[b],
-                headers=None if headers is None else headers[lo:hi],
-                compression_type=compression_type,
-                compression_level=compression_level,
-                batch_size=batch_size,
-            )
-        )
-    out.extend(batches[previous:])
-    return out
 
 
 def _encode_rows(

@@ -17,7 +17,9 @@ Invariants:
 - ``write()`` consumes its whole iterator on success (Spark reuses the worker only then).
 - The writers hold picklable configuration only (options, layout, ids); producers, threads and
   sockets exist only inside ``write()`` on the executor, through ``producer_cache``.
-- A producer involved in a delivery failure is evicted from the cache and closed.
+- A producer involved in a delivery failure is evicted from the cache and closed (which delivers
+  or fails what it still holds, including rows a failed ``send_columns`` call had queued); the
+  failed task then logs the ranges that were acknowledged, which a retry writes again.
 - No per-row Python on the send path except for headers (see ``columns.py``).
 """
 
@@ -184,12 +186,14 @@ class _WriterCore:
             raise
         except BaseException as exc:
             if producer is not None:
-                # After a delivery timeout the producer has had its whole bound: close it at
-                # once (failing what it still holds) instead of waiting for it again.
+                # Closing delivers (or fails) what is still queued, including the rows a failed
+                # send_columns call queued before it raised. After a delivery timeout the
+                # producer has had its whole bound: close it at once instead of waiting again.
                 timed_out = isinstance(exc, SinkDeliveryTimeoutError)
                 producer_cache.evict(
                     producer, timeout_s=0.0 if timed_out else producer_cache.CLOSE_TIMEOUT_S
                 )
+                self._log_partial_write(task, offsets, pending, exc)
             raise
         return PyKafkaCommitMessage(
             partition_id=task.partition_id,
@@ -197,6 +201,36 @@ class _WriterCore:
             task_attempt_id=task.task_attempt_id,
             batch_id=task.batch_id,
             ranges=offsets.ranges(),
+        )
+
+    @staticmethod
+    def _log_partial_write(
+        task: _TaskInfo,
+        offsets: _Offsets,
+        pending: list[tuple[str, BulkSendFuture]],
+        exc: BaseException,
+    ) -> None:
+        futures = [f for _topic, f in pending]
+        queued = getattr(exc, "queued_future", None)
+        if isinstance(queued, BulkSendFuture):
+            futures.append(queued)
+        for future in futures:
+            if isinstance(future, BulkSendFuture) and future.done():
+                offsets.add(future.topic, future.offsets())
+        ranges = offsets.ranges()
+        if not ranges:
+            return
+        written = ", ".join(
+            f"{r.topic}-{r.partition} {r.first_offset}..{r.last_offset} ({r.record_count})"
+            for r in ranges
+        )
+        ensure_logging()
+        logger.error(
+            "task %d (attempt %d) failed after these records were acknowledged: %s; "
+            "a retry writes them again",
+            task.partition_id,
+            task.attempt_number,
+            written,
         )
 
     @staticmethod
