@@ -388,12 +388,11 @@ class BulkSendFuture:
 
     def unacknowledged(self) -> dict[int, tuple[int, int]]:
         """Per partition, (records, batches) not acknowledged yet: pending or failed."""
-        out: dict[int, tuple[int, int]] = {}
-        for partition, count, _d, result in self._batches:
-            if result.done() and result.error is None:
-                continue
-            records, batches = out.get(partition, (0, 0))
-            out[partition] = (records + count, batches + 1)
+        with self._lock:
+            out = dict(self._failed)
+            for partition, count, _delta, _result in self._batches.values():
+                records, batches = out.get(partition, (0, 0))
+                out[partition] = (records + count, batches + 1)
         return out
 
     @property
