@@ -10,7 +10,10 @@ empty. ``records`` in a response partition is the log as stored: zero or more wh
 possibly followed by one truncated batch when ``partition_max_bytes`` or ``max_bytes`` cut it
 (the reader must drop that tail), control batches included; under READ_COMMITTED it stops at the
 last stable offset and ``aborted_transactions`` lists (producer id, first offset) of the
-aborted transactions whose records it contains.
+aborted transactions whose records it contains. One response is not "everything below the high
+watermark": a 4.3 broker was seen returning a partition's data batches without the marker after
+them although bytes were left, so a reader fetches again from the offset after its last whole
+batch until it reaches the offset it wants.
 """
 
 # kfield() returns a dataclasses.field(); ruff cannot see that.
