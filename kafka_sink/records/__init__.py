@@ -10,6 +10,9 @@ Modules:
 * ``compression``: the codecs in the framings Kafka expects (gzip member, xerial snappy, LZ4
   frame with independent blocks, zstd frame) and Kafka's ``compression.<codec>.level`` ranges.
 * ``crc``: CRC-32C.
+* ``fetched``: ``fetched_records``, the data records a consumer sees in one Fetch response
+  partition (truncated tail, control batches and, under read_committed, aborted transactions
+  left out) and the offset to fetch next.
 * ``murmur2``: Java's key hash and partition choice, scalar and vectorised over a key column.
 
 Nothing is re-exported here, so importing the builder does not import pyarrow.

@@ -9,6 +9,9 @@ Invariants:
 - Produce is never sent below v3: Kafka 4.x brokers advertise min 0 but reject v0-v2
   (KAFKA-18659), and v3 is the first version carrying RecordBatch v2.
 - Produce stops at v12: v13 identifies topics by id instead of name.
+- Fetch goes up to v18: from v13 it names topics by id, so a caller picks ``topic`` or
+  ``topic_id`` from the negotiated version (``fetch.uses_topic_ids``). ListTransactions v2 is the
+  first that filters by transactional-id pattern; below it callers filter the listing themselves.
 - Transactions V1 caps (AddPartitionsToTxn v3, EndTxn v4) apply because the producer does not
   implement Transactions V2; a transactional producer must also cap Produce at v11 itself.
 """
@@ -24,6 +27,8 @@ __all__ = ["CLIENT_VERSIONS", "ApiKey", "negotiate"]
 
 class ApiKey(IntEnum):
     PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
     METADATA = 3
     FIND_COORDINATOR = 10
     SASL_HANDSHAKE = 17
@@ -32,12 +37,18 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     ADD_PARTITIONS_TO_TXN = 24
     END_TXN = 26
+    DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
     {
         ApiKey.PRODUCE: (3, 12),
+        ApiKey.FETCH: (4, 18),
+        ApiKey.LIST_OFFSETS: (1, 11),
         ApiKey.METADATA: (1, 12),
         ApiKey.FIND_COORDINATOR: (1, 6),
         ApiKey.SASL_HANDSHAKE: (0, 1),
@@ -46,7 +57,11 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
         ApiKey.INIT_PRODUCER_ID: (0, 5),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
         ApiKey.END_TXN: (0, 4),
+        ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 2),
     }
 )
 

@@ -13,6 +13,11 @@ from types import MappingProxyType
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka_sink.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from kafka_sink.wire.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from kafka_sink.wire.messages.fetch import FetchRequest, FetchResponse
 from kafka_sink.wire.messages.find_coordinator import (
     KEY_TYPE_GROUP,
     KEY_TYPE_TRANSACTION,
@@ -20,6 +25,7 @@ from kafka_sink.wire.messages.find_coordinator import (
     FindCoordinatorResponse,
 )
 from kafka_sink.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from kafka_sink.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka_sink.wire.messages.metadata import MetadataRequest, MetadataResponse
 from kafka_sink.wire.messages.produce import ProduceRequest, ProduceResponse
 from kafka_sink.wire.messages.sasl import (
@@ -27,6 +33,14 @@ from kafka_sink.wire.messages.sasl import (
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
     SaslHandshakeResponse,
+)
+from kafka_sink.wire.messages.transaction_admin import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka_sink.wire.messages.transactions import (
     AddPartitionsToTxnRequest,
@@ -45,12 +59,24 @@ __all__ = [
     "ApiVersionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
     "EndTxnRequest",
     "EndTxnResponse",
+    "FetchRequest",
+    "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "ProduceRequest",
@@ -66,6 +92,8 @@ REQUEST_TYPES: Mapping[ApiKey, type] = MappingProxyType(
         cls.API_KEY: cls
         for cls in (
             ProduceRequest,
+            FetchRequest,
+            ListOffsetsRequest,
             MetadataRequest,
             FindCoordinatorRequest,
             SaslHandshakeRequest,
@@ -74,7 +102,11 @@ REQUEST_TYPES: Mapping[ApiKey, type] = MappingProxyType(
             InitProducerIdRequest,
             AddPartitionsToTxnRequest,
             EndTxnRequest,
+            DescribeConfigsRequest,
             SaslAuthenticateRequest,
+            DescribeProducersRequest,
+            DescribeTransactionsRequest,
+            ListTransactionsRequest,
         )
     }
 )

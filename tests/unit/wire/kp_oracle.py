@@ -11,6 +11,18 @@ from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest as KCreateTopicsRequest
 from kafka.protocol.admin import CreateTopicsResponse as KCreateTopicsResponse
+from kafka.protocol.admin import DescribeConfigsRequest as KDescribeConfigsRequest
+from kafka.protocol.admin import DescribeConfigsResponse as KDescribeConfigsResponse
+from kafka.protocol.admin import DescribeProducersRequest as KDescribeProducersRequest
+from kafka.protocol.admin import DescribeProducersResponse as KDescribeProducersResponse
+from kafka.protocol.admin import DescribeTransactionsRequest as KDescribeTransactionsRequest
+from kafka.protocol.admin import DescribeTransactionsResponse as KDescribeTransactionsResponse
+from kafka.protocol.admin import ListTransactionsRequest as KListTransactionsRequest
+from kafka.protocol.admin import ListTransactionsResponse as KListTransactionsResponse
+from kafka.protocol.consumer import FetchRequest as KFetchRequest
+from kafka.protocol.consumer import FetchResponse as KFetchResponse
+from kafka.protocol.consumer import ListOffsetsRequest as KListOffsetsRequest
+from kafka.protocol.consumer import ListOffsetsResponse as KListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest as KApiVersionsRequest
 from kafka.protocol.metadata import ApiVersionsResponse as KApiVersionsResponse
 from kafka.protocol.metadata import FindCoordinatorRequest as KFindCoordinatorRequest
@@ -55,6 +67,18 @@ ORACLE: dict[type, Any] = {
     m.SaslHandshakeResponse: KSaslHandshakeResponse,
     m.SaslAuthenticateRequest: KSaslAuthenticateRequest,
     m.SaslAuthenticateResponse: KSaslAuthenticateResponse,
+    m.ListOffsetsRequest: KListOffsetsRequest,
+    m.ListOffsetsResponse: KListOffsetsResponse,
+    m.FetchRequest: KFetchRequest,
+    m.FetchResponse: KFetchResponse,
+    m.DescribeConfigsRequest: KDescribeConfigsRequest,
+    m.DescribeConfigsResponse: KDescribeConfigsResponse,
+    m.ListTransactionsRequest: KListTransactionsRequest,
+    m.ListTransactionsResponse: KListTransactionsResponse,
+    m.DescribeTransactionsRequest: KDescribeTransactionsRequest,
+    m.DescribeTransactionsResponse: KDescribeTransactionsResponse,
+    m.DescribeProducersRequest: KDescribeProducersRequest,
+    m.DescribeProducersResponse: KDescribeProducersResponse,
 }
 
 

@@ -35,6 +35,16 @@ CR = m.CreateTopicsResponse
 FR = m.FindCoordinatorResponse
 AP = m.AddPartitionsToTxnRequest
 AR = m.AddPartitionsToTxnResponse
+LT = m.ListTransactionsRequest
+LS = m.ListTransactionsResponse
+DT = m.DescribeTransactionsResponse
+DP = m.DescribeProducersResponse
+LO = m.ListOffsetsRequest
+LR = m.ListOffsetsResponse
+FQ = m.FetchRequest
+FS = m.FetchResponse
+DQ = m.DescribeConfigsRequest
+DS = m.DescribeConfigsResponse
 
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
 
@@ -612,6 +622,470 @@ CASES: list[tuple[str, Any, int, str]] = [
         2,
         "0000 00 01 0000000000000000 00",
     ),
+    # ---------------------------------------------------------------- ListTransactions
+    (
+        "list_txns_req_v0",
+        LT(["Ongoing"], [5]),
+        0,
+        "02 08 4f6e676f696e67  02 0000000000000005  00",
+    ),
+    (
+        "list_txns_req_v1_duration",
+        LT([], [], 60000),
+        1,
+        "01  01  000000000000ea60  00",  # running longer than 60 s
+    ),
+    (
+        "list_txns_req_v2_pattern",
+        LT(["Ongoing"], [], -1, "app-.*"),
+        2,
+        "02 08 4f6e676f696e67  01  ffffffffffffffff  07 6170702d2e2a  00",
+    ),
+    ("list_txns_req_v2_no_pattern", LT(), 2, "01 01 ffffffffffffffff 00 00"),
+    (
+        "list_txns_resp_v0",
+        LS(0, 0, ["Bogus"], [LS.TransactionState("tx", 1000, "Ongoing")]),
+        0,
+        """
+        00000000 0000  02 06 426f677573                   # unknown_state_filters ["Bogus"]
+        02  03 7478 00000000000003e8 08 4f6e676f696e67 00  # ("tx", pid 1000, "Ongoing")
+        00
+        """,
+    ),
+    # ---------------------------------------------------------------- DescribeTransactions
+    ("describe_txns_req_v0", m.DescribeTransactionsRequest(["tx"]), 0, "02 03 7478 00"),
+    (
+        "describe_txns_resp_v0",
+        DT(
+            0,
+            [
+                DT.TransactionState(
+                    0,
+                    "tx",
+                    "Ongoing",
+                    60000,
+                    1_700_000_000_000,
+                    1000,
+                    2,
+                    [DT.TopicData("t", [0, 1])],
+                ),
+                DT.TransactionState(16, "other", "", 0, -1, -1, -1, []),
+            ],
+        ),
+        0,
+        """
+        00000000  03
+          0000 03 7478 08 4f6e676f696e67 0000ea60         # ok, "tx", Ongoing, timeout 60 s
+          0000018bcfe56800 00000000000003e8 0002          # started at, pid 1000, epoch 2
+          02  02 74 03 00000000 00000001 00  00           # topics [t: [0, 1]]
+          0010 06 6f74686572 01 00000000                  # NOT_COORDINATOR for "other"
+          ffffffffffffffff ffffffffffffffff ffff 01 00
+        00
+        """,
+    ),
+    # ---------------------------------------------------------------- DescribeProducers
+    (
+        "describe_producers_req_v0",
+        m.DescribeProducersRequest([m.DescribeProducersRequest.TopicRequest("t", [0])]),
+        0,
+        "02  02 74 02 00000000 00  00",
+    ),
+    (
+        "describe_producers_resp_v0",
+        DP(
+            0,
+            [
+                DP.TopicResponse(
+                    "t",
+                    [
+                        DP.PartitionResponse(
+                            0, 0, None, [DP.ProducerState(1000, 2, 4, 1_700_000_000_000, 7, 42)]
+                        )
+                    ],
+                )
+            ],
+        ),
+        0,
+        """
+        00000000  02  02 74  02
+          00000000 0000 00                                # partition 0, no error, null message
+          02  00000000000003e8 00000002 00000004          # pid 1000, epoch 2, last sequence 4
+              0000018bcfe56800 00000007 000000000000002a 00   # coordinator epoch 7, txn at 42
+          00  00
+        00
+        """,
+    ),
+    # ---------------------------------------------------------------- ListOffsets
+    (
+        "list_offsets_req_v1_earliest",
+        LO(topics=[LO.ListOffsetsTopic("t", [LO.ListOffsetsPartition(0, timestamp=-2)])]),
+        1,
+        "ffffffff  00000001 0001 74  00000001 00000000 fffffffffffffffe",
+    ),
+    (
+        "list_offsets_req_v2_read_committed",
+        LO(isolation_level=1, topics=[LO.ListOffsetsTopic("t", [LO.ListOffsetsPartition(0)])]),
+        2,
+        "ffffffff 01  00000001 0001 74  00000001 00000000 ffffffffffffffff",
+    ),
+    (
+        "list_offsets_req_v4_leader_epoch",
+        LO(topics=[LO.ListOffsetsTopic("t", [LO.ListOffsetsPartition(0, 5, -1)])]),
+        4,
+        "ffffffff 00  00000001 0001 74  00000001 00000000 00000005 ffffffffffffffff",
+    ),
+    (
+        "list_offsets_req_v6",
+        LO(isolation_level=1, topics=[LO.ListOffsetsTopic("t", [LO.ListOffsetsPartition(0)])]),
+        6,
+        "ffffffff 01  02 02 74  02 00000000 ffffffff ffffffffffffffff 00  00  00",
+    ),
+    (
+        "list_offsets_req_v10_timeout",
+        LO(topics=[LO.ListOffsetsTopic("t", [LO.ListOffsetsPartition(0, timestamp=-2)])]),
+        10,
+        "ffffffff 00  02 02 74  02 00000000 ffffffff fffffffffffffffe 00  00  00007530 00",
+    ),
+    (
+        "list_offsets_req_v11_pending_upload",
+        LO(topics=[LO.ListOffsetsTopic("t", [LO.ListOffsetsPartition(0, timestamp=-6)])]),
+        11,
+        "ffffffff 00  02 02 74  02 00000000 ffffffff fffffffffffffffa 00  00  00007530 00",
+    ),
+    (
+        "list_offsets_resp_v1",
+        LR(
+            topics=[
+                LR.ListOffsetsTopicResponse("t", [LR.ListOffsetsPartitionResponse(0, 0, -1, 42)])
+            ]
+        ),
+        1,
+        "00000001 0001 74  00000001 00000000 0000 ffffffffffffffff 000000000000002a",
+    ),
+    (
+        "list_offsets_resp_v4",
+        LR(
+            topics=[
+                LR.ListOffsetsTopicResponse("t", [LR.ListOffsetsPartitionResponse(0, 0, -1, 42, 3)])
+            ]
+        ),
+        4,
+        """
+        00000000  00000001 0001 74  00000001
+          00000000 0000 ffffffffffffffff 000000000000002a 00000003   # leader epoch 3
+        """,
+    ),
+    (
+        "list_offsets_resp_v6",
+        LR(
+            topics=[
+                LR.ListOffsetsTopicResponse(
+                    "t", [LR.ListOffsetsPartitionResponse(0, 6, -1, -1, -1)]
+                )
+            ]
+        ),
+        6,
+        """
+        00000000  02 02 74
+          02  00000000 0006 ffffffffffffffff ffffffffffffffff ffffffff 00  # NOT_LEADER_OR_FOLLOWER
+          00
+        00
+        """,
+    ),
+    # ---------------------------------------------------------------- Fetch request
+    (
+        "fetch_req_v4",
+        FQ(
+            max_bytes=1 << 20,
+            isolation_level=1,
+            topics=[FQ.FetchTopic("t", partitions=[FQ.FetchPartition(0, fetch_offset=5)])],
+        ),
+        4,
+        """
+        ffffffff 000001f4 00000001 00100000 01            # replica -1, 500 ms, 1 byte, 1 MiB, RC
+        00000001  0001 74  00000001  00000000 0000000000000005 00100000
+        """,
+    ),
+    (
+        "fetch_req_v7_session",
+        FQ(topics=[FQ.FetchTopic("t", partitions=[FQ.FetchPartition(0, fetch_offset=5)])]),
+        7,
+        """
+        ffffffff 000001f4 00000001 7fffffff 00  00000000 ffffffff   # sessionless full fetch
+        00000001  0001 74  00000001  00000000 0000000000000005 ffffffffffffffff 00100000
+        00000000                                          # no forgotten topics
+        """,
+    ),
+    (
+        "fetch_req_v11_rack",
+        FQ(
+            topics=[
+                FQ.FetchTopic("t", partitions=[FQ.FetchPartition(0, 2, 5, log_start_offset=0)])
+            ],
+            forgotten_topics_data=[FQ.ForgottenTopic("u", partitions=[1])],
+            rack_id="r",
+        ),
+        11,
+        """
+        ffffffff 000001f4 00000001 7fffffff 00  00000000 ffffffff
+        00000001  0001 74  00000001  00000000 00000002 0000000000000005 0000000000000000 00100000
+        00000001  0001 75  00000001 00000001               # forget u-1
+        0001 72                                           # rack_id "r"
+        """,
+    ),
+    (
+        "fetch_req_v12",
+        FQ(
+            cluster_id="c",
+            isolation_level=1,
+            topics=[FQ.FetchTopic("t", partitions=[FQ.FetchPartition(0, fetch_offset=5)])],
+        ),
+        12,
+        """
+        ffffffff 000001f4 00000001 7fffffff 01  00000000 ffffffff
+        02  02 74  02  00000000 ffffffff 0000000000000005 ffffffff ffffffffffffffff 00100000 00
+            00
+        01  01                                            # no forgotten topics, rack ""
+        01 00 02 02 63                                    # tag 0 cluster_id "c"
+        """,
+    ),
+    (
+        "fetch_req_v13_topic_id",
+        FQ(
+            topics=[
+                FQ.FetchTopic(topic_id=TOPIC_ID, partitions=[FQ.FetchPartition(0, fetch_offset=5)])
+            ]
+        ),
+        13,
+        """
+        ffffffff 000001f4 00000001 7fffffff 00  00000000 ffffffff
+        02  0123456789abcdef0123456789abcdef
+            02  00000000 ffffffff 0000000000000005 ffffffff ffffffffffffffff 00100000 00
+            00
+        01  01  00
+        """,
+    ),
+    (
+        "fetch_req_v18",
+        FQ(
+            topics=[
+                FQ.FetchTopic(topic_id=TOPIC_ID, partitions=[FQ.FetchPartition(0, fetch_offset=5)])
+            ]
+        ),
+        18,
+        """
+        000001f4 00000001 7fffffff 00  00000000 ffffffff  # no replica_id from v15
+        02  0123456789abcdef0123456789abcdef
+            02  00000000 ffffffff 0000000000000005 ffffffff ffffffffffffffff 00100000 00
+            00
+        01  01  00
+        """,
+    ),
+    # ---------------------------------------------------------------- Fetch response
+    (
+        "fetch_resp_v4_aborted",
+        FS(
+            0,
+            responses=[
+                FS.FetchableTopicResponse(
+                    "t",
+                    partitions=[
+                        FS.PartitionData(
+                            0,
+                            0,
+                            10,
+                            8,
+                            aborted_transactions=[FS.AbortedTransaction(1000, 3)],
+                            records=b"abc",
+                        )
+                    ],
+                )
+            ],
+        ),
+        4,
+        """
+        00000000  00000001  0001 74  00000001
+          00000000 0000 000000000000000a 0000000000000008   # hw 10, lso 8
+          00000001  00000000000003e8 0000000000000003     # aborted: pid 1000 from offset 3
+          00000003 616263
+        """,
+    ),
+    (
+        "fetch_resp_v7_nulls",
+        FS(
+            0,
+            0,
+            0,
+            [FS.FetchableTopicResponse("t", partitions=[FS.PartitionData(0, 1, -1, -1, -1)])],
+        ),
+        7,
+        """
+        00000000 0000 00000000  00000001  0001 74  00000001
+          00000000 0001 ffffffffffffffff ffffffffffffffff ffffffffffffffff
+          ffffffff ffffffff                               # null aborted list, null records
+        """,
+    ),
+    (
+        "fetch_resp_v11",
+        FS(
+            0,
+            0,
+            9,
+            [
+                FS.FetchableTopicResponse(
+                    "t",
+                    partitions=[
+                        FS.PartitionData(0, 0, 1, 1, 0, aborted_transactions=[], records=b"")
+                    ],
+                )
+            ],
+        ),
+        11,
+        """
+        00000000 0000 00000009  00000001  0001 74  00000001
+          00000000 0000 0000000000000001 0000000000000001 0000000000000000
+          00000000 ffffffff 00000000                      # no aborted, no preferred replica
+        """,
+    ),
+    (
+        "fetch_resp_v12_leader_hint",
+        FS(
+            0,
+            0,
+            0,
+            [
+                FS.FetchableTopicResponse(
+                    "t",
+                    partitions=[
+                        FS.PartitionData(
+                            0,
+                            6,
+                            10,
+                            8,
+                            0,
+                            current_leader=FS.LeaderIdAndEpoch(2, 5),
+                            aborted_transactions=[FS.AbortedTransaction(1000, 3)],
+                            records=b"abc",
+                        )
+                    ],
+                )
+            ],
+        ),
+        12,
+        """
+        00000000 0000 00000000
+        02  02 74  02
+          00000000 0006 000000000000000a 0000000000000008 0000000000000000
+          02  00000000000003e8 0000000000000003 00        # aborted: pid 1000 from offset 3
+          ffffffff  04 616263
+          01 01 09  00000002 00000005 00                  # tag 1 current_leader (2, epoch 5)
+          00
+        00
+        """,
+    ),
+    (
+        "fetch_resp_v16_endpoints",
+        FS(
+            0,
+            0,
+            0,
+            [
+                FS.FetchableTopicResponse(
+                    topic_id=TOPIC_ID, partitions=[FS.PartitionData(0, 0, 1, 1, 0, records=b"")]
+                )
+            ],
+            node_endpoints=[FS.NodeEndpoint(2, "h", 9092, None)],
+        ),
+        16,
+        """
+        00000000 0000 00000000
+        02  0123456789abcdef0123456789abcdef  02
+          00000000 0000 0000000000000001 0000000000000001 0000000000000000
+          00  ffffffff  01  00                            # null aborted, empty records
+          00
+        01 00 0d  02 00000002 02 68 00002384 00 00        # tag 0 node_endpoints [2 h:9092]
+        """,
+    ),
+    # ---------------------------------------------------------------- DescribeConfigs
+    (
+        "describe_configs_req_v1",
+        DQ([DQ.DescribeConfigsResource(4, "1", ["transaction.max.timeout.ms"])]),
+        1,
+        """
+        00000001  04 0001 31                              # broker "1"
+          00000001 001a 7472616e73616374696f6e2e6d61782e74696d656f75742e6d73
+        00                                                # no synonyms
+        """,
+    ),
+    (
+        "describe_configs_req_v3_all_keys",
+        DQ([DQ.DescribeConfigsResource(2, "t", None)], True, True),
+        3,
+        "00000001  02 0001 74 ffffffff  01 01",
+    ),
+    (
+        "describe_configs_req_v4",
+        DQ([DQ.DescribeConfigsResource(4, "1", ["transaction.max.timeout.ms"])]),
+        4,
+        """
+        02  04 02 31  02 1b 7472616e73616374696f6e2e6d61782e74696d656f75742e6d73 00
+        00 00 00
+        """,
+    ),
+    (
+        "describe_configs_resp_v1",
+        DS(
+            0,
+            [
+                DS.DescribeConfigsResult(
+                    0,
+                    None,
+                    4,
+                    "1",
+                    [
+                        DS.DescribeConfigsResourceResult(
+                            "k", "v", False, 5, False, [DS.DescribeConfigsSynonym("k", "v", 5)]
+                        )
+                    ],
+                )
+            ],
+        ),
+        1,
+        """
+        00000000  00000001  0000 ffff 04 0001 31
+          00000001  0001 6b 0001 76 00 05 00              # k=v, default config
+            00000001  0001 6b 0001 76 05                  # synonym k=v from the default
+        """,
+    ),
+    (
+        "describe_configs_resp_v3_sensitive",
+        DS(
+            0,
+            [
+                DS.DescribeConfigsResult(
+                    0,
+                    None,
+                    4,
+                    "1",
+                    [DS.DescribeConfigsResourceResult("p", None, True, 4, True, [], 7, "d")],
+                )
+            ],
+        ),
+        3,
+        """
+        00000000  00000001  0000 ffff 04 0001 31
+          00000001  0001 70 ffff 01 04 01  00000000  07 0001 64   # null value, PASSWORD, doc "d"
+        """,
+    ),
+    (
+        "describe_configs_resp_v4",
+        DS(
+            0,
+            [DS.DescribeConfigsResult(42, "bad", 4, "x", [])],
+        ),
+        4,
+        "00000000  02  002a 04 626164 04 02 78 01 00  00",
+    ),
 ]
 
 IDS = [case[0] for case in CASES]
@@ -644,3 +1118,5 @@ def test_every_implemented_version_has_a_golden_case_or_oracle_sweep() -> None:
     assert classes == {cls for cls in vars(m).values() if hasattr(cls, "VALID_VERSIONS")}
     assert (PR, 12) in covered
     assert (PS, 10) in covered
+    # The name-to-id switch of Fetch and the KIP-1152 pattern filter are pinned byte for byte.
+    assert {(FQ, 12), (FQ, 13), (FS, 12), (FS, 16), (LT, 2)} <= covered
