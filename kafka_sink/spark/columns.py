@@ -198,6 +198,14 @@ def _columns(
     timestamps = (
         _timestamps_ms(batch.column("timestamp"), now_ms) if layout.timestamp is not None else None
     )
+    if timestamps is not None and len(timestamps) and int(timestamps.min()) < 0:
+        index = int(np.argmax(timestamps < 0))
+        raise SinkDataError(
+            f"row {row_number(index)} has a 'timestamp' before 1970-01-01 "
+            f"({int(timestamps[index])} ms): Kafka record timestamps are non-negative epoch "
+            "milliseconds (-1 means 'no timestamp'). Fix: filter such rows out, set their "
+            "timestamp to null (null means the current time), or drop the 'timestamp' column."
+        )
     headers = _headers(batch.column("headers"), row_number) if layout.headers_column else None
     return TopicColumns(topic, values, keys, partitions, timestamps, headers, row_base, source_rows)
 

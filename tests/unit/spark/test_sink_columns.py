@@ -59,13 +59,24 @@ def test_null_topic_fails_naming_the_row() -> None:
         topic_columns(batch, layout(topic_column=True), None, now_ms=NOW, row_base=10)
 
 
+def test_a_timestamp_before_1970_is_refused_naming_the_row_and_the_fix() -> None:
+    # -1 means "no timestamp" to the broker; any negative value would be stored as garbage.
+    micros = pa.array([5_000, None, -1_000], pa.timestamp("us", tz="UTC"))
+    batch = pa.record_batch({"value": [b"a", b"b", b"c"], "timestamp": micros})
+    with pytest.raises(SinkDataError, match=r"row 2 has a 'timestamp' before 1970.*-1 ms.*Fix"):
+        topic_columns(batch, layout(timestamp="timestamp"), "t", now_ms=NOW)
+    millis = pa.record_batch({"value": [b"a"], "timestamp": pa.array([-7], pa.int64())})
+    with pytest.raises(SinkDataError, match=r"row 0 .*-7 ms"):
+        topic_columns(millis, layout(timestamp="millis"), "t", now_ms=NOW)
+
+
 def test_timestamps_from_timestamp_and_millis_columns() -> None:
-    micros = pa.array([1_000_999, None, -1], pa.timestamp("us", tz="UTC"))
+    micros = pa.array([1_000_999, None, 0], pa.timestamp("us", tz="UTC"))
     batch = pa.record_batch({"value": [b"a", b"b", b"c"], "timestamp": micros})
     [group] = topic_columns(batch, layout(timestamp="timestamp"), "t", now_ms=NOW)
     assert group.timestamps_ms is not None
     assert group.timestamps_ms.dtype == np.int64
-    assert group.timestamps_ms.tolist() == [1000, NOW, -1]
+    assert group.timestamps_ms.tolist() == [1000, NOW, 0]
     millis = pa.record_batch({"value": [b"a", b"b"], "timestamp": pa.array([5, None], pa.int64())})
     [group] = topic_columns(millis, layout(timestamp="millis"), "t", now_ms=NOW)
     assert group.timestamps_ms is not None and group.timestamps_ms.tolist() == [5, NOW]
