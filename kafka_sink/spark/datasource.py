@@ -2,8 +2,9 @@
 
 Role: Spark calls ``writer()`` (batch) or ``streamWriter()`` (streaming, twice per micro-batch:
 once to plan, once to commit) on the driver. Both parse the options, check the DataFrame schema
-against the Kafka sink's input contract and build the producer config, all without network, then
-return a small picklable writer. Every mistake therefore fails before any task runs.
+against the Kafka sink's input contract, build the producer config (all without network) and
+check that the commit-log directory is writable, then return a small picklable writer. Every
+mistake therefore fails before any task runs.
 
 Invariants:
 - ``name()`` is a classmethod returning ``"pykafka"`` (``"kafka"`` belongs to Spark's own sink).
@@ -56,6 +57,7 @@ class PyKafkaDataSource(DataSource):
         options = SinkOptions.from_options(self.options)
         layout = validate_schema(schema, options.topic)
         options.validate_producer_config()
+        options.check_commit_dir(streaming=False)
         return PyKafkaBatchWriter(
             options, layout, streaming=False, overwrite=False, write_id=_new_write_id()
         )
@@ -64,6 +66,7 @@ class PyKafkaDataSource(DataSource):
         options = SinkOptions.from_options(self.options)
         layout = validate_schema(schema, options.topic)
         options.validate_producer_config()
+        options.check_commit_dir(streaming=True)
         return PyKafkaStreamWriter(
             options, layout, streaming=True, overwrite=overwrite, write_id=_new_write_id()
         )

@@ -24,11 +24,17 @@ Invariants:
 - The producer config is validated (``ProducerConfig.from_mapping``, no network) on the driver, so
   a bad ``kafka.*`` key fails before any task starts.
 - ``repr(SinkOptions)`` names producer keys only, never values (they may hold passwords).
+- The commit-log directory the sink will write (``commitLog``, or the default under a local
+  ``checkpointLocation`` for a streaming query) is checked on the driver before any task runs:
+  created, then a uniquely named probe file written and removed (``check_commit_dir``). An
+  unwritable one fails with the path and the OS reason instead of after every record is in Kafka.
+  Remote checkpoints have no default commit log, so nothing is checked for them.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
@@ -181,6 +187,43 @@ class SinkOptions:
                 return os.path.join(local, COMMIT_LOG_DIRNAME)
         return None
 
+    def check_commit_dir(self, *, streaming: bool) -> str | None:
+        """Make sure the driver can write the commit files; returns the directory (or None).
+
+        Creates the directory, writes a uniquely named probe file into it and removes it, so a
+        directory that cannot be created or written fails before any task sends a record (the
+        commit files are written on the driver only after the tasks are done).
+        """
+        directory = self.commit_dir(streaming=streaming)
+        if directory is None:
+            return None
+        try:
+            _probe_dir(directory)
+        except OSError as exc:
+            raise SinkOptionError(self._commit_dir_message(directory, exc)) from exc
+        return directory
+
+    def _commit_dir_message(self, directory: str, exc: OSError) -> str:
+        if isinstance(exc, FileExistsError) or (
+            os.path.exists(directory) and not os.path.isdir(directory)
+        ):
+            reason = "it exists and is not a directory"
+        else:
+            reason = exc.strerror or type(exc).__name__
+        if self.commit_log is not None:
+            what = f"option 'commitLog' names a directory the driver cannot write: {directory}"
+            fix = "give a writable local directory, or 'none' to write no commit files"
+        else:
+            what = (
+                "the default commit log under option 'checkpointLocation' cannot be written "
+                f"by the driver: {directory}"
+            )
+            fix = (
+                "make the checkpoint writable, set option 'commitLog' to a writable local "
+                "directory, or set it to 'none' to write no commit files"
+            )
+        return f"{what} ({reason}). Fix: {fix}."
+
     def __repr__(self) -> str:
         keys = ",".join(k for k, _ in self.producer_items)
         return (
@@ -198,6 +241,17 @@ def _as_local_path(location: str) -> str | None:
     if parsed.scheme == "file":
         return os.path.abspath(parsed.path)
     return None
+
+
+def _probe_dir(directory: str) -> None:
+    """Create ``directory`` and prove a file can be written and removed there (raises OSError)."""
+    os.makedirs(directory, exist_ok=True)
+    fd, probe = tempfile.mkstemp(prefix=".pykafka-probe-", suffix=".tmp", dir=directory)
+    try:
+        os.write(fd, b"probe\n")
+    finally:
+        os.close(fd)
+        os.unlink(probe)
 
 
 def _local_dir(option: str, location: str) -> str:

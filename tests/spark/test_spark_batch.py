@@ -232,6 +232,30 @@ def test_overwrite_mode_refused(spark, kafka_bootstrap, topic_factory) -> None:
     assert read_all(kafka_bootstrap, topic) == []
 
 
+def test_unwritable_commit_log_fails_before_any_record(
+    spark, kafka_bootstrap, topic_factory, tmp_path
+) -> None:
+    """A commitLog the driver cannot write fails the job while planning: nothing is sent."""
+    topic = topic_factory(partitions=1)
+    (tmp_path / "afile").write_text("x")  # tests run as root: a path under a file, not chmod
+    target = tmp_path / "afile" / "commits"
+    with pytest.raises(Exception, match="option 'commitLog'") as info:
+        (
+            spark.range(0, 20, 1, 2)
+            .selectExpr("CAST(id AS STRING) AS value")
+            .write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("topic", topic)
+            .option("commitLog", str(target))
+            .save()
+        )
+    message = str(info.value)
+    assert str(target) in message and "Not a directory" in message
+    assert "PYTHON_DATA_SOURCE_ERROR" in message  # raised while planning, not in a task
+    assert read_all(kafka_bootstrap, topic) == []
+
+
 @pytest.mark.parametrize(
     "case",
     [

@@ -121,3 +121,52 @@ def test_producer_config_error_hides_secret_values() -> None:
     with pytest.raises(SinkOptionError) as info:
         opts.validate_producer_config()
     assert "hunter2" not in str(info.value)
+
+
+def test_unwritable_commit_log_fails_with_path_and_reason(tmp_path) -> None:
+    # Tests run as root, where chmod stops nothing: a path under a regular file cannot be created.
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / "afile" / "commits"
+    opts = SinkOptions.from_options({**BASE, "commitlog": str(target)})
+    with pytest.raises(SinkOptionError) as info:
+        opts.check_commit_dir(streaming=False)
+    message = str(info.value)
+    assert "'commitLog'" in message and str(target) in message
+    assert "Not a directory" in message
+    assert "'none'" in message  # the fix: another directory, or no commit files
+
+
+def test_commit_log_that_is_a_file_is_refused(tmp_path) -> None:
+    (tmp_path / "afile").write_text("x")
+    opts = SinkOptions.from_options({**BASE, "commitlog": str(tmp_path / "afile")})
+    with pytest.raises(SinkOptionError, match=r"'commitLog'.*afile.*not a directory"):
+        opts.check_commit_dir(streaming=False)
+
+
+def test_unwritable_default_commit_log_names_the_checkpoint(tmp_path) -> None:
+    (tmp_path / "afile").write_text("x")
+    ck = str(tmp_path / "afile" / "ck")
+    opts = SinkOptions.from_options({**BASE, "checkpointlocation": ck})
+    with pytest.raises(SinkOptionError) as info:
+        opts.check_commit_dir(streaming=True)
+    message = str(info.value)
+    assert "'checkpointLocation'" in message and f"{ck}/pykafka-commits" in message
+    assert "Not a directory" in message and "'commitLog'" in message
+
+
+def test_writable_commit_log_is_created_and_left_empty(tmp_path) -> None:
+    target = tmp_path / "new" / "commits"
+    opts = SinkOptions.from_options({**BASE, "commitlog": str(target)})
+    assert opts.check_commit_dir(streaming=False) == str(target)
+    assert target.is_dir() and list(target.iterdir()) == []  # the probe file is gone
+
+
+def test_no_commit_log_means_nothing_to_check(tmp_path) -> None:
+    (tmp_path / "afile").write_text("x")
+    bad_ck = str(tmp_path / "afile" / "ck")
+    batch = SinkOptions.from_options({**BASE, "checkpointlocation": bad_ck})
+    assert batch.check_commit_dir(streaming=False) is None  # a batch write has no default log
+    off = SinkOptions.from_options({**BASE, "checkpointlocation": bad_ck, "commitlog": "off"})
+    assert off.check_commit_dir(streaming=True) is None
+    remote = SinkOptions.from_options({**BASE, "checkpointlocation": "s3a://bucket/ck"})
+    assert remote.check_commit_dir(streaming=True) is None
