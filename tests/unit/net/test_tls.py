@@ -79,12 +79,14 @@ def server(pki: TestPki) -> Iterator[MutualTlsServer]:
 
 def _talk(context: ssl.SSLContext, port: int) -> tuple[str | None, str | None, bytes]:
     """(TLS version, cipher, echoed bytes) of one exchange with the server."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        with context.wrap_socket(raw, server_hostname="127.0.0.1") as conn:
-            conn.sendall(b"ping")
-            reply = conn.recv(100)
-            cipher = conn.cipher()
-            return conn.version(), cipher[0] if cipher else None, reply
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as conn,
+    ):
+        conn.sendall(b"ping")
+        reply = conn.recv(100)
+        cipher = conn.cipher()
+        return conn.version(), cipher[0] if cipher else None, reply
 
 
 def _pem(path: Path) -> str:
