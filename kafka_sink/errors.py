@@ -88,8 +88,18 @@ class IllegalStateError(KafkaError):
     """An operation was called in a state that does not allow it (e.g. a fatal producer error)."""
 
 
-class SaslAuthenticationError(KafkaError):
+class AuthenticationError(KafkaError):
+    """A broker connection could not be authenticated; no retry fixes it (Java's
+    ``AuthenticationException``), so waiters for metadata get it at once."""
+
+
+class SaslAuthenticationError(AuthenticationError):
     """SASL authentication with a broker failed (client- or broker-detected)."""
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake with a broker failed: certificate rejected either way, or no protocol
+    version or cipher suite in common."""
 
 
 # --- broker error codes ------------------------------------------------------------------------

@@ -5,6 +5,9 @@ Module map (bottom to top):
 - ``selector``: non-blocking TCP/TLS channels over ``selectors.DefaultSelector`` with a
   socketpair wakeup; moves opaque bytes, knows nothing of Kafka.
 - ``sasl``: PLAIN and SCRAM-SHA-256/512 client mechanisms as pure token exchanges.
+- ``jaas``: the ``sasl.jaas.config`` syntax, tokenized as Java's ``JaasConfig`` does.
+- ``tls``: ``TlsConfig``, Kafka's ``ssl.*`` settings applied to an ``ssl.SSLContext`` (or refused),
+  and the wording of TLS handshake failures.
 - ``connection``: sans-IO ``BrokerConnection`` (framing, correlation ids, in-flight FIFO,
   ApiVersions negotiation, SASL handshake); bytes in, bytes out.
 - ``metadata``: thread-safe cluster ``Metadata`` (brokers, leaders and epochs, topic errors,

@@ -1,8 +1,9 @@
 """Network settings of a client: the producer config's network keys, parsed and validated.
 
-Invariants: secrets (SASL password, TLS key password, inline CA data) never appear in ``repr``;
-a ``NetworkConfig`` that constructs without error names a supported security protocol and, for
-SASL_*, a mechanism.
+Invariants: secrets (SASL password, TLS key material and passwords) never appear in ``repr``;
+a ``NetworkConfig`` that constructs without error names a supported security protocol, for
+SASL_* a mechanism, and for *SSL TLS settings that :class:`~kafka_sink.net.tls.TlsConfig`
+accepted (files are read only when the context is built).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kafka_sink.errors import ConfigError
 from kafka_sink.net.sasl import SaslConfig
+from kafka_sink.net.tls import TlsConfig
 
 __all__ = ["NetworkConfig", "parse_bootstrap_servers"]
 
@@ -63,12 +65,7 @@ class NetworkConfig:
     sasl_mechanism: str | None = None  # sasl.mechanism (None unless SASL_*)
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
-    ssl_cafile: str | None = None  # ssl.truststore.location (PEM)
-    ssl_cadata: str | None = field(default=None, repr=False)  # ssl.truststore.certificates
-    ssl_certfile: str | None = None  # ssl.keystore.location (PEM)
-    ssl_keyfile: str | None = None
-    ssl_password: str | None = field(default=None, repr=False)  # ssl.key.password
-    ssl_check_hostname: bool = True  # ssl.endpoint.identification.algorithm=https
+    tls: TlsConfig | None = None  # the ssl.* keys (None with *SSL: system CAs, Java defaults)
     max_frame_size: int = 100 * 1024 * 1024  # largest response frame accepted
     # Refresh timing lives in the Metadata object (built with these same values by the producer);
     # kept here so one object describes the client's whole network configuration.
@@ -96,6 +93,11 @@ class NetworkConfig:
             raise ConfigError("max.in.flight.requests.per.connection must be at least 1")
         if self.uses_sasl and not self.sasl_mechanism:
             raise ConfigError(f"security.protocol {self.security_protocol} needs sasl.mechanism")
+        if self.tls is not None and not self.uses_ssl:
+            raise ConfigError(
+                f"ssl.* settings need security.protocol SSL or SASL_SSL, "
+                f"not {self.security_protocol}"
+            )
 
     @property
     def uses_sasl(self) -> bool:
@@ -112,19 +114,7 @@ class NetworkConfig:
         return SaslConfig(self.sasl_mechanism, self.sasl_username or "", self.sasl_password or "")
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS client context (system CAs unless a truststore is given), or None."""
+        """The TLS client context (see :class:`~kafka_sink.net.tls.TlsConfig`), or None."""
         if not self.uses_ssl:
             return None
-        try:
-            context = ssl.create_default_context(cafile=self.ssl_cafile, cadata=self.ssl_cadata)
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
-            context.check_hostname = self.ssl_check_hostname
-            if self.ssl_certfile:
-                context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_password)
-        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-            # Name the files, never the password.
-            raise ConfigError(
-                f"cannot set up TLS (truststore {self.ssl_cafile or 'system default'}, "
-                f"keystore {self.ssl_certfile or 'none'}): {exc}"
-            ) from None
-        return context
+        return (self.tls or TlsConfig()).create_context()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from kafka_sink.errors import KafkaConnectionError, KafkaError, SaslAuthenticationError
+from kafka_sink.errors import AuthenticationError, KafkaConnectionError, KafkaError
 from kafka_sink.net.client_request import ClientRequest, ClientResponse
 from kafka_sink.net.config import NetworkConfig
 from kafka_sink.net.metadata import Metadata
@@ -102,7 +102,7 @@ class MetadataUpdater:
         self._metadata.failed_update(response.received_ms, error)
 
     def handle_server_disconnect(self, node_id: int, error: KafkaError | None, now_ms: int) -> None:
-        if isinstance(error, SaslAuthenticationError):
+        if isinstance(error, AuthenticationError):
             self._metadata.fatal_error(error)
         elif error is not None:
             self._metadata.record_error(error)

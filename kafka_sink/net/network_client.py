@@ -32,6 +32,11 @@ Invariants:
   :meth:`poll`.
 - Any disconnect makes a metadata refresh due (the leader may have moved); a disconnect from the
   node serving the in-progress Metadata request counts as a failed refresh (backoff applies).
+- A TLS error before a connection is READY (a failed handshake, or with TLS 1.3 the broker's
+  alert rejecting our certificate, read just after it) is an
+  :class:`~kafka_sink.errors.SslAuthenticationError` naming the node, its address and the
+  setting to check; like SASL failures it is fatal for metadata waiters (Java's
+  ``SslAuthenticationException``), so a send fails at once instead of after ``max.block.ms``.
 - Unreachable brokers never make :meth:`poll` hang: connects are bounded by the setup timeout and
   the failure reason is recorded in the metadata (shown when a caller's wait for metadata ends).
 """
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 
 from kafka_sink.clock import Clock
 from kafka_sink.errors import (
@@ -47,6 +53,7 @@ from kafka_sink.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    SslAuthenticationError,
     UnsupportedVersionError,
 )
 from kafka_sink.net.client_request import ClientRequest, ClientResponse
@@ -55,6 +62,7 @@ from kafka_sink.net.connection import BrokerConnection, ConnectionState
 from kafka_sink.net.metadata import ExponentialBackoff, Metadata
 from kafka_sink.net.metadata_updater import MetadataUpdater
 from kafka_sink.net.selector import Address, PollResult, Selector, resolve
+from kafka_sink.net.tls import describe_tls_failure, is_tls_failure
 from kafka_sink.wire.api import ApiKey
 
 __all__ = [
@@ -558,13 +566,24 @@ class NetworkClient:
                 continue
             node = self.metadata.node(node_id)
             where = f"node {node_id}" + (f" ({node.address})" if node is not None else "")
-            if state.state is ConnectionState.READY:
-                text = f"connection to {where} was lost"
+            error: KafkaError
+            if state.state is not ConnectionState.READY and is_tls_failure(exc):
+                # Before READY an SSL error is the handshake, or (TLS 1.3) the broker's verdict
+                # on our certificate read after it: an authentication failure, fatal as in Java.
+                assert isinstance(exc, ssl.SSLError)
+                error = SslAuthenticationError(
+                    f"connection to {where} over {self.config.security_protocol} could not be "
+                    f"established: {describe_tls_failure(exc)}"
+                )
             else:
-                text = f"connection to {where} could not be established"
-            if exc is not None:
-                text = f"{text}: {_describe(exc)}"
-            self._disconnected(node_id, KafkaConnectionError(text), now_ms, responses=responses)
+                if state.state is ConnectionState.READY:
+                    text = f"connection to {where} was lost"
+                else:
+                    text = f"connection to {where} could not be established"
+                if exc is not None:
+                    text = f"{text}: {_describe(exc)}"
+                error = KafkaConnectionError(text)
+            self._disconnected(node_id, error, now_ms, responses=responses)
 
     def _handle_connects(
         self, result: PollResult, now_ms: int, responses: list[ClientResponse]

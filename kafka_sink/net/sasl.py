@@ -11,7 +11,12 @@ Invariants:
 - The password never appears in ``repr``, in logs or in exception text; only the user name and the
   mechanism name may be shown.
 - SCRAM verifies the server's signature before declaring success, rejects a server nonce that does
-  not extend the client nonce, and rejects fewer than 4096 PBKDF2 iterations (Kafka's minimum).
+  not extend the client nonce, and only runs PBKDF2 for 4096..16384 iterations (Kafka's
+  ``ScramMechanism`` minimum and maximum: brokers refuse to store credentials outside that range,
+  so a server asking for more is hostile or broken). The cap bounds the work a server can make
+  the I/O thread do: 16384 rounds of PBKDF2-HMAC-SHA-512 take milliseconds, far below
+  ``socket.connection.setup.timeout.ms``, whereas an unchecked count (up to 2**31) would block
+  the thread for minutes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import ClassVar, Protocol
 from kafka_sink.errors import ConfigError, SaslAuthenticationError
 
 __all__ = [
+    "SCRAM_MAX_ITERATIONS",
     "SUPPORTED_MECHANISMS",
     "PlainMechanism",
     "SaslConfig",
@@ -37,8 +43,9 @@ __all__ = [
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
-# Kafka's ScramMechanism minimum; a server asking for fewer is misconfigured or hostile.
+# Kafka's ScramMechanism bounds; a server asking for fewer or more is misconfigured or hostile.
 _SCRAM_MIN_ITERATIONS = 4096
+SCRAM_MAX_ITERATIONS = 16384
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,7 @@ class ScramMechanism:
         *,
         client_nonce: str | None = None,
         min_iterations: int = _SCRAM_MIN_ITERATIONS,
+        max_iterations: int = SCRAM_MAX_ITERATIONS,
     ) -> None:
         if name not in self._HASHES:
             raise ConfigError(f"unknown SCRAM mechanism {name!r}")
@@ -139,6 +147,7 @@ class ScramMechanism:
         # A nonce with no ',' (url-safe base64 never has one); tests pass a fixed nonce.
         self._client_nonce = client_nonce or secrets.token_urlsafe(24)
         self._min_iterations = min_iterations
+        self._max_iterations = max_iterations
         self._client_first_bare = f"n={_escape_username(username)},r={self._client_nonce}"
         self._server_signature: bytes | None = None
         self._step = 0
@@ -193,6 +202,12 @@ class ScramMechanism:
             raise SaslAuthenticationError(
                 f"{self.name}: server asked for {iterations} iterations, "
                 f"fewer than the minimum {self._min_iterations}"
+            )
+        if iterations > self._max_iterations:
+            raise SaslAuthenticationError(
+                f"{self.name}: server asked for {iterations} iterations, more than the "
+                f"maximum {self._max_iterations} Kafka allows (refusing to spend that much "
+                "CPU on a hostile or misconfigured server)"
             )
         salted = hashlib.pbkdf2_hmac(self._hash, self._password.encode(), salt, iterations)
         client_key = self._hmac(salted, b"Client Key")

@@ -13,16 +13,21 @@ Invariants:
   one of those.
 - Secrets (``sasl.password``, ``sasl.jaas.config``, ``ssl.*password``, ``ssl.keystore.key``) never
   appear in ``repr()`` or in error messages.
+- No security setting is accepted and ignored: every ``ssl.*`` key is applied by
+  :class:`~kafka_sink.net.tls.TlsConfig` (checked here, at construction) or refused; ``ssl.*`` keys
+  without TLS and ``sasl.*`` keys without SASL are refused; the JVM-only security keys are
+  accepted only with Java's default value, which describes what OpenSSL does anyway.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kafka_sink.errors import ConfigError
+from kafka_sink.net.jaas import parse_jaas
+from kafka_sink.net.tls import TlsConfig
 
 MAX_INT = 2**31 - 1
 MAX_LONG = 2**63 - 1
@@ -61,15 +66,28 @@ _ACCEPTED_NO_EFFECT = frozenset(
         "client.dns.lookup",
         "partitioner.availability.timeout.ms",
         "partitioner.adaptive.partitioning.enable",
-        "security.providers",
-        "ssl.secure.random.implementation",
-        "ssl.keymanager.algorithm",
-        "ssl.trustmanager.algorithm",
-        "ssl.engine.factory.class",
-        "ssl.provider",
-        "ssl.cipher.suites",
     }
 )
+
+# JVM security plumbing: the value Java uses by default describes what OpenSSL does here and is
+# accepted; any other value would be a setting this client cannot honour, so it is refused.
+_JVM_SECURITY_KEYS: dict[str, tuple[frozenset[str], str]] = {
+    "ssl.keymanager.algorithm": (
+        frozenset({"sunx509"}),
+        "OpenSSL loads the client key; only Java's default SunX509 is accepted",
+    ),
+    "ssl.trustmanager.algorithm": (
+        frozenset({"pkix"}),
+        "OpenSSL verifies certificates with PKIX rules; only Java's default PKIX is accepted",
+    ),
+    "ssl.secure.random.implementation": (
+        frozenset(),
+        "OpenSSL's own random generator is used; remove the key",
+    ),
+    "ssl.engine.factory.class": (frozenset(), "Java SSL engine factories cannot be loaded"),
+    "ssl.provider": (frozenset(), "Java security providers cannot be loaded"),
+    "security.providers": (frozenset(), "Java security providers cannot be loaded"),
+}
 
 _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -126,16 +144,14 @@ def _parse_acks(key: str, raw: object) -> int:
     raise ConfigError(f"{key}: expected one of all, -1, 0, 1; got {raw!r}")
 
 
-_JAAS_RE = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
 def parse_jaas_config(value: str) -> tuple[str, str, str]:
     """Parse a PLAIN or SCRAM ``sasl.jaas.config`` into (module kind, username, password).
 
-    Errors never quote the value (it holds the password).
+    The syntax is Java's (:func:`kafka_sink.net.jaas.parse_jaas`). Errors never quote the value
+    (it holds the password).
     """
-    text = value.strip()
-    module = text.split(None, 1)[0] if text else ""
+    entry = parse_jaas(value)
+    module = entry.login_module
     if module.endswith("PlainLoginModule"):
         kind = "PLAIN"
     elif module.endswith("ScramLoginModule"):
@@ -144,12 +160,13 @@ def parse_jaas_config(value: str) -> tuple[str, str, str]:
         raise ConfigError(
             "sasl.jaas.config: only PlainLoginModule and ScramLoginModule are supported"
         )
-    if " required" not in f" {text} " and "required" not in text.split():
-        raise ConfigError("sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;'")
-    options = {k: v.replace('\\"', '"') for k, v in _JAAS_RE.findall(text)}
-    if "username" not in options or "password" not in options:
+    if kind == "SCRAM" and entry.options.get("tokenauth", "false").lower() == "true":
+        raise ConfigError(
+            "sasl.jaas.config: tokenauth=true (delegation-token SCRAM) is not supported"
+        )
+    if "username" not in entry.options or "password" not in entry.options:
         raise ConfigError("sasl.jaas.config: username and password are both required")
-    return kind, options["username"], options["password"]
+    return kind, entry.options["username"], entry.options["password"]
 
 
 @dataclass(frozen=True)
@@ -238,7 +255,15 @@ _KEYS: dict[str, _Key] = {
     ),
     "ssl.protocol": _Key("TLSv1.3", _parse_str, "ssl_protocol"),
     "ssl.enabled.protocols": _Key(("TLSv1.2", "TLSv1.3"), _parse_list, "ssl_enabled_protocols"),
+    "ssl.cipher.suites": _Key((), _parse_list, "ssl_cipher_suites"),
 }
+
+
+def _check_jvm_security_key(key: str, raw: object) -> None:
+    accepted, why = _JVM_SECURITY_KEYS[key]
+    text = "" if raw is None else _parse_str(key, raw)
+    if text and text.lower() not in accepted:
+        raise ConfigError(f"{key}: {text!r} is not supported: {why}")
 
 
 @dataclass(frozen=True)
@@ -294,6 +319,7 @@ class ProducerConfig:
     ssl_endpoint_identification_algorithm: str
     ssl_protocol: str
     ssl_enabled_protocols: tuple[str, ...]
+    ssl_cipher_suites: tuple[str, ...]
     explicitly_set: frozenset[str] = frozenset()
 
     @property
@@ -315,6 +341,10 @@ class ProducerConfig:
     def uses_ssl(self) -> bool:
         return self.security_protocol.endswith("SSL")
 
+    def tls_config(self) -> TlsConfig | None:
+        """The ``ssl.*`` settings for the network layer (None unless the protocol uses TLS)."""
+        return _tls_config(self.__dict__) if self.uses_ssl else None
+
     @classmethod
     def from_mapping(cls, config: Mapping[str, object]) -> ProducerConfig:
         values: dict[str, Any] = {spec.attr: spec.default for spec in _KEYS.values()}
@@ -326,6 +356,9 @@ class ProducerConfig:
             if key in _REFUSED:
                 raise ConfigError(f"{key}: not supported: {_REFUSED[key]}")
             if key in _ACCEPTED_NO_EFFECT:
+                continue
+            if key in _JVM_SECURITY_KEYS:
+                _check_jvm_security_key(key, raw)
                 continue
             spec = _KEYS.get(key)
             if spec is None:
@@ -431,17 +464,39 @@ def _validate(v: dict[str, Any], explicit: set[str]) -> None:
                 "sasl.username: SASL needs a username and a password "
                 "(sasl.username + sasl.password, or sasl.jaas.config)"
             )
-    if protocol.endswith("SSL"):
-        for key in ("ssl.truststore.type", "ssl.keystore.type"):
-            if _getattr_key(v, key) != "PEM":
-                raise ConfigError(
-                    f"{key}: only PEM stores are supported (got {_getattr_key(v, key)})"
-                )
-        if v["ssl_endpoint_identification_algorithm"] not in ("https", ""):
+    # A security key the chosen protocol does not use would be accepted and ignored: refuse it.
+    if not protocol.endswith("SSL"):
+        unused = sorted(k for k in explicit if k.startswith("ssl."))
+        if unused:
             raise ConfigError(
-                "ssl.endpoint.identification.algorithm: expected 'https' or '' (disabled)"
+                f"{unused[0]}: set, but security.protocol={protocol} uses no TLS; use "
+                "security.protocol=SSL or SASL_SSL, or remove the ssl.* keys"
             )
+    if not protocol.startswith("SASL_"):
+        unused = sorted(k for k in explicit if k.startswith("sasl."))
+        if unused:
+            raise ConfigError(
+                f"{unused[0]}: set, but security.protocol={protocol} uses no SASL; use "
+                "security.protocol=SASL_PLAINTEXT or SASL_SSL, or remove the sasl.* keys"
+            )
+    if protocol.endswith("SSL"):
+        _tls_config(v)  # every ssl.* value is checked here, before any connection
 
 
-def _getattr_key(v: dict[str, Any], key: str) -> Any:
-    return v[_KEYS[key].attr]
+def _tls_config(v: Mapping[str, Any]) -> TlsConfig:
+    return TlsConfig(
+        truststore_type=v["ssl_truststore_type"],
+        truststore_location=v["ssl_truststore_location"],
+        truststore_certificates=v["ssl_truststore_certificates"],
+        truststore_password=v["ssl_truststore_password"],
+        keystore_type=v["ssl_keystore_type"],
+        keystore_location=v["ssl_keystore_location"],
+        keystore_key=v["ssl_keystore_key"],
+        keystore_certificate_chain=v["ssl_keystore_certificate_chain"],
+        keystore_password=v["ssl_keystore_password"],
+        key_password=v["ssl_key_password"],
+        endpoint_identification_algorithm=v["ssl_endpoint_identification_algorithm"],
+        protocol=v["ssl_protocol"],
+        enabled_protocols=v["ssl_enabled_protocols"],
+        cipher_suites=v["ssl_cipher_suites"],
+    )

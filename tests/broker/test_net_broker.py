@@ -27,6 +27,7 @@ from kafka_sink.net.network_client import (
     NetworkClient,
     NetworkConfig,
 )
+from kafka_sink.net.tls import TlsConfig
 from kafka_sink.records.batch import RecordBatchBuilder
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.oracle import create_topic, read_all
@@ -348,7 +349,7 @@ def _secure_client(
         sasl_mechanism=mechanism,
         sasl_username=user,
         sasl_password=password,
-        ssl_cafile=str(ca_file or kafka.ca_file),
+        tls=TlsConfig(truststore_location=str(ca_file or kafka.ca_file)),
     )
 
 

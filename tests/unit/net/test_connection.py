@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kafka_sink.errors import (
@@ -364,3 +366,42 @@ def test_scram_mechanism_alone_matches_rfc5802_sha1_vector() -> None:
     assert mech.evaluate(b"v=rmF9pqV8S7suAoZWja4dJRkFsKQ=") is None
     assert mech.complete
     assert "pencil" not in repr(mech)
+
+
+@pytest.mark.parametrize("iterations", [16385, 2**31 - 1])
+def test_sasl_scram_refuses_a_hostile_iteration_count_quickly(
+    monkeypatch: pytest.MonkeyPatch, iterations: int
+) -> None:
+    # A server demanding 2**31-1 PBKDF2 rounds would pin the I/O thread for many minutes; Kafka
+    # never stores credentials above ScramMechanism's 16384, so the client refuses at once.
+    monkeypatch.setattr(
+        "kafka_sink.net.sasl.secrets.token_urlsafe", lambda n: "rOprNGfwEbeRWgbNEkqO"
+    )
+    broker = ScriptedBroker()
+    conn, cid = _authenticate_until_handshake(broker, SaslConfig("SCRAM-SHA-512", "user", "pw-9"))
+    conn.receive_data(response_frame(SaslHandshakeResponse(0, ["SCRAM-SHA-512"]), 1, cid), 2)
+    [first] = broker.requests(conn.data_to_send())
+    server_first = f"r=rOprNGfwEbeRWgbNEkqOsrv,s=W22ZaJ0SNY7soEsUEjb6gQ==,i={iterations}"
+    began = time.monotonic()
+    conn.receive_data(
+        response_frame(
+            SaslAuthenticateResponse(0, None, server_first.encode(), 0), 2, first.correlation_id
+        ),
+        3,
+    )
+    elapsed = time.monotonic() - began
+    assert isinstance(conn.failure, SaslAuthenticationError)
+    assert f"asked for {iterations} iterations" in str(conn.failure)
+    assert "16384" in str(conn.failure)
+    assert "pw-9" not in str(conn.failure)
+    assert elapsed < 1.0
+    assert conn.data_to_send() == b""  # no client-final message was computed or queued
+
+
+def test_scram_accepts_kafkas_maximum_iteration_count() -> None:
+    mech = ScramMechanism("SCRAM-SHA-512", "user", "pencil", client_nonce="abc")
+    mech.initial_response()
+    began = time.monotonic()
+    final = mech.evaluate(b"r=abcdef,s=QSXCR+Q6sek8bf92,i=16384")
+    assert final is not None and final.startswith(b"c=biws,r=abcdef,p=")
+    assert time.monotonic() - began < 2.0  # milliseconds in practice; bounded for a busy host

@@ -29,6 +29,7 @@ from kafka_sink.net.network_client import (
     parse_bootstrap_servers,
 )
 from kafka_sink.net.selector import Address, PollResult
+from kafka_sink.net.tls import TlsConfig
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     MetadataRequest,
@@ -566,9 +567,15 @@ def test_network_config_validation_and_secrecy() -> None:
     with pytest.raises(ConfigError, match=r"sasl\.mechanism"):
         NetworkConfig(bootstrap_servers="h:1", security_protocol="SASL_PLAINTEXT")
     config = NetworkConfig(
-        bootstrap_servers="h:1", sasl_password="pw-1", ssl_password="pw-2", ssl_cadata="ca"
+        bootstrap_servers="h:1",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="PLAIN",
+        sasl_password="pw-1",
+        tls=TlsConfig(keystore_location="/k.pem", key_password="pw-2"),
     )
     assert "pw-1" not in repr(config) and "pw-2" not in repr(config)
+    with pytest.raises(ConfigError, match=r"ssl\.\* settings need security\.protocol"):
+        NetworkConfig(bootstrap_servers="h:1", tls=TlsConfig())
 
 
 def test_broker_throttle_holds_back_requests_until_it_ends() -> None:
@@ -758,8 +765,9 @@ def test_bad_tls_files_are_a_config_error_without_secrets(tmp_path: Path) -> Non
     config = NetworkConfig(
         bootstrap_servers="h:1",
         security_protocol="SSL",
-        ssl_cafile=str(missing),
-        ssl_password="key-pw",
+        tls=TlsConfig(
+            truststore_location=str(missing), keystore_location="/k.pem", key_password="key-pw"
+        ),
     )
     with pytest.raises(ConfigError, match=r"missing-ca\.pem") as info:
         config.ssl_context()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
 from kafka_sink.errors import ConfigError
@@ -206,3 +208,57 @@ def test_producer_refuses_transactions_and_bad_config_before_starting() -> None:
         KafkaProducer({**BOOT, "transactional.id": "tx-1"})
     with pytest.raises(ConfigError, match=r"value\.serializer: not supported"):
         KafkaProducer({**BOOT, "value.serializer": "StringSerializer"})
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        # A security key the protocol does not use would be silently ignored.
+        ({"ssl.keystore.location": "/k.pem"}, r"ssl\.keystore\.location: set, but .*PLAINTEXT"),
+        ({"ssl.cipher.suites": "TLS_AES_128_GCM_SHA256"}, r"ssl\.cipher\.suites: set, but"),
+        ({"sasl.mechanism": "PLAIN"}, r"sasl\.mechanism: set, but .*uses no SASL"),
+        # JVM-only plumbing with a non-default value cannot be honoured.
+        ({"ssl.provider": "BC"}, r"ssl\.provider: 'BC' is not supported"),
+        ({"ssl.engine.factory.class": "x.Y"}, r"ssl\.engine\.factory\.class"),
+        ({"security.providers": "x.Creator"}, r"security\.providers"),
+        ({"ssl.secure.random.implementation": "SHA1PRNG"}, r"ssl\.secure\.random"),
+        ({"ssl.keymanager.algorithm": "PKIX"}, r"ssl\.keymanager\.algorithm: 'PKIX'"),
+        ({"ssl.trustmanager.algorithm": "SunX509"}, r"ssl\.trustmanager\.algorithm"),
+    ],
+)
+def test_security_keys_are_applied_or_refused_never_ignored(
+    extra: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ProducerConfig.from_mapping({**BOOT, **extra})
+
+
+def test_ssl_settings_are_checked_at_construction() -> None:
+    ssl_boot = {**BOOT, "security.protocol": "SSL"}
+    with pytest.raises(ConfigError, match=r"ssl\.enabled\.protocols: TLSv1\.1"):
+        ProducerConfig.from_mapping({**ssl_boot, "ssl.enabled.protocols": "TLSv1.1"})
+    with pytest.raises(ConfigError, match=r"ssl\.cipher\.suites: cannot map"):
+        ProducerConfig.from_mapping({**ssl_boot, "ssl.cipher.suites": "SSL_RSA_WITH_RC4_128_MD5"})
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.password: not used") as info:
+        ProducerConfig.from_mapping(
+            {**ssl_boot, "ssl.keystore.location": "/k.pem", "ssl.keystore.password": "pw-5"}
+        )
+    assert "pw-5" not in str(info.value)
+    c = ProducerConfig.from_mapping(
+        {
+            **ssl_boot,
+            "ssl.protocol": "TLSv1.2",
+            "ssl.enabled.protocols": "TLSv1.2",
+            "ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            "ssl.endpoint.identification.algorithm": "",
+            # Java's defaults for the JVM plumbing keys describe what OpenSSL does: accepted.
+            "ssl.keymanager.algorithm": "SunX509",
+            "ssl.trustmanager.algorithm": "PKIX",
+        }
+    )
+    tls = c.tls_config()
+    assert tls is not None
+    assert tls.cipher_suites == ("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",)
+    assert tls.version_range() == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2)
+    assert tls.endpoint_identification_algorithm == ""
+    assert ProducerConfig.from_mapping(BOOT).tls_config() is None
