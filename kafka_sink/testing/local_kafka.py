@@ -14,6 +14,9 @@ timeout raises :class:`KafkaStartError` carrying the tail of the node logs.
 Invariants:
 - Ports come from the OS (127.0.0.1:0). If a JVM loses a bind race, the whole start is retried
   once with fresh ports and a fresh directory.
+- Optional extra client listeners (proxied, SASL_PLAINTEXT, mutual TLS) are added to every node;
+  inter-broker and controller traffic always stays on PLAINTEXT, so tests can set up topics and
+  read back through ``bootstrap_servers`` whatever the extra listener demands.
 - A node keeps its ports and storage across ``stop_node``/``kill_node``/``start_node``.
 - Nothing outlives the object: ``close()`` (also on context exit, at interpreter exit and on
   SIGTERM/SIGHUP when nobody else handles them) terminates every JVM (SIGTERM, then SIGKILL after a
@@ -47,6 +50,7 @@ from string import Template
 from types import FrameType, TracebackType
 from typing import Literal
 
+from kafka_sink.testing.certs import TestPki, make_test_pki
 from kafka_sink.testing.probe import ClusterView, fetch_metadata
 from kafka_sink.testing.proxy import TcpProxy
 
@@ -303,6 +307,7 @@ class _Node:
     controller_port: int
     proxied_port: int | None
     sasl_port: int | None
+    mtls_port: int | None
     directory: Path
     process: subprocess.Popen[bytes] | None = None
     log_offset: int = 0
@@ -348,6 +353,10 @@ class LocalKafka:
     ``sasl_users`` (``{name: password}``) adds a SASL_PLAINTEXT listener on every node
     (``.sasl_bootstrap_servers``) accepting PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 for those users
     (SCRAM credentials are written at format time); inter-broker traffic stays on PLAINTEXT.
+    ``mtls=True`` adds an SSL listener on every node (``.mtls_bootstrap_servers``) with
+    ``ssl.client.auth=required``, PEM keystore and truststore: a throwaway PKI is made with the
+    ``openssl`` tool for each start (``.pki``: the CA, the broker's certificate, a client key and
+    certificate the broker trusts, and one from a CA it does not know).
     ``share_classes`` (test profile only) reuses a class-data-sharing archive kept next to the
     jars, which cuts JVM start-up by about a third; the first run writes it when a node stops.
     """
@@ -363,6 +372,7 @@ class LocalKafka:
         broker_config: Mapping[str, str] | None = None,
         proxied: bool = False,
         sasl_users: Mapping[str, str] | None = None,
+        mtls: bool = False,
         share_classes: bool = True,
         jars_dir: str | os.PathLike[str] | None = None,
         java: str | None = None,
@@ -383,6 +393,8 @@ class LocalKafka:
             # They go into a JAAS line and StorageTool's [name=..,password=..] syntax unquoted.
             if not name or any(c in name + password for c in '"\\,=[]; \n'):
                 raise ValueError("SASL user names and passwords must be plain tokens")
+        self.mtls = mtls
+        self._pki: TestPki | None = None
         self._jars_dir_arg = jars_dir
         self._share_classes = share_classes and jvm_profile == "test"
         self._cds_archive: Path | None = None
@@ -460,6 +472,20 @@ class LocalKafka:
         if not self._sasl_users:
             raise RuntimeError("LocalKafka(sasl_users=...) is needed for sasl_bootstrap_servers")
         return ",".join(f"127.0.0.1:{n.sasl_port}" for n in self._nodes.values())
+
+    @property
+    def mtls_bootstrap_servers(self) -> str:
+        """Every node's mutual-TLS listener (SSL, client certificate required; ``mtls=True``)."""
+        if not self.mtls:
+            raise RuntimeError("LocalKafka(mtls=True) is needed for mtls_bootstrap_servers")
+        return ",".join(f"127.0.0.1:{n.mtls_port}" for n in self._nodes.values())
+
+    @property
+    def pki(self) -> TestPki:
+        """The certificates of the mutual-TLS listener (valid while the cluster runs)."""
+        if self._pki is None:
+            raise RuntimeError("LocalKafka(mtls=True) must be started before its pki is used")
+        return self._pki
 
     def proxy(self, node_id: int) -> TcpProxy:
         if not self.proxied:
@@ -571,7 +597,14 @@ class LocalKafka:
         self._workdir = Path(tempfile.mkdtemp(prefix=_WORKDIR_PREFIX))
         (self._workdir / _OWNER_FILE).write_text(str(os.getpid()), encoding="ascii")
         self._cluster_id = _kafka_uuid()
-        per_node = 2 + int(self.proxied) + int(bool(self._sasl_users))
+        if self.mtls:
+            pki_dir = self._workdir / "pki"
+            pki_dir.mkdir()
+            try:
+                self._pki = make_test_pki(pki_dir)
+            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                raise KafkaSetupError(f"cannot make the mutual-TLS certificates: {exc}") from exc
+        per_node = 2 + int(self.proxied) + int(bool(self._sasl_users)) + int(self.mtls)
         ports = iter(_free_ports(self.nodes * per_node))
         self._nodes = {}
         for index in range(self.nodes):
@@ -582,6 +615,7 @@ class LocalKafka:
                 controller_port=next(ports),
                 proxied_port=next(ports) if self.proxied else None,
                 sasl_port=next(ports) if self._sasl_users else None,
+                mtls_port=next(ports) if self.mtls else None,
                 directory=self._workdir / f"node-{node_id}",
             )
             node.directory.mkdir()
@@ -622,6 +656,21 @@ class LocalKafka:
                 f"{prefix}.scram-sha-512.sasl.jaas.config="
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
             )
+        mtls_lines = ""
+        if node.mtls_port is not None:
+            assert self._pki is not None
+            extra_listeners += f",MTLS://127.0.0.1:{node.mtls_port}"
+            extra_advertised += f",MTLS://127.0.0.1:{node.mtls_port}"
+            extra_map += ",MTLS:SSL"
+            prefix = "listener.name.mtls"
+            mtls_lines = (
+                "\n# Mutual-TLS listener: every client must present a certificate the CA signed\n"
+                f"{prefix}.ssl.client.auth=required\n"
+                f"{prefix}.ssl.keystore.type=PEM\n"
+                f"{prefix}.ssl.keystore.location={self._pki.broker_keystore}\n"
+                f"{prefix}.ssl.truststore.type=PEM\n"
+                f"{prefix}.ssl.truststore.location={self._pki.ca}\n"
+            )
         text = template.substitute(
             node_id=node.node_id,
             port=node.port,
@@ -632,7 +681,7 @@ class LocalKafka:
             extra_advertised=extra_advertised,
             extra_protocol_map=extra_map,
         )
-        text += sasl_lines
+        text += sasl_lines + mtls_lines
         if self.broker_config:
             text += "\n# overrides\n" + "".join(f"{k}={v}\n" for k, v in self.broker_config.items())
         node.config_path.write_text(text, encoding="utf-8")
@@ -809,3 +858,4 @@ class LocalKafka:
         for node in nodes:
             node.process = None
             node.wanted = False
+        self._pki = None
