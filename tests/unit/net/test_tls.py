@@ -1,7 +1,7 @@
 """TlsConfig against a loopback TLS server that requires a client certificate (mutual TLS).
 
 The server is Python's own ``ssl`` module with the test CA as its truststore; the broker-level
-proof of the same behaviour is in tests/broker/test_tls_broker.py.
+proof of the same behaviour is in tests/broker/test_mtls_broker.py.
 """
 
 from __future__ import annotations
