@@ -227,6 +227,22 @@ def test_no_client_certificate_is_rejected_clearly(
     _assert_rejected(mtls_kafka, config, topic, caplog, secrets=[])
 
 
+def test_broker_certificate_not_trusted_is_a_clear_error(
+    mtls_kafka: LocalKafka, topic: str
+) -> None:
+    # No truststore: the system CAs, which do not know the test CA that signed the broker.
+    config = _config(mtls_kafka, {"ssl.keystore.location": str(mtls_kafka.pki.client_keystore)})
+    began = time.monotonic()
+    with KafkaProducer(config) as producer, pytest.raises(SslAuthenticationError) as info:
+        producer.send(topic, b"must-not-arrive").get(30)
+    assert time.monotonic() - began < _FAIL_WITHIN_S
+    message = str(info.value)
+    assert f"({mtls_kafka.mtls_bootstrap_servers})" in message
+    assert "the broker's certificate was not accepted (CERTIFICATE_VERIFY_FAILED" in message
+    assert "check ssl.truststore.*" in message
+    assert end_offsets(mtls_kafka.bootstrap_servers, topic) == {0: 0}
+
+
 # ------------------------------------------------------------------------- protocol versions
 
 
