@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME:PASSWORD",
         help="add a SASL_PLAINTEXT listener with this PLAIN/SCRAM user (repeatable)",
     )
+    parser.add_argument(
+        "--mtls",
+        action="store_true",
+        help="add an SSL listener that requires a client certificate (throwaway PKI)",
+    )
     args = parser.parse_args(argv)
     sasl_users = dict(item.split(":", 1) for item in args.sasl_user if ":" in item)
     if len(sasl_users) != len(args.sasl_user):
@@ -51,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             jvm_profile=profile,
             proxied=args.proxied,
             sasl_users=sasl_users,
+            mtls=args.mtls,
         ) as kafka:
             print(kafka.bootstrap_servers, flush=True)
             print(
@@ -63,6 +69,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"proxied: {kafka.proxied_bootstrap_servers}", file=sys.stderr, flush=True)
             if sasl_users:
                 print(f"sasl: {kafka.sasl_bootstrap_servers}", file=sys.stderr, flush=True)
+            if args.mtls:
+                pki = kafka.pki
+                print(
+                    f"mtls: {kafka.mtls_bootstrap_servers} (ssl.truststore.location={pki.ca} "
+                    f"ssl.keystore.location={pki.client_keystore})",
+                    file=sys.stderr,
+                    flush=True,
+                )
             while not stop.wait(1.0):
                 if not kafka.running_node_ids:
                     print("every node exited", file=sys.stderr)
