@@ -79,6 +79,13 @@ def test_invalid_arguments() -> None:
         LocalKafka(sasl_users={"alice": 'pass"word'})
 
 
+def test_mtls_listener_needs_the_flag_and_a_start() -> None:
+    with pytest.raises(RuntimeError, match=r"mtls=True"):
+        _ = LocalKafka().mtls_bootstrap_servers
+    with pytest.raises(RuntimeError, match="must be started"):
+        _ = LocalKafka(mtls=True).pki
+
+
 def test_jars_dir_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "kafka_2.13-4.3.1.jar").write_bytes(b"")
     monkeypatch.setenv("KAFKA_JARS_DIR", str(tmp_path))
