@@ -18,6 +18,8 @@ Theory of operation (Java's ``NetworkClient`` + ``ClusterConnectionStates`` +
 Every node has a connection state. A lost or failed connection waits ``reconnect.backoff.ms``
 (doubling per consecutive failure, +-20 % jitter, capped at ``reconnect.backoff.max.ms``) before
 :meth:`NetworkClient.ready` may dial it again; a connection that reached READY resets that count.
+A connection that cannot be established is warned about once, then at most once a minute per
+node while it stays unreachable (``connect_warnings``); a lost READY connection is INFO.
 
 Thread model: :meth:`poll`, :meth:`ready`, :meth:`send` and the other methods run on the sender
 thread only. :meth:`wakeup` and the :class:`~kafka_sink.net.metadata.Metadata` object are the only
@@ -58,6 +60,7 @@ from kafka_sink.errors import (
 )
 from kafka_sink.net.client_request import ClientRequest, ClientResponse
 from kafka_sink.net.config import NetworkConfig, parse_bootstrap_servers
+from kafka_sink.net.connect_warnings import ConnectFailureLog
 from kafka_sink.net.connection import BrokerConnection, ConnectionState
 from kafka_sink.net.metadata import ExponentialBackoff, Metadata
 from kafka_sink.net.metadata_updater import MetadataUpdater
@@ -149,6 +152,7 @@ class NetworkClient:
         self._nodes: dict[int, _NodeState] = {}
         self._completed: list[ClientResponse] = []
         self._updater = MetadataUpdater(self, metadata, config)
+        self._connect_failures = ConnectFailureLog(log)
         self._closed = False
         self._bootstrapped = False
         self._became_ready = False
@@ -551,6 +555,9 @@ class NetworkClient:
         state.reauthenticate_at_ms = (
             now_ms + int(lifetime * self._rng.uniform(0.85, 0.95)) if lifetime > 0 else None
         )
+        node = self.metadata.node(node_id)
+        where = f"node {node_id}" + (f" ({node.address})" if node is not None else "")
+        self._connect_failures.connected(node_id, where, now_ms)
         log.debug(
             "node %s ready (negotiated %s)",
             node_id,
@@ -610,7 +617,6 @@ class NetworkClient:
                 f"connection to {where} was not ready within {state.setup_timeout_ms} ms "
                 f"(socket.connection.setup.timeout.ms; state {state.state.name})"
             )
-            log.warning("%s", error)
             self._selector.close(node_id)
             self._disconnected(node_id, error, now_ms, responses=responses, timed_out=True)
 
@@ -691,7 +697,7 @@ class NetworkClient:
         if count_failure or not was_ready:
             state.failed_attempts += 1
         if not was_ready:
-            log.warning("%s", error)
+            self._connect_failures.failed(node_id, str(error), now_ms)
         else:
             log.info("%s", error)
         for record in pending:

@@ -8,7 +8,8 @@ The only package that imports pyspark. Modules:
 - ``writer``: batch and streaming Arrow writers (``write()`` on executors, ``commit()`` on
   the driver).
 - ``commit``: commit messages, gathering into offset ranges, the commit-log files.
-- ``producer_cache``: one producer per Python worker process and config.
+- ``producer_cache``: one producer per Python worker process and config, leased by tasks and
+  closed once unused for ``producerIdleTimeoutMs``.
 
 Nothing here talks to sockets; the producer does.
 """

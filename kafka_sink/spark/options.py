@@ -8,6 +8,8 @@ Accepted keys (Spark lower-cases them before we see them):
 - ``kafka.<key>``: producer config, passed on with the prefix removed (``kafka.linger.ms`` ->
   ``linger.ms``), keys lower-case, values unchanged.
 - ``commitLog``: a local directory that receives one JSON file per driver commit.
+- ``producerIdleTimeoutMs``: how long a worker keeps a cached producer no task uses before
+  closing it (default 540000, Java's ``connections.max.idle.ms``; -1 never, 0 at the task's end).
 - ``includeHeaders``: accepted for compatibility with ``format("kafka")`` option sets and ignored
   (a ``headers`` column is always written, as in Spark's sink).
 - Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
@@ -34,6 +36,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +44,7 @@ from urllib.parse import urlparse
 
 from kafka_sink.errors import ConfigError
 from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.producer_cache import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = [
     "COMMIT_LOG_DIRNAME",
@@ -53,7 +57,7 @@ KAFKA_PREFIX = "kafka."
 #: Sub-directory of a streaming query's checkpoint that holds the default commit log.
 COMMIT_LOG_DIRNAME = "pykafka-commits"
 
-_SINK_KEYS = frozenset({"topic", "commitlog", "includeheaders"})
+_SINK_KEYS = frozenset({"topic", "commitlog", "includeheaders", "produceridletimeoutms"})
 # Spark passes these to every writer: path from save(path)/start(path), checkpointLocation and
 # queryName from writeStream. The sink has no use for path (a Kafka sink has no path).
 _SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
@@ -90,6 +94,8 @@ class SinkOptions:
     commit_log_disabled: bool = False
     checkpoint_location: str | None = None
     query_name: str | None = None
+    #: ``producerIdleTimeoutMs``: ms a worker keeps an unused cached producer (-1: for good).
+    producer_idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -100,6 +106,7 @@ class SinkOptions:
         disabled = False
         checkpoint: str | None = None
         query_name: str | None = None
+        idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS
         for raw_key, raw_value in options.items():
             key = raw_key.strip().lower()
             value = str(raw_value)
@@ -134,6 +141,8 @@ class SinkOptions:
                 checkpoint = value.strip() or None
             elif key == "queryname":
                 query_name = value.strip() or None
+            elif key == "produceridletimeoutms":
+                idle_timeout_ms = _idle_timeout_ms(value)
             elif key in _SINK_KEYS or key in _SPARK_KEYS:
                 continue
             else:
@@ -152,6 +161,7 @@ class SinkOptions:
             commit_log_disabled=disabled,
             checkpoint_location=checkpoint,
             query_name=query_name,
+            producer_idle_timeout_ms=idle_timeout_ms,
         )
 
     @property
@@ -229,7 +239,8 @@ class SinkOptions:
         return (
             f"SinkOptions(topic={self.topic!r}, kafka=[{keys}], commit_log={self.commit_log!r}, "
             f"commit_log_disabled={self.commit_log_disabled}, "
-            f"checkpoint_location={self.checkpoint_location!r}, query_name={self.query_name!r})"
+            f"checkpoint_location={self.checkpoint_location!r}, query_name={self.query_name!r}, "
+            f"producerIdleTimeoutMs={self.producer_idle_timeout_ms})"
         )
 
 
@@ -254,6 +265,17 @@ def _probe_dir(directory: str) -> None:
         os.unlink(probe)
 
 
+def _idle_timeout_ms(value: str) -> int:
+    text = value.strip()
+    if re.fullmatch(r"-?[0-9]+", text) is None or int(text) < -1:
+        raise SinkOptionError(
+            f"option 'producerIdleTimeoutMs' must be a whole number of milliseconds: how long a "
+            f"worker keeps a producer no task uses (default {DEFAULT_IDLE_TIMEOUT_MS}), 0 to close "
+            f"it when its task ends, or -1 to keep it until the worker exits; got {value!r}"
+        )
+    return int(text)
+
+
 def _local_dir(option: str, location: str) -> str:
     local = _as_local_path(location)
     if local is None:
@@ -272,6 +294,6 @@ def _unknown_option_message(key: str) -> str:
     )
     return (
         f"unknown option '{key}' for format('pykafka').{hint} Known options: topic, commitLog, "
-        "kafka.* (producer config), includeHeaders, and Spark's path, checkpointLocation, "
-        "queryName."
+        "producerIdleTimeoutMs, kafka.* (producer config), includeHeaders, and Spark's path, "
+        "checkpointLocation, queryName."
     )

@@ -4,17 +4,28 @@ Role: Spark reuses Python worker processes across tasks (``spark.python.worker.r
 module-level dict in an importable module survives between them, so a task acquires the producer
 an earlier task on the same worker built: its connections, metadata and producer id are warm.
 Spark's JVM sink does the same per executor JVM; ours is per Python worker process, because each
-concurrently running task has its own worker.
+concurrently running task has its own worker. A producer no task has used for its idle timeout
+(the sink's ``producerIdleTimeoutMs``, 9 minutes by default, like ``connections.max.idle.ms``) is
+closed by a background closer thread, so a worker left idle after a job keeps neither a producer,
+its sender thread, nor connections to a cluster that may be gone.
 
 Invariants:
 - The cache key is the whole producer config (sorted key/value pairs): two configs that differ in
   any key never share a producer. The key holds secrets; it is never logged or put in a repr.
 - A producer is only created inside a task (``write()``), never on the driver or at pickling.
-- At most one task uses a worker process at a time, so no reference counting is needed; the lock
-  only guards the dict against the producer's own threads and interpreter shutdown.
+- A task leases the producer: ``acquire`` counts a use, ``release`` (at the task's end, whatever
+  its outcome) ends it and starts the idle time. A leased producer is never closed for being idle
+  or for the size limit; only ``evict`` and ``close_all`` close it.
 - ``evict`` removes a producer and closes it: after a delivery failure the next attempt on this
   worker starts from a fresh producer, never one left in a fatal state.
-- At most ``MAX_PRODUCERS`` are kept; the least recently used is closed beyond that.
+- At most ``MAX_PRODUCERS`` are kept; beyond that the least recently used idle one is closed.
+- The idle timeout of an entry is the one its latest ``acquire`` gave; -1 keeps it until the
+  process exits, 0 closes it as soon as it is released. An idle close waits at most
+  ``IDLE_CLOSE_TIMEOUT_S`` (nothing is queued: every task flushed before releasing).
+- One closer thread per process at most, and none while the cache is empty: it is started by
+  ``acquire`` and ends when the last producer is gone. Its step, ``close_idle(now_ms)``, takes the
+  time as a parameter (tests step it with a manual clock). Producers are closed outside the lock,
+  after being removed from the cache, so a task never gets a producer that is being closed.
 """
 
 from __future__ import annotations
@@ -24,14 +35,34 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.producer.futures import BulkSendFuture
 
-__all__ = ["MAX_PRODUCERS", "BulkProducer", "acquire", "cached_count", "close_all", "evict"]
+__all__ = [
+    "CLOSER_THREAD_NAME",
+    "DEFAULT_IDLE_TIMEOUT_MS",
+    "IDLE_CLOSE_TIMEOUT_S",
+    "MAX_PRODUCERS",
+    "BulkProducer",
+    "acquire",
+    "cached_count",
+    "close_all",
+    "close_idle",
+    "evict",
+    "next_close_in_ms",
+    "release",
+]
 
 MAX_PRODUCERS = 4
 CLOSE_TIMEOUT_S = 30.0
+#: How long a cached producer may stay unused before it is closed (``producerIdleTimeoutMs``).
+DEFAULT_IDLE_TIMEOUT_MS = 540_000
+#: Bound on closing an idle producer (it holds no records, so this is only for a stuck sender).
+IDLE_CLOSE_TIMEOUT_S = 10.0
+CLOSER_THREAD_NAME = "pykafka-idle-producer-closer"
 
 _log = logging.getLogger("kafka_sink.spark")
 
@@ -59,8 +90,35 @@ class BulkProducer(Protocol):
     def partitions_for(self, topic: str) -> list[int]: ...
 
 
+@dataclass
+class _Entry:
+    producer: BulkProducer
+    idle_timeout_ms: int
+    leases: int = 0
+    #: When the last lease ended (the cache's clock); meaningless while leased.
+    idle_since_ms: int = 0
+
+    def close_due_ms(self) -> int | None:
+        """When this entry is to be closed for idleness (None: leased, or never)."""
+        if self.leases > 0 or self.idle_timeout_ms < 0:
+            return None
+        return self.idle_since_ms + self.idle_timeout_ms
+
+
+_clock: Clock = SYSTEM_CLOCK
 _lock = threading.Lock()
-_producers: OrderedDict[ConfigKey, BulkProducer] = OrderedDict()
+# Wakes the closer when a lease ends (a new deadline) or the cache is emptied.
+_changed = threading.Condition(_lock)
+_producers: OrderedDict[ConfigKey, _Entry] = OrderedDict()
+
+
+class _CloserSlot:
+    """The closer thread, if one runs (read and written under the lock)."""
+
+    thread: threading.Thread | None = None
+
+
+_closer = _CloserSlot()
 
 
 def _create(config: Mapping[str, str]) -> BulkProducer:
@@ -70,36 +128,63 @@ def _create(config: Mapping[str, str]) -> BulkProducer:
     return producer
 
 
-def acquire(config_items: ConfigKey) -> BulkProducer:
-    """The cached producer for this config, created on first use in this process."""
+def acquire(
+    config_items: ConfigKey, *, idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
+) -> BulkProducer:
+    """Lease the cached producer for this config, created on first use in this process.
+
+    Every ``acquire`` must be followed by one :func:`release` of the returned producer.
+    ``idle_timeout_ms``: how long it may stay unused after that before it is closed (-1: never).
+    """
+    if idle_timeout_ms < -1:
+        raise ValueError(f"idle_timeout_ms must be -1 (never) or at least 0, not {idle_timeout_ms}")
+    with _lock:
+        entry = _producers.get(config_items)
+        if entry is not None:
+            entry.leases += 1
+            entry.idle_timeout_ms = idle_timeout_ms
+            _producers.move_to_end(config_items)
+            return entry.producer
+    created = _create(dict(config_items))
     stale: list[BulkProducer] = []
     with _lock:
-        producer = _producers.get(config_items)
-        if producer is not None:
-            _producers.move_to_end(config_items)
-            return producer
-    created = _create(dict(config_items))
-    with _lock:
-        existing = _producers.get(config_items)
-        if existing is not None:
+        entry = _producers.get(config_items)
+        if entry is not None:  # another thread built one meanwhile: use it, drop ours
             stale.append(created)
-            created = existing
+            entry.leases += 1
+            entry.idle_timeout_ms = idle_timeout_ms
         else:
-            _producers[config_items] = created
-        while len(_producers) > MAX_PRODUCERS:
-            _key, old = _producers.popitem(last=False)
-            stale.append(old)
+            entry = _Entry(created, idle_timeout_ms, leases=1)
+            _producers[config_items] = entry
+        for key in [k for k, e in _producers.items() if e.leases == 0]:
+            if len(_producers) <= MAX_PRODUCERS:
+                break
+            stale.append(_producers.pop(key).producer)
+        _start_closer()
     for old in stale:
         _close_quietly(old)
-    return created
+    return entry.producer
+
+
+def release(producer: BulkProducer) -> None:
+    """End a task's lease on ``producer`` (no-op if it was evicted); its idle time starts now."""
+    with _lock:
+        for entry in _producers.values():
+            if entry.producer is producer:
+                entry.leases = max(entry.leases - 1, 0)
+                if entry.leases == 0:
+                    entry.idle_since_ms = _clock.now_ms()
+                    _changed.notify_all()
+                return
 
 
 def evict(producer: BulkProducer, *, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
     """Forget ``producer`` and close it (used after it failed a task)."""
     with _lock:
-        for key, cached in list(_producers.items()):
-            if cached is producer:
+        for key, entry in list(_producers.items()):
+            if entry.producer is producer:
                 del _producers[key]
+        _changed.notify_all()
     _close_quietly(producer, timeout_s)
 
 
@@ -111,10 +196,80 @@ def cached_count() -> int:
 def close_all(timeout_s: float = CLOSE_TIMEOUT_S) -> None:
     """Close every cached producer (at interpreter exit, and in tests)."""
     with _lock:
-        producers = list(_producers.values())
+        producers = [entry.producer for entry in _producers.values()]
         _producers.clear()
+        _changed.notify_all()
     for producer in producers:
         _close_quietly(producer, timeout_s)
+
+
+def next_close_in_ms(now_ms: int) -> int | None:
+    """Ms until the next idle producer is due to be closed (None: none is)."""
+    with _lock:
+        return _next_close_in_ms(now_ms)
+
+
+def close_idle(now_ms: int) -> int:
+    """Close every producer unused for its idle timeout at ``now_ms``; returns how many."""
+    with _lock:
+        idle = _take_idle(now_ms)
+    _close_idle(idle, now_ms)
+    return len(idle)
+
+
+def _next_close_in_ms(now_ms: int) -> int | None:
+    due = [d for d in (e.close_due_ms() for e in _producers.values()) if d is not None]
+    return max(min(due) - now_ms, 0) if due else None
+
+
+def _take_idle(now_ms: int) -> list[_Entry]:
+    """Remove and return the entries due for an idle close (lock held)."""
+    idle: list[_Entry] = []
+    for key, entry in list(_producers.items()):
+        due = entry.close_due_ms()
+        if due is not None and due <= now_ms:
+            idle.append(_producers.pop(key))
+    return idle
+
+
+def _close_idle(entries: list[_Entry], now_ms: int) -> None:
+    for entry in entries:
+        _log.info(
+            "closing producer %s: unused for %d ms (producerIdleTimeoutMs=%d)",
+            getattr(entry.producer, "client_id", "?"),
+            now_ms - entry.idle_since_ms,
+            entry.idle_timeout_ms,
+        )
+        _close_quietly(entry.producer, IDLE_CLOSE_TIMEOUT_S)
+
+
+def _start_closer() -> None:
+    """Start the closer thread unless it runs (lock held)."""
+    if _closer.thread is not None and _closer.thread.is_alive():
+        return
+    _closer.thread = threading.Thread(target=_run_closer, name=CLOSER_THREAD_NAME, daemon=True)
+    _closer.thread.start()
+
+
+def _run_closer() -> None:
+    """Close idle producers when they are due; end once the cache is empty."""
+    with _changed:
+        while True:
+            now_ms = _clock.now_ms()
+            idle = _take_idle(now_ms)
+            if idle:
+                _changed.release()
+                try:
+                    _close_idle(idle, now_ms)
+                finally:
+                    _changed.acquire()
+                continue
+            if not _producers:
+                if _closer.thread is threading.current_thread():
+                    _closer.thread = None
+                return
+            wait_ms = _next_close_in_ms(now_ms)
+            _changed.wait(None if wait_ms is None else wait_ms / 1000)
 
 
 def _close_quietly(producer: BulkProducer, timeout_s: float = CLOSE_TIMEOUT_S) -> None:

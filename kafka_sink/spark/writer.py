@@ -20,6 +20,8 @@ Invariants:
 - A producer involved in a delivery failure is evicted from the cache and closed (which delivers
   or fails what it still holds, including rows a failed ``send_columns`` call had queued); the
   failed task then logs the ranges that were acknowledged, which a retry writes again.
+- The producer is leased from the cache for the task and released when ``write()`` ends, on
+  every path; from then on its idle time (``producerIdleTimeoutMs``) runs.
 - No per-row Python on the send path except for headers (see ``columns.py``).
 """
 
@@ -164,7 +166,10 @@ class _WriterCore:
                 if not groups:
                     continue
                 if producer is None:
-                    producer = producer_cache.acquire(self.options.producer_items)
+                    producer = producer_cache.acquire(
+                        self.options.producer_items,
+                        idle_timeout_ms=self.options.producer_idle_timeout_ms,
+                    )
                 for group in groups:
                     self._check_partitions(producer, group, partition_counts)
                     future = producer.send_columns(
@@ -195,6 +200,10 @@ class _WriterCore:
                 )
                 self._log_partial_write(task, offsets, pending, exc)
             raise
+        finally:
+            if producer is not None:
+                # Its idle time starts now (a no-op when it was evicted above).
+                producer_cache.release(producer)
         return PyKafkaCommitMessage(
             partition_id=task.partition_id,
             attempt_number=task.attempt_number,

@@ -6,6 +6,7 @@ only through a TCP proxy the tests can pause and cut.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 import uuid
@@ -175,3 +176,63 @@ def test_close_timeout_fails_what_cannot_be_sent(proxied: LocalKafka) -> None:
     assert time.monotonic() - start < 5
     assert all(f.done() for f in futures)
     assert all("closed" in str(f.exception(0)) for f in futures)
+
+
+def _connect_failures(caplog: pytest.LogCaptureFixture, at_least: int, within_s: float) -> None:
+    """Wait until the client logged ``at_least`` failed connection attempts (any level)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        failures = [r for r in caplog.records if "could not be established" in r.getMessage()]
+        if len(failures) >= at_least:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {at_least} failed connection attempts in {within_s} s")
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("kafka_sink") and r.levelno >= logging.WARNING
+    ]
+
+
+def test_unreachable_broker_is_warned_once_not_at_every_reconnect(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kafka_sink")
+    port = _free_port()
+    producer = KafkaProducer(
+        {"bootstrap.servers": f"127.0.0.1:{port}", "reconnect.backoff.max.ms": 100}
+    )
+    try:
+        _connect_failures(caplog, at_least=15, within_s=30)
+    finally:
+        producer.close(5)
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert f"node -1 (127.0.0.1:{port}) could not be established" in warnings[0]
+    assert "ECONNREFUSED" in warnings[0]
+
+
+def test_lost_cluster_is_warned_once_per_node_not_at_every_reconnect(
+    proxied: LocalKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = _topic(proxied)
+    producer = KafkaProducer(
+        {"bootstrap.servers": proxied.proxied_bootstrap_servers, "reconnect.backoff.max.ms": 100}
+    )
+    try:
+        producer.partitions_for(topic)
+        caplog.set_level(logging.DEBUG, logger="kafka_sink")
+        for node_id in proxied.node_ids:
+            proxy = proxied.proxy(node_id)
+            proxy.refuse_new = True
+            proxy.cut()
+        _connect_failures(caplog, at_least=15, within_s=30)
+        warnings = _warnings(caplog)
+    finally:
+        producer.close(5)
+    # One per node the client dials (the broker, and the bootstrap address it falls back to).
+    assert 1 <= len(warnings) <= 2 * len(proxied.node_ids), warnings
+    assert all("could not be established" in w for w in warnings), warnings

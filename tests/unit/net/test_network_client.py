@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import random
+import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -773,3 +775,102 @@ def test_bad_tls_files_are_a_config_error_without_secrets(tmp_path: Path) -> Non
         config.ssl_context()
     assert "key-pw" not in str(info.value)
     assert NetworkConfig(bootstrap_servers="h:1").ssl_context() is None
+
+
+# ------------------------------------------------------------------ connection-failure warnings
+
+_NC_LOGGER = "kafka_sink.net.network_client"
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == _NC_LOGGER and r.levelno >= logging.WARNING
+    ]
+
+
+def _refuse_bootstrap_for(h: Harness, duration_ms: int) -> int:
+    """Refuse every dial to the bootstrap node for ``duration_ms``; returns the dial count."""
+    end = h.now + duration_ms
+    dials = 0
+    while h.now < end:
+        if -1 in h.selector.channels:
+            h.selector.fail(-1, ConnectionRefusedError(111, "Connection refused"))
+            dials += 1
+        h.poll()
+        h.clock.advance(max(min(h.client.connection_delay(-1, h.now), 1_000), 50))
+    return dials
+
+
+def test_an_unreachable_node_warns_once_then_summarises_at_most_once_a_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=_NC_LOGGER)
+    h = Harness(reconnect_backoff_ms=50, reconnect_backoff_max_ms=1_000)
+    dials = _refuse_bootstrap_for(h, 59_000)
+    assert dials >= 20  # a dial every second or two once the backoffs have grown
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1, warnings
+    # The first one says which node, where, and why.
+    assert "node -1 (127.0.0.1:9092)" in warnings[0]
+    assert "Connection refused" in warnings[0]
+    # Each repeat is still there for whoever turns on DEBUG.
+    repeats = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.DEBUG and "could not be established" in r.getMessage()
+    ]
+    assert len(repeats) == dials - 1
+    # Five minutes of it: one summary a minute, each counting what it stood for.
+    caplog.clear()
+    dials += _refuse_bootstrap_for(h, 5 * 60_000)
+    warnings = _warnings(caplog)
+    assert 4 <= len(warnings) <= 5, warnings
+    for text in warnings:
+        assert "node -1 (127.0.0.1:9092)" in text and "Connection refused" in text
+        assert "more failed attempt" in text
+    # Every failure is counted by a warning, except those since the last one (under a minute's
+    # worth: the backoff is at least 800 ms).
+    counted = 1 + sum(int(m[1]) for t in warnings if (m := re.search(r"\((\d+) more", t)))
+    assert dials - 75 <= counted <= dials
+
+
+def test_a_node_that_comes_back_is_reported_and_its_next_failure_warns_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=_NC_LOGGER)
+    h = Harness(reconnect_backoff_ms=50, reconnect_backoff_max_ms=1_000)
+    _refuse_bootstrap_for(h, 10_000)
+    assert len(_warnings(caplog)) == 1
+    while -1 not in h.selector.channels:
+        h.clock.advance(50)
+        h.poll()
+    h.handshake(-1)
+    back = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.INFO and "node -1" in r.getMessage()
+    ]
+    assert any("reachable again after" in text for text in back), back
+    caplog.clear()
+    h.selector.fail(-1, ConnectionResetError(104, "Connection reset by peer"))
+    h.poll()
+    _refuse_bootstrap_for(h, 5_000)
+    # A new run of failures starts with a full warning, not a summary.
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "more failed attempt" not in warnings[0], warnings
+
+
+def test_a_connection_setup_timeout_is_warned_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=_NC_LOGGER)
+    h = Harness(
+        socket_connection_setup_timeout_ms=1_000, socket_connection_setup_timeout_max_ms=1_000
+    )
+    h.poll()
+    h.clock.advance(1_000)
+    h.poll()
+    assert h.client.connection_state(-1) is ConnectionState.DISCONNECTED
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert "was not ready within 1000 ms" in warnings[0]

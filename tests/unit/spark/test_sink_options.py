@@ -170,3 +170,32 @@ def test_no_commit_log_means_nothing_to_check(tmp_path) -> None:
     assert off.check_commit_dir(streaming=True) is None
     remote = SinkOptions.from_options({**BASE, "checkpointlocation": "s3a://bucket/ck"})
     assert remote.check_commit_dir(streaming=True) is None
+
+
+def test_producer_idle_timeout_defaults_to_nine_minutes_and_is_parsed() -> None:
+    assert SinkOptions.from_options(BASE).producer_idle_timeout_ms == 540_000
+    # Spark lower-cases option names; the value is a whole number of milliseconds.
+    opts = SinkOptions.from_options({**BASE, "produceridletimeoutms": " 1000 "})
+    assert opts.producer_idle_timeout_ms == 1000
+    assert "producerIdleTimeoutMs=1000" in repr(opts)
+    assert (
+        SinkOptions.from_options({**BASE, "producerIdleTimeoutMs": "0"}).producer_idle_timeout_ms
+        == 0
+    )
+    assert (
+        SinkOptions.from_options({**BASE, "producerIdleTimeoutMs": "-1"}).producer_idle_timeout_ms
+        == -1
+    )
+    # Not a producer setting: it never reaches the producer's config (nor the cache key).
+    assert "produceridletimeoutms" not in dict(opts.producer_items)
+
+
+@pytest.mark.parametrize("value", ["", "abc", "1.5", "-2", "9m"])
+def test_bad_producer_idle_timeout_is_refused_with_the_fix(value: str) -> None:
+    with pytest.raises(SinkOptionError, match=r"option 'producerIdleTimeoutMs'.*milliseconds.*-1"):
+        SinkOptions.from_options({**BASE, "producerIdleTimeoutMs": value})
+
+
+def test_unknown_option_message_lists_producer_idle_timeout() -> None:
+    with pytest.raises(SinkOptionError, match="producerIdleTimeoutMs"):
+        SinkOptions.from_options({**BASE, "foo": "x"})

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pytest
 
+from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaError, KafkaTimeoutError, NotLeaderOrFollowerError
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets, ProduceRequestResult
 from kafka_sink.spark import producer_cache
@@ -126,6 +127,27 @@ def test_producer_is_reused_across_tasks_with_the_same_config(fake_producers) ->
     _writer().write(iter([_batch(1)]))
     assert len(fake_producers) == 1
     assert producer_cache.cached_count() == 1
+
+
+def test_a_task_releases_its_producer_for_the_idle_timeout_it_was_given(
+    fake_producers, monkeypatch
+) -> None:
+    clock = ManualClock(0)
+    monkeypatch.setattr(producer_cache, "_clock", clock)
+    monkeypatch.setattr(producer_cache, "_start_closer", lambda: None)
+    _writer(options={"producerIdleTimeoutMs": "2000"}).write(iter([_batch(1)]))
+    # A data error fails the task but keeps the producer: released as well.
+    batch = pa.record_batch({"value": [b"a"], "partition": pa.array([5], pa.int32())})
+    with pytest.raises(SinkDataError):
+        _writer(partition_column=True, options={"producerIdleTimeoutMs": "2000"}).write(
+            iter([batch])
+        )
+    [producer] = fake_producers
+    clock.advance(1_999)
+    assert producer_cache.close_idle(clock.now_ms()) == 0
+    clock.advance(1)
+    assert producer_cache.close_idle(clock.now_ms()) == 1
+    assert producer.closed and producer_cache.cached_count() == 0
 
 
 def test_empty_task_needs_no_producer(fake_producers) -> None:
