@@ -124,7 +124,7 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=_STEP_TIMEOUT_S,
         check=False,
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
     assert done.returncode == 0, (
         f"$ {' '.join(cmd)}\nexit {done.returncode}\n"

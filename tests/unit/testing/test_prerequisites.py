@@ -207,7 +207,7 @@ def test_fetch_runs_maven_on_the_packaged_pom(tools: Path, tmp_path: Path) -> No
     fetch_kafka_jars(dest, force=True, offline=True)
     calls = _mvn_calls(tmp_path)
     assert len(calls) == 2
-    assert "-o" in calls[1]["args"]  # type: ignore[operator]
+    assert "-o" in calls[1]["args"]
 
 
 def test_fetch_goes_to_kafka_jars_dir_then_the_user_cache(
@@ -286,7 +286,7 @@ def test_cli_fetch_prints_the_directory(
     out, err = capsys.readouterr()
     assert out == f"{dest}\n"
     assert "fetching Kafka 4.3.1 broker jars with Maven" in err
-    assert "-o" in _mvn_calls(tmp_path)[0]["args"]  # type: ignore[operator]
+    assert "-o" in _mvn_calls(tmp_path)[0]["args"]
 
 
 def test_cli_help_names_both_commands(capsys: pytest.CaptureFixture[str]) -> None:
