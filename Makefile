@@ -31,9 +31,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-$(KAFKA_LIB)/.fetched: conf/maven/kafka-broker.pom.xml
-	rm -rf $(KAFKA_LIB)
-	$(MVN) -f conf/maven/kafka-broker.pom.xml $(MVN_COPY) -DincludeScope=runtime -DoutputDirectory=$(abspath $(KAFKA_LIB))
+# The broker POM is package data; the same command fetches the jars for an installed wheel.
+$(KAFKA_LIB)/.fetched: kafka_sink/testing/conf/kafka-broker.pom.xml | $(VENV)/.installed
+	$(PY) -m kafka_sink.testing fetch --dest $(abspath $(KAFKA_LIB)) >/dev/null
 	touch $@
 
 $(SPARK_KAFKA)/.fetched: conf/maven/spark-sql-kafka.pom.xml

@@ -1,11 +1,31 @@
 """Test tooling: a real local Kafka, an independent oracle client, and network fault tools.
 
-- :mod:`kafka_sink.testing.local_kafka`: ``LocalKafka``, Apache Kafka (KRaft, 1 or 3 nodes) from
-  the Maven Central jars, with node stop/kill/restart;
+- :class:`LocalKafka` (:mod:`kafka_sink.testing.local_kafka`): Apache Kafka (KRaft, 1 or 3 nodes)
+  from the Maven Central jars, with node stop/kill/restart;
+- :mod:`kafka_sink.testing.prerequisites`: the packaged broker templates, finding java and the
+  jars, and :func:`fetch_kafka_jars` (``python -m kafka_sink.testing fetch``);
 - :mod:`kafka_sink.testing.oracle`: create topics and read records back with kafka-python;
 - :mod:`kafka_sink.testing.proxy`: ``TcpProxy``, a TCP proxy that delays, pauses or cuts traffic;
 - :mod:`kafka_sink.testing.probe`: a raw Metadata probe used for readiness checks.
 
-This is the top layer: no other ``kafka_sink`` package imports it. Test-only dependencies
-(kafka-python, testcontainers) are imported lazily, inside the functions that need them.
+This is the top layer: no other ``kafka_sink`` package imports it. Importing it loads only the
+standard library; test-only dependencies (kafka-python, testcontainers) are imported lazily,
+inside the functions that need them.
 """
+
+from kafka_sink.testing.local_kafka import KafkaStartError, LocalKafka
+from kafka_sink.testing.prerequisites import (
+    KafkaSetupError,
+    default_jars_dir,
+    fetch_kafka_jars,
+    find_jars_dir,
+)
+
+__all__ = [
+    "KafkaSetupError",
+    "KafkaStartError",
+    "LocalKafka",
+    "default_jars_dir",
+    "fetch_kafka_jars",
+    "find_jars_dir",
+]

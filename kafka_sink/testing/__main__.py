@@ -1,7 +1,12 @@
-"""``python -m kafka_sink.testing``: run a local Kafka for manual use until Ctrl-C.
+"""``python -m kafka_sink.testing``: run a local Kafka, or fetch the jars it runs from.
 
-Prints the bootstrap servers on stdout (one line, so scripts can read it) and keeps the cluster
-up until SIGINT or SIGTERM, then stops every node and removes its temporary directory.
+- ``python -m kafka_sink.testing [run] [--nodes 3] ...``: start a local Kafka, print the
+  bootstrap servers on stdout (one line, so scripts can read it) and keep the cluster up until
+  SIGINT or SIGTERM, then stop every node and remove its temporary directory.
+- ``python -m kafka_sink.testing fetch [--dest DIR] [--offline] [--force]``: download the broker
+  jars with Maven (into ``$KAFKA_JARS_DIR`` or the per-user cache that ``LocalKafka`` searches),
+  print the directory on stdout. Progress and errors go to stderr; a missing ``java`` or ``mvn``
+  exits with status 2 and says what to install.
 """
 
 from __future__ import annotations
@@ -13,12 +18,62 @@ import threading
 from types import FrameType
 
 from kafka_sink.testing.local_kafka import JvmProfile, KafkaSetupError, KafkaStartError, LocalKafka
+from kafka_sink.testing.prerequisites import fetch_kafka_jars
+
+_PROG = "python -m kafka_sink.testing"
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["fetch"]:
+        return fetch(args[1:])
+    if args[:1] == ["run"]:
+        args = args[1:]
+    return run(args)
+
+
+def fetch(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_sink.testing",
+        prog=f"{_PROG} fetch",
+        description=(
+            "Download the Apache Kafka broker jars (org.apache.kafka:kafka_2.13 and its runtime "
+            "dependencies) from Maven Central with Maven, for LocalKafka. Needs java and mvn."
+        ),
+    )
+    parser.add_argument(
+        "--dest",
+        default=None,
+        help="the jars directory (default: $KAFKA_JARS_DIR if set, else a per-user cache "
+        "that LocalKafka searches without settings)",
+    )
+    parser.add_argument("--offline", action="store_true", help="Maven offline (-o): only ~/.m2")
+    parser.add_argument("--force", action="store_true", help="fetch even if already fetched")
+    parser.add_argument("--mvn", default=None, help="the Maven executable (default: mvn on PATH)")
+    parser.add_argument(
+        "--timeout-s", type=float, default=900.0, help="give Maven this long (default 900)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        where = fetch_kafka_jars(
+            args.dest,
+            offline=args.offline,
+            force=args.force,
+            mvn=args.mvn,
+            timeout_s=args.timeout_s,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except KafkaSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(where, flush=True)
+    return 0
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog=_PROG,
         description="Run Apache Kafka (KRaft) on 127.0.0.1 until Ctrl-C.",
+        epilog=f"`{_PROG} fetch --help`: download the broker jars first.",
     )
     parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
     parser.add_argument("--profile", choices=("test", "bench"), default="test")

@@ -1,7 +1,9 @@
 """A real Apache Kafka (KRaft, combined broker+controller nodes) on 127.0.0.1 for tests and demos.
 
 ``LocalKafka(nodes=1 | 3)`` runs the broker straight from the Maven Central jars fetched by
-``make setup`` (``$KAFKA_JARS_DIR``, default ``<repo>/.cache/kafka/lib``): for each node it renders
+``python -m kafka_sink.testing fetch`` or ``make setup`` (found as described in
+:mod:`kafka_sink.testing.prerequisites`: ``$KAFKA_JARS_DIR``, a checkout's ``.cache/kafka/lib``,
+the per-user cache): for each node it renders the package-data template
 ``conf/broker-single.properties`` or ``conf/broker-cluster.properties`` into a temporary directory,
 formats the node's storage with ``kafka.tools.StorageTool format`` (static voters, one cluster id,
 so no quorum flag) and starts ``kafka.Kafka <server.properties>`` in its own session with stdout
@@ -51,6 +53,12 @@ from types import FrameType, TracebackType
 from typing import Literal
 
 from kafka_sink.testing.certs import TestPki, make_test_pki
+from kafka_sink.testing.prerequisites import (
+    KafkaSetupError,
+    find_conf_dir,
+    find_jars_dir,
+    find_java,
+)
 from kafka_sink.testing.probe import ClusterView, fetch_metadata
 from kafka_sink.testing.proxy import TcpProxy
 
@@ -60,6 +68,7 @@ __all__ = [
     "LocalKafka",
     "find_conf_dir",
     "find_jars_dir",
+    "find_java",
 ]
 
 STARTED_MESSAGE = "Kafka Server started"
@@ -97,75 +106,12 @@ _BENCH_JVM_FLAGS = (
 _FORMAT_JVM_FLAGS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData")
 
 
-class KafkaSetupError(RuntimeError):
-    """Java, the Kafka jars or the configuration templates are missing."""
-
-
 class KafkaStartError(RuntimeError):
     """A node did not become ready (or exited); the message carries its log tail."""
 
 
 class _PortRaceError(KafkaStartError):
     """A node could not bind a port picked a moment earlier: retry with fresh ports."""
-
-
-# -- locating java, the jars and the templates ----------------------------------------------
-
-
-def _candidate_roots() -> list[Path]:
-    package_root = Path(__file__).resolve().parents[2]
-    roots = [package_root, Path.cwd(), *Path.cwd().parents]
-    seen: list[Path] = []
-    for root in roots:
-        if root not in seen:
-            seen.append(root)
-    return seen
-
-
-def find_jars_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The directory holding the broker classpath (``kafka_2.13-*.jar`` and its dependencies)."""
-    candidates: list[Path]
-    if explicit is not None:
-        candidates = [Path(explicit)]
-    elif os.environ.get("KAFKA_JARS_DIR"):
-        candidates = [Path(os.environ["KAFKA_JARS_DIR"])]
-    else:
-        candidates = [root / ".cache" / "kafka" / "lib" for root in _candidate_roots()]
-    for directory in candidates:
-        if directory.is_dir() and any(directory.glob("kafka_2.13-*.jar")):
-            return directory.resolve()
-    raise KafkaSetupError(
-        "Kafka broker jars not found (looked for kafka_2.13-*.jar in "
-        + ", ".join(str(c) for c in candidates)
-        + "). Run `make setup` to fetch them from Maven Central, or set KAFKA_JARS_DIR."
-    )
-
-
-def find_conf_dir() -> Path:
-    """The repository's ``conf/`` directory with the broker templates."""
-    for root in _candidate_roots():
-        conf = root / "conf"
-        if (conf / "broker-single.properties").is_file():
-            return conf.resolve()
-    raise KafkaSetupError(
-        "conf/broker-single.properties not found next to the package or the working directory; "
-        "run from a checkout of the repository."
-    )
-
-
-def find_java(explicit: str | None = None) -> str:
-    if explicit:
-        return explicit
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").is_file():
-        return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        raise KafkaSetupError(
-            "`java` not found (PATH or JAVA_HOME): a local Kafka needs a JDK 17+. "
-            "Install one (e.g. apt-get install openjdk-17-jre-headless), then run `make setup`."
-        )
-    return found
 
 
 def _kafka_uuid() -> str:

@@ -251,5 +251,5 @@ def test_missing_jars_is_a_setup_error(tmp_path: Path) -> None:
 def test_missing_java_is_a_setup_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    with pytest.raises(KafkaSetupError, match="make setup"):
+    with pytest.raises(KafkaSetupError, match=r"`java` not found.*JDK 17"):
         LocalKafka().start()

@@ -1,0 +1,287 @@
+"""What a LocalKafka needs besides Python, and where it is found: templates, jars and java.
+
+- The broker templates and the Maven POM of the broker classpath are package data in
+  ``kafka_sink/testing/conf/`` (the only copy: a checkout and an installed wheel read the same
+  files), located with :mod:`importlib.resources`.
+- The broker jars (``kafka_2.13-<version>.jar`` and its runtime dependencies) are looked up in
+  this order: an explicit directory, ``$KAFKA_JARS_DIR``, ``.cache/kafka/lib`` of a checkout
+  (next to the package, or in the working directory or one of its parents), then the per-user
+  cache ``$XDG_CACHE_HOME/pykafka/kafka/<version>/lib`` (``~/.cache/...`` by default).
+- :func:`fetch_kafka_jars` (``python -m kafka_sink.testing fetch``) fills a jars directory with
+  Maven's ``dependency:copy-dependencies`` on the packaged POM. It needs ``java`` and ``mvn``, and
+  says so before running anything when either is missing.
+
+Invariants:
+- A fetch never leaves a half-filled jars directory: Maven writes into a sibling temporary
+  directory, which replaces the target only once it holds the Kafka jar. It replaces only an
+  empty directory or one an earlier fetch (or ``make setup``) filled, never anything else.
+- A finished fetch writes ``.fetched`` holding the POM's SHA-256; a later fetch with the same POM
+  finds it and does nothing (``force`` fetches anyway). A fetch with a changed POM starts over.
+- Maven runs with a bounded time; on timeout it is killed and the error says what it waited for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+__all__ = [
+    "BROKER_POM",
+    "KafkaSetupError",
+    "default_jars_dir",
+    "fetch_kafka_jars",
+    "find_conf_dir",
+    "find_jars_dir",
+    "find_java",
+    "find_mvn",
+    "kafka_version",
+]
+
+BROKER_POM = "kafka-broker.pom.xml"
+FETCHED_MARKER = ".fetched"
+MAVEN_COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
+_TEMPLATE_PROBE = "broker-single.properties"
+_DEFAULT_FETCH_TIMEOUT_S = 900.0
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+_FETCH_HINT = (
+    "Run `python -m kafka_sink.testing fetch` (needs Java 17+ and Maven) to download them into "
+    "{default}, run `make setup` in a checkout of the repository, or set KAFKA_JARS_DIR to a "
+    "directory holding them."
+)
+
+
+class KafkaSetupError(RuntimeError):
+    """Java, Maven, the Kafka jars or the configuration templates are missing."""
+
+
+# -- package data ------------------------------------------------------------------------------
+
+
+def find_conf_dir() -> Path:
+    """The package's ``conf/`` directory: broker templates, log4j2 config, the broker POM."""
+    conf = resources.files("kafka_sink.testing") / "conf"
+    if isinstance(conf, Path) and (conf / _TEMPLATE_PROBE).is_file():
+        return conf.resolve()
+    raise KafkaSetupError(
+        f"the broker templates ({conf}/{_TEMPLATE_PROBE} and the others in kafka_sink/testing/"
+        "conf/, package data of pykafka-sink) are missing or not on a file system; reinstall "
+        "the package from its wheel or a checkout (a zipped install cannot hand them to java)."
+    )
+
+
+def _pom_bytes() -> bytes:
+    return (find_conf_dir() / BROKER_POM).read_bytes()
+
+
+def kafka_version() -> str:
+    """The Kafka version the packaged POM pins (``<kafka.version>``)."""
+    root = ET.fromstring(_pom_bytes())
+    version = root.findtext("m:properties/m:kafka.version", namespaces=_POM_NS)
+    if not version:
+        raise KafkaSetupError(f"{BROKER_POM} has no <kafka.version> property")
+    return version.strip()
+
+
+# -- locating things ---------------------------------------------------------------------------
+
+
+def default_jars_dir() -> Path:
+    """The per-user jars directory that ``fetch`` fills by default."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pykafka" / "kafka" / kafka_version() / "lib"
+
+
+def _checkout_roots() -> list[Path]:
+    package_root = Path(__file__).resolve().parents[2]
+    roots = [package_root, Path.cwd(), *Path.cwd().parents]
+    seen: list[Path] = []
+    for root in roots:
+        if root not in seen:
+            seen.append(root)
+    return seen
+
+
+def _has_kafka_jar(directory: Path) -> bool:
+    return directory.is_dir() and any(directory.glob("kafka_2.13-*.jar"))
+
+
+def find_jars_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The directory holding the broker classpath (``kafka_2.13-*.jar`` and its dependencies)."""
+    candidates: list[Path]
+    if explicit is not None:
+        candidates = [Path(explicit)]
+    elif os.environ.get("KAFKA_JARS_DIR"):
+        candidates = [Path(os.environ["KAFKA_JARS_DIR"])]
+    else:
+        candidates = [root / ".cache" / "kafka" / "lib" for root in _checkout_roots()]
+        candidates.append(default_jars_dir())
+    for directory in candidates:
+        if _has_kafka_jar(directory):
+            return directory.resolve()
+    raise KafkaSetupError(
+        "Kafka broker jars not found (looked for kafka_2.13-*.jar in "
+        + ", ".join(str(c) for c in candidates)
+        + "). "
+        + _FETCH_HINT.format(default=default_jars_dir())
+    )
+
+
+def find_java(explicit: str | None = None) -> str:
+    """``java`` from the argument, ``$JAVA_HOME/bin`` or ``PATH``."""
+    if explicit:
+        return explicit
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise KafkaSetupError(
+            "`java` not found (PATH or JAVA_HOME): a local Kafka, and Maven fetching its jars, "
+            "need a JDK 17+. Install one (e.g. apt-get install openjdk-17-jdk-headless) or set "
+            "JAVA_HOME."
+        )
+    return found
+
+
+def find_mvn(explicit: str | None = None) -> str:
+    """``mvn`` from the argument, ``$MAVEN_HOME/bin`` or ``PATH``."""
+    if explicit:
+        if shutil.which(explicit) is None:
+            raise KafkaSetupError(f"Maven executable {explicit!r} not found or not executable")
+        return explicit
+    maven_home = os.environ.get("MAVEN_HOME")
+    if maven_home and (Path(maven_home) / "bin" / "mvn").is_file():
+        return str(Path(maven_home) / "bin" / "mvn")
+    found = shutil.which("mvn")
+    if found is None:
+        raise KafkaSetupError(
+            "`mvn` not found (PATH or MAVEN_HOME): fetching the Kafka broker jars needs Apache "
+            "Maven 3.6.3+. Install it (e.g. apt-get install maven), pass --mvn, or put the jars "
+            "of org.apache.kafka:kafka_2.13 and its runtime dependencies in a directory and set "
+            "KAFKA_JARS_DIR to it."
+        )
+    return found
+
+
+# -- fetching ----------------------------------------------------------------------------------
+
+
+def _fetched_digest(directory: Path) -> str | None:
+    try:
+        return (directory / FETCHED_MARKER).read_text(encoding="ascii").strip()
+    except OSError:
+        return None
+
+
+def _replaceable(directory: Path) -> bool:
+    if not directory.is_dir():
+        return False
+    return (directory / FETCHED_MARKER).is_file() or not any(directory.iterdir())
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def fetch_kafka_jars(
+    dest: str | os.PathLike[str] | None = None,
+    *,
+    offline: bool = False,
+    force: bool = False,
+    mvn: str | None = None,
+    java: str | None = None,
+    timeout_s: float = _DEFAULT_FETCH_TIMEOUT_S,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """Download the broker jars with Maven into ``dest``; return that directory.
+
+    ``dest`` defaults to ``$KAFKA_JARS_DIR`` when set, else :func:`default_jars_dir`, which
+    :func:`find_jars_dir` (and so ``LocalKafka``) searches without any setting. ``offline`` runs
+    Maven with ``-o`` (only the local repository, ``~/.m2``).
+    """
+    say = log or (lambda _message: None)
+    if dest is not None:
+        target = Path(dest)
+    elif os.environ.get("KAFKA_JARS_DIR"):
+        target = Path(os.environ["KAFKA_JARS_DIR"])
+    else:
+        target = default_jars_dir()
+    target = target.expanduser().absolute()
+    pom = _pom_bytes()
+    digest = hashlib.sha256(pom).hexdigest()
+    version = kafka_version()
+    if not force and _fetched_digest(target) == digest and _has_kafka_jar(target):
+        say(f"Kafka {version} broker jars already in {target}")
+        return target
+
+    java_cmd = find_java(java)
+    mvn_cmd = find_mvn(mvn)
+    env = dict(os.environ)
+    if java is not None:
+        # Maven runs on the JVM it finds through JAVA_HOME: make it the one asked for.
+        env["JAVA_HOME"] = str(Path(shutil.which(java_cmd) or java_cmd).resolve().parents[1])
+
+    if target.exists() and not _replaceable(target):
+        raise KafkaSetupError(
+            f"{target} exists and is not a jars directory from an earlier fetch (no "
+            f"{FETCHED_MARKER} in it): choose a new or empty directory, so nothing of yours is "
+            "replaced."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-fetch-", dir=target.parent))
+    try:
+        (work / "pom.xml").write_bytes(pom)
+        staged = work / "lib"
+        cmd = [mvn_cmd, "-B", "-q", *(["-o"] if offline else []), "-f", str(work / "pom.xml")]
+        cmd += [MAVEN_COPY_GOAL, "-DincludeScope=runtime", f"-DoutputDirectory={staged}"]
+        say(f"fetching Kafka {version} broker jars with Maven into {target}")
+        try:
+            done = subprocess.run(
+                cmd,
+                cwd=work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout if isinstance(exc.stdout, str) else ""
+            raise KafkaSetupError(
+                f"Maven did not finish resolving the Kafka {version} broker jars within "
+                f"{timeout_s:.0f}s (a slow or unreachable Maven repository?); it was stopped.\n"
+                f"{_tail(out)}"
+            ) from None
+        if done.returncode != 0:
+            hint = (
+                " Offline mode uses only ~/.m2: fetch once without --offline."
+                if offline
+                else " Check the network, or the mirror/proxy settings in ~/.m2/settings.xml."
+            )
+            raise KafkaSetupError(
+                f"Maven failed (exit {done.returncode}) fetching the Kafka {version} broker jars."
+                f"{hint}\n$ {' '.join(cmd)}\n{_tail(done.stdout + done.stderr)}"
+            )
+        if not _has_kafka_jar(staged):
+            raise KafkaSetupError(
+                f"Maven finished but left no kafka_2.13-*.jar in {staged}; "
+                f"$ {' '.join(cmd)}\n{_tail(done.stdout + done.stderr)}"
+            )
+        (staged / FETCHED_MARKER).write_text(digest + "\n", encoding="ascii")
+        if target.exists():
+            os.replace(target, work / "previous")
+        os.replace(staged, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    say(f"{sum(1 for _ in target.glob('*.jar'))} jars in {target}")
+    return target
