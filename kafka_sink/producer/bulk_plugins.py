@@ -47,7 +47,7 @@ class StagedColumns:
     values: Any
     keys: Any
     partitions: Any
-    headers: list[list[Header] | None] | None
+    headers: Sequence[Sequence[Header] | None] | None
     timestamps_ms: Any
     acks: BulkAcknowledgements | None
 
@@ -104,28 +104,41 @@ def intercept_and_serialize(
     if partitions is None:
         partition_rows: list[Any] = [None] * n
     else:
-        partition_rows = [None if p is None or p == -1 else p for p in _rows(partitions, n, "p")]
+        partition_rows = [
+            None if p is None or p == -1 else p for p in _rows(partitions, n, "partitions")
+        ]
     if timestamps_ms is None or isinstance(timestamps_ms, int | np.integer):
         ts_rows: list[Any] = [None if timestamps_ms is None else int(timestamps_ms)] * n
     else:
         ts_rows = _rows(timestamps_ms, n, "timestamps_ms")
 
-    records = [
-        ProducerRecord(
-            topic,
-            partition_rows[i],
-            key_rows[i],
-            value_rows[i],
-            _row_headers(i, header_rows[i]),
-            ts_rows[i],
-        )
-        for i in range(n)
-    ]
+    if headers is None:
+        records = [
+            ProducerRecord(topic, p, k, v, (), ts)
+            for p, k, v, ts in zip(partition_rows, key_rows, value_rows, ts_rows, strict=True)
+        ]
+    else:
+        records = [
+            ProducerRecord(
+                topic,
+                partition_rows[i],
+                key_rows[i],
+                value_rows[i],
+                _row_headers(i, header_rows[i]),
+                ts_rows[i],
+            )
+            for i in range(n)
+        ]
     acks: BulkAcknowledgements | None = None
     if interceptors is not None:
         on_send = interceptors.on_send
-        records = [on_send(record) for record in records]
+        sent = [on_send(record) for record in records]
+        unchanged = all(a is b for a, b in zip(sent, records, strict=True))
+        records = sent
         acks = BulkAcknowledgements(interceptors, topic, [r.partition for r in records])
+        if unchanged and key_serializer is None and value_serializer is None:
+            # Observing interceptors only: the call's own columns go on, no rebuild.
+            return StagedColumns(values, keys, partitions, headers, timestamps_ms, acks)
     try:
         return _columns(topic, records, key_serializer, value_serializer, acks)
     except BaseException as exc:

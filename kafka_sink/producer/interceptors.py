@@ -168,6 +168,23 @@ class BulkAcknowledgements:
         self, result: ProduceRequestResult, per_record: list[tuple[int, int, int]]
     ) -> None:
         on_acknowledgement = self._interceptors.on_acknowledgement
+        if result.error is None and not result.is_split:
+            # The common case, without a FutureRecordMetadata per record.
+            topic, partition = result.topic, result.partition
+            base, append_time = result.base_offset, result.log_append_time_ms
+            for delta, (ts, key_size, value_size) in enumerate(per_record):
+                on_acknowledgement(
+                    RecordMetadata(
+                        topic,
+                        partition,
+                        base + delta if base >= 0 else -1,
+                        ts if append_time == -1 else append_time,
+                        key_size,
+                        value_size,
+                    ),
+                    None,
+                )
+            return
         for delta, (ts, key_size, value_size) in enumerate(per_record):
             future = FutureRecordMetadata(result, delta, ts, key_size, value_size)
             error = future._error()

@@ -420,6 +420,9 @@ def test_send_columns_on_acknowledgement_for_failed_batches(make_producer) -> No
     counter = examples.CountingInterceptor()
     producer = make_producer(**{"interceptor.classes": [counter]})
     producer.send_columns("t", [b"a", b"b", b"c"], partitions=[0, 0, 1])
+    # An interceptor that only observes leaves the call's columns as they were.
+    got = {p: [r.value for r in rs] for p, rs in _records(producer).items()}
+    assert got == {0: [b"a", b"b"], 1: [b"c"]}
     failure = KafkaError("no")
     _complete(producer, failure)
     assert counter.acknowledged == []
