@@ -5,7 +5,10 @@ TransactionManager for idempotence) and starts the sender thread. ``send()`` par
 and appends it to the accumulator; ``send_columns()`` hands whole Arrow columns to the bulk path
 (``producer.bulk``), which partitions them with numpy, seals them into record batches and queues
 each batch as it is sealed, returning one BulkSendFuture with per-partition offsets instead of a
-future per record.
+future per record. Configured plugins (``producer.plugins``) sit in front, in Java's order:
+interceptors' ``on_send`` -> serializers -> partitioner (``partitioner.class`` replaces the
+built-in one for records without an explicit partition); ``send_columns()`` runs the per-record
+part through ``producer.bulk_plugins`` only when interceptors or serializers are configured.
 
 Invariants:
 - ``send()`` blocks only for metadata of a new topic and for buffer memory, each bounded by
@@ -17,6 +20,10 @@ Invariants:
   future, including on ``close(timeout)``: whatever cannot be delivered in time is failed, never
   dropped and never left pending.
 - The producer layer never touches sockets; all I/O is the sender thread's network client.
+- A serializer failure raises SerializationError with nothing queued. With interceptors, every
+  record that went through ``on_send`` gets exactly one ``on_acknowledgement`` (before the
+  caller's callback), whether it fails inside ``send()``, fails in delivery or is acknowledged;
+  interceptors and the custom partitioner are closed by ``close()`` after the sender stopped.
 - A topic stays in metadata requests while it is used and is dropped after
   ``metadata.max.idle.ms`` without use (Java's rule). "Used" is marked on every
   ``send_columns()``/``partitions_for()`` call and whenever ``send()`` opens a new batch for the
