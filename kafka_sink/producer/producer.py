@@ -380,8 +380,8 @@ class KafkaProducer:
     def send(  # noqa: PLR0917 - Java's / kafka-python's send() signature
         self,
         topic: str,
-        value: bytes | bytearray | memoryview | str | None = None,
-        key: bytes | bytearray | memoryview | str | None = None,
+        value: Any = None,
+        key: Any = None,
         partition: int | None = None,
         headers: Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None = None,
         timestamp_ms: int | None = None,
@@ -389,6 +389,9 @@ class KafkaProducer:
     ) -> FutureRecordMetadata:
         """Queue one record; returns its future. Raises for invalid input, closed producer,
         oversized records and metadata / buffer waits past max.block.ms.
+
+        ``value``/``key``: bytes, bytearray, memoryview, str (written as UTF-8) or None; with
+        ``value.serializer``/``key.serializer`` set, anything the serializer takes.
 
         With plugins configured the record goes interceptors' ``on_send`` -> serializers ->
         partitioner -> accumulator, as in Java; a serializer failure raises SerializationError
@@ -559,6 +562,11 @@ class KafkaProducer:
         ``queued_future``: the BulkSendFuture of exactly the records queued before the failure
         (they are delivered or fail like any others). Wait for it (``get()``/``exception()``)
         to learn their outcome and offsets; an exception without that attribute queued nothing.
+
+        With interceptors or serializers configured, every row goes through them as a record
+        would in ``send()`` (values/keys may then be any objects the serializers take), at a
+        per-row cost; ``on_send`` may not change a row's topic. A ``partitioner.class`` is
+        called once per row without an explicit partition. See ``producer.bulk_plugins``.
         """
         self._ensure_open()
         acks: BulkAcknowledgements | None = None
