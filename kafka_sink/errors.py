@@ -76,6 +76,13 @@ class BufferExhaustedError(KafkaTimeoutError):
     """The producer's memory budget (buffer.memory) stayed full for max.block.ms."""
 
 
+class SerializationError(KafkaError):
+    """A ``key.serializer`` / ``value.serializer`` failed or returned something other than bytes.
+
+    Raised by ``send()`` / ``send_columns()`` before anything of the call is queued.
+    """
+
+
 class RecordTooLargeError(KafkaError):
     """A record is larger than max.request.size or buffer.memory (checked before sending)."""
 

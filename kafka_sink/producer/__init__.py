@@ -5,7 +5,9 @@
 of ``batch.ProducerBatch``, bounded by buffer.memory) -> ``sender.Sender`` (the I/O thread,
 steppable with ``run_once``) over the net layer's NetworkClient; ``transaction_manager``
 (idempotence: producer id, epoch, sequences) and ``futures`` (per-record and bulk results);
-``config.ProducerConfig`` turns Kafka's dotted keys into validated settings.
+``config.ProducerConfig`` turns Kafka's dotted keys into validated settings; ``plugins`` resolves
+and adapts serializers, ``partitioner.class`` and interceptors (``interceptors``:
+ProducerRecord, ProducerInterceptors), and ``bulk_plugins`` runs them over ``send_columns`` rows.
 
 This package never imports socket, selectors, ssl or pyspark.
 """

@@ -2,7 +2,8 @@
 
 Role: :func:`bulk_columns` checks and normalises the columns of one call (values, keys,
 explicit partitions, timestamps, headers); :class:`BulkAppender` then takes the rows one window
-at a time: it partitions them (explicit > murmur2(key) > sticky, as ``send()``), groups them by
+at a time: it partitions them (explicit > ``partitioner.class`` if configured > murmur2(key) >
+sticky, as ``send()``), groups them by
 partition, seals them into record batches (``records.columnar.iter_seal_columns``) and queues
 each batch in the RecordAccumulator as soon as it is sealed. The result is one BulkSendFuture
 with per-partition offsets instead of a future per record.
@@ -23,13 +24,18 @@ Invariants:
   BulkSendFuture of exactly the batches queued before the failure; they complete (acknowledged
   or failed) like any others. An exception without the attribute queued nothing.
 - Rows keep input order within each partition.
+- A ``partitioner.class`` is called once per row without an explicit partition, over the whole
+  call before anything is queued: an exception or an answer out of range fails the call, naming
+  the record, with nothing queued. Without one, partitioning stays vectorised.
+- With interceptors configured (``acks``), every queued batch reports the call's row numbers it
+  holds, so each record gets its ``on_acknowledgement`` when its batch completes.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,7 +52,9 @@ if TYPE_CHECKING:
     from kafka_sink.clock import Clock
     from kafka_sink.net.metadata import PartitionInfo
     from kafka_sink.producer.accumulator import RecordAccumulator
+    from kafka_sink.producer.interceptors import BulkAcknowledgements
     from kafka_sink.producer.partitioner import BuiltInPartitioner
+    from kafka_sink.producer.plugins import CustomPartitioner
     from kafka_sink.records.compression import CompressionType
 
 __all__ = ["QUEUED_FUTURE", "BulkAppender", "BulkColumns", "bulk_columns"]
@@ -333,8 +341,10 @@ class BulkAppender:
         buffer_memory: int,
         ignore_keys: bool,
         wakeup: Callable[[], None],
+        custom_partitioner: CustomPartitioner | None = None,
     ) -> None:
         self._accumulator = accumulator
+        self._custom_partitioner = custom_partitioner
         self._partitioner = partitioner
         self._clock = clock
         self._batch_size = batch_size
@@ -350,15 +360,25 @@ class BulkAppender:
         self._ratio_estimators: dict[str, CompressionRatioEstimator] = {}
 
     def append(
-        self, topic: str, parts: Sequence[PartitionInfo], columns: BulkColumns
+        self,
+        topic: str,
+        parts: Sequence[PartitionInfo],
+        columns: BulkColumns,
+        *,
+        acks: BulkAcknowledgements | None = None,
     ) -> BulkSendFuture:
-        """Queue every row of ``columns`` (non-empty) to ``topic``; see the module invariants."""
+        """Queue every row of ``columns`` (non-empty) to ``topic``; see the module invariants.
+
+        ``acks`` (interceptors configured) learns which rows each queued batch holds.
+        """
         num_partitions = len(parts)
         if columns.max_partition >= num_partitions:
             raise ValueError(
                 f"partition {columns.max_partition} is out of range for topic {topic!r} "
                 f"with {num_partitions} partitions"
             )
+        if self._custom_partitioner is not None:
+            columns = self._custom_partitions(topic, num_partitions, columns)
         windows = _windows(columns)
         check_record_sizes(
             topic,
@@ -375,7 +395,7 @@ class BulkAppender:
             unwoken = 0
             for start, stop in windows:
                 unwoken = self._append_window(
-                    topic, parts, columns, start, stop, estimator, future, unwoken
+                    topic, parts, columns, start, stop, estimator, future, unwoken, acks
                 )
         except BaseException as exc:
             if future.record_count:
@@ -398,6 +418,7 @@ class BulkAppender:
         estimator: CompressionRatioEstimator,
         future: BulkSendFuture,
         unwoken: int,
+        acks: BulkAcknowledgements | None = None,
     ) -> int:
         """Seal and queue rows [start, stop); returns the queued bytes not yet woken for."""
         m = stop - start
@@ -428,9 +449,12 @@ class BulkAppender:
         # Group rows by partition (stable: order within a partition is input order), then seal
         # every partition's rows in one call: batches never span a partition's segment.
         first = int(assigned[0])
+        row_ids: _I64 | None = None
         if bool((assigned == first).all()):
             group_partitions = [first]
             group_ends = [m]
+            if acks is not None:
+                row_ids = np.arange(start, stop, dtype=np.int64)
         else:
             order = np.argsort(assigned, kind="stable")
             sorted_parts = assigned[order]
@@ -442,8 +466,17 @@ class BulkAppender:
             keys = None if keys is None else keys.take(take)
             headers = None if headers is None else [headers[i] for i in order.tolist()]
             ts = ts if isinstance(ts, int) else ts[order]
+            if acks is not None:
+                row_ids = order.astype(np.int64) + start
             del order, sorted_parts, take
         del assigned, explicit
+        key_sizes = value_sizes = None
+        if acks is not None:
+            # Serialized sizes for each record's RecordMetadata, in grouped order (-1: null).
+            value_sizes = _sizes_or_minus_one(values)
+            key_sizes = (
+                np.full(m, -1, dtype=np.int64) if keys is None else _sizes_or_minus_one(keys)
+            )
 
         acc = self._accumulator
         now_ms = self._clock.now_ms
@@ -465,6 +498,16 @@ class BulkAppender:
             # A fresh deadline per batch: max.block.ms bounds one batch's wait for memory.
             batch = acc.append_sealed(topic, partition, sealed, max_block_ms, now_ms())
             future._add(partition, sealed.record_count, sealed.last_offset_delta, batch.result)
+            if acks is not None:
+                assert row_ids is not None and key_sizes is not None and value_sizes is not None
+                end = rows + sealed.record_count
+                acks.add_batch(
+                    batch.result,
+                    row_ids[rows:end],
+                    ts if isinstance(ts, int) else ts[rows:end],
+                    key_sizes[rows:end],
+                    value_sizes[rows:end],
+                )
             rows += sealed.record_count
             if rows == group_ends[group]:
                 group += 1
@@ -474,6 +517,44 @@ class BulkAppender:
                 _yield_gil()
                 unwoken = 0
         return unwoken
+
+    def _custom_partitions(
+        self, topic: str, num_partitions: int, columns: BulkColumns
+    ) -> BulkColumns:
+        """Every row's partition: explicit, else ``partitioner.class`` (called per row).
+
+        Runs over the whole call before anything is queued, so a bad answer for one record
+        fails the call with nothing queued, naming the record.
+        """
+        partitioner = self._custom_partitioner
+        assert partitioner is not None
+        n = columns.length
+        if columns.partitions is None:
+            chosen = np.full(n, -1, dtype=np.int32)
+        else:
+            chosen = np.array(
+                pc.fill_null(columns.partitions, -1).to_numpy(zero_copy_only=False),
+                dtype=np.int32,
+            )
+        undecided = np.flatnonzero(chosen < 0).tolist()
+        if not undecided:
+            return columns
+        keys = columns.keys
+        key_list: list[Any] = (
+            [None] * n if keys is None or pa.types.is_null(keys.type) else keys.to_pylist()
+        )
+        partition = partitioner.partition
+        for row in undecided:
+            try:
+                chosen[row] = partition(topic, key_list[row], num_partitions)
+            except ValueError as exc:
+                raise ValueError(
+                    f"record {row} of this call: {exc}; nothing from this call was queued"
+                ) from exc
+            except Exception as exc:
+                exc.add_note(f"record {row} of this call; nothing from this call was queued")
+                raise
+        return replace(columns, partitions=pa.array(chosen), max_partition=int(chosen.max()))
 
     def _assign_partitions(  # noqa: PLR0917
         self,
@@ -515,6 +596,13 @@ class BulkAppender:
             )
             assigned[rows] = np.asarray(chosen, dtype=np.int32)[chunk]
         return assigned
+
+
+def _sizes_or_minus_one(column: Any) -> _I64:
+    if pa.types.is_null(column.type):
+        return np.full(len(column), -1, dtype=np.int64)
+    sizes = pc.fill_null(pc.binary_length(column), -1).to_numpy(zero_copy_only=False)
+    return np.asarray(sizes, dtype=np.int64)
 
 
 def _lengths(column: Any, rows: _I64) -> _I64:

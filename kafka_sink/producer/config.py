@@ -17,6 +17,11 @@ Invariants:
   :class:`~kafka_sink.net.tls.TlsConfig` (checked here, at construction) or refused; ``ssl.*`` keys
   without TLS and ``sasl.*`` keys without SASL are refused; the JVM-only security keys are
   accepted only with Java's default value, which describes what OpenSSL does anyway.
+- Plugins (``key.serializer``, ``value.serializer``, ``partitioner.class``,
+  ``interceptor.classes``) are import paths or objects; a path is imported and every plugin's
+  shape checked here (``producer.plugins.check_plugin``), but the config keeps the path string,
+  so it pickles, and nothing is instantiated until a producer is built. ``repr()`` shows a
+  plugin by its path or qualified name.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 from kafka_sink.errors import ConfigError
 from kafka_sink.net.jaas import parse_jaas
 from kafka_sink.net.tls import TlsConfig
+from kafka_sink.producer.plugins import INTERCEPTORS_KEY, check_plugin, describe
 
 MAX_INT = 2**31 - 1
 MAX_LONG = 2**63 - 1
@@ -42,16 +48,6 @@ SECRET_KEYS = frozenset(
         "ssl.keystore.key",
     }
 )
-
-_REFUSED = {
-    "key.serializer": "keys must be given as bytes (or str, encoded as UTF-8); "
-    "serializers are not supported",
-    "value.serializer": "values must be given as bytes (or str, encoded as UTF-8); "
-    "serializers are not supported",
-    "partitioner.class": "custom partitioner classes are not supported; pass partition= "
-    "explicitly or use the built-in partitioner",
-    "interceptor.classes": "producer interceptors are not supported",
-}
 
 # Keys Java accepts that only tune JVM-side machinery (metrics, JMX, DNS policy). Accepted so
 # that configs shared with Java clients work unchanged; they have no effect here.
@@ -195,6 +191,33 @@ def _opt_str(key: str, raw: object) -> object:
     return None if raw is None else _parse_str(key, raw) or None
 
 
+def _parse_plugin(key: str, raw: object) -> object:
+    """An import path (kept as the string, so the config stays picklable) or an object."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = raw.strip()
+        if not raw:
+            return None
+    check_plugin(key, raw)
+    return raw
+
+
+def _parse_plugins(key: str, raw: object) -> tuple[object, ...]:
+    """A list, or a comma-separated string as in Java, of import paths or objects."""
+    if raw is None:
+        return ()
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, list | tuple):
+        items = [items]  # one object
+    out = []
+    for item in items:
+        spec = _parse_plugin(key, item)
+        if spec is not None:
+            out.append(spec)
+    return tuple(out)
+
+
 _KEYS: dict[str, _Key] = {
     "bootstrap.servers": _Key((), _parse_list, "bootstrap_servers"),
     "client.id": _Key("", _parse_str, "client_id"),
@@ -229,6 +252,10 @@ _KEYS: dict[str, _Key] = {
     "send.buffer.bytes": _Key(131072, _int(-1), "send_buffer_bytes"),
     "receive.buffer.bytes": _Key(32768, _int(-1), "receive_buffer_bytes"),
     "partitioner.ignore.keys": _Key(False, _parse_bool, "partitioner_ignore_keys"),
+    "key.serializer": _Key(None, _parse_plugin, "key_serializer"),
+    "value.serializer": _Key(None, _parse_plugin, "value_serializer"),
+    "partitioner.class": _Key(None, _parse_plugin, "partitioner_class"),
+    INTERCEPTORS_KEY: _Key((), _parse_plugins, "interceptor_classes"),
     "transactional.id": _Key(None, _opt_str, "transactional_id"),
     "transaction.timeout.ms": _Key(60000, _int(1), "transaction_timeout_ms"),
     "security.protocol": _Key(
@@ -299,6 +326,11 @@ class ProducerConfig:
     send_buffer_bytes: int
     receive_buffer_bytes: int
     partitioner_ignore_keys: bool
+    #: Plugins: an import path (str) or the object as given; see ``producer.plugins``.
+    key_serializer: object
+    value_serializer: object
+    partitioner_class: object
+    interceptor_classes: tuple[object, ...]
     transactional_id: str | None
     transaction_timeout_ms: int
     security_protocol: str
@@ -353,8 +385,6 @@ class ProducerConfig:
             if not isinstance(raw_key, str):
                 raise ConfigError(f"config keys must be strings, got {raw_key!r}")
             key = raw_key.strip()
-            if key in _REFUSED:
-                raise ConfigError(f"{key}: not supported: {_REFUSED[key]}")
             if key in _ACCEPTED_NO_EFFECT:
                 continue
             if key in _JVM_SECURITY_KEYS:
@@ -381,11 +411,23 @@ class ProducerConfig:
         for f in fields(self):
             if not f.repr or f.name == "explicitly_set":
                 continue
-            shown.append(f"{f.name}={getattr(self, f.name)!r}")
+            value = getattr(self, f.name)
+            if f.name in _PLUGIN_ATTRS and value is not None:
+                value = (
+                    [describe(v) for v in value]
+                    if f.name == "interceptor_classes"
+                    else (describe(value))
+                )
+            shown.append(f"{f.name}={value!r}")
         secrets = [k for k in sorted(SECRET_KEYS) if getattr(self, _KEYS[k].attr, None) is not None]
         if secrets:
             shown.append(f"secrets_set={secrets!r}")
         return f"ProducerConfig({', '.join(shown)})"
+
+
+_PLUGIN_ATTRS = frozenset(
+    {"key_serializer", "value_serializer", "partitioner_class", "interceptor_classes"}
+)
 
 
 def _validate(v: dict[str, Any], explicit: set[str]) -> None:

@@ -83,6 +83,11 @@ class ProduceRequestResult:
     def done(self) -> bool:
         return self._event.is_set()
 
+    @property
+    def is_split(self) -> bool:
+        """True when the batch was split (its records' outcomes live in the parts)."""
+        return self._parts is not None
+
     def set_parts(self, parts: list[tuple[int, ProduceRequestResult]]) -> None:
         """The batch was split: record ``delta`` now lives in the part starting at or below it."""
         self._parts = parts

@@ -12,6 +12,9 @@ built-in partitioner does.
   partitions that have a leader (among all when none has). Adaptive (load-aware) selection is
   not implemented: ``partitioner.adaptive.partitioning.enable`` is accepted and has no effect.
 
+A configured ``partitioner.class`` (``producer.plugins.CustomPartitioner``) replaces this one for
+every record without an explicit partition, keyed or not, as in Java.
+
 Invariants: the keyed mapping never depends on leader availability (so a key never moves while
 a broker is down); the sticky state is per topic and thread-safe.
 """

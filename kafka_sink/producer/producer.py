@@ -5,7 +5,10 @@ TransactionManager for idempotence) and starts the sender thread. ``send()`` par
 and appends it to the accumulator; ``send_columns()`` hands whole Arrow columns to the bulk path
 (``producer.bulk``), which partitions them with numpy, seals them into record batches and queues
 each batch as it is sealed, returning one BulkSendFuture with per-partition offsets instead of a
-future per record.
+future per record. Configured plugins (``producer.plugins``) sit in front, in Java's order:
+interceptors' ``on_send`` -> serializers -> partitioner (``partitioner.class`` replaces the
+built-in one for records without an explicit partition); ``send_columns()`` runs the per-record
+part through ``producer.bulk_plugins`` only when interceptors or serializers are configured.
 
 Invariants:
 - ``send()`` blocks only for metadata of a new topic and for buffer memory, each bounded by
@@ -17,6 +20,10 @@ Invariants:
   future, including on ``close(timeout)``: whatever cannot be delivered in time is failed, never
   dropped and never left pending.
 - The producer layer never touches sockets; all I/O is the sender thread's network client.
+- A serializer failure raises SerializationError with nothing queued. With interceptors, every
+  record that went through ``on_send`` gets exactly one ``on_acknowledgement`` (before the
+  caller's callback), whether it fails inside ``send()``, fails in delivery or is acknowledged;
+  interceptors and the custom partitioner are closed by ``close()`` after the sender stopped.
 - A topic stays in metadata requests while it is used and is dropped after
   ``metadata.max.idle.ms`` without use (Java's rule). "Used" is marked on every
   ``send_columns()``/``partitions_for()`` call and whenever ``send()`` opens a new batch for the
@@ -49,6 +56,7 @@ from kafka_sink.net.metadata import Metadata, PartitionInfo
 from kafka_sink.net.network_client import NetworkClient, NetworkConfig
 from kafka_sink.producer.accumulator import RecordAccumulator
 from kafka_sink.producer.bulk import BulkAppender, bulk_columns
+from kafka_sink.producer.bulk_plugins import intercept_and_serialize
 from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.futures import (
     BulkSendFuture,
@@ -57,7 +65,19 @@ from kafka_sink.producer.futures import (
     PartitionOffsets,
     RecordMetadata,
 )
+from kafka_sink.producer.interceptors import (
+    BulkAcknowledgements,
+    ProducerInterceptors,
+    ProducerRecord,
+)
 from kafka_sink.producer.partitioner import BuiltInPartitioner
+from kafka_sink.producer.plugins import (
+    CustomPartitioner,
+    Serializer,
+    load_interceptors,
+    load_partitioner,
+    load_serializer,
+)
 from kafka_sink.producer.sender import Sender
 from kafka_sink.producer.transaction_manager import TransactionManager
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, estimate_record_size
@@ -71,6 +91,7 @@ __all__ = [
     "FutureRecordMetadata",
     "KafkaProducer",
     "PartitionOffsets",
+    "ProducerRecord",
     "RecordMetadata",
 ]
 
@@ -167,6 +188,31 @@ class KafkaProducer:
                 "remove transactional.id (idempotence is on by default)"
             )
         self._clock = clock or SYSTEM_CLOCK
+        # Plugins are instantiated first: a failing constructor leaves no thread or socket.
+        self._key_serializer: Serializer | None = (
+            None
+            if cfg.key_serializer is None
+            else load_serializer("key.serializer", cfg.key_serializer)
+        )
+        self._value_serializer: Serializer | None = (
+            None
+            if cfg.value_serializer is None
+            else load_serializer("value.serializer", cfg.value_serializer)
+        )
+        self._custom_partitioner: CustomPartitioner | None = (
+            None if cfg.partitioner_class is None else load_partitioner(cfg.partitioner_class)
+        )
+        self._interceptors: ProducerInterceptors | None = (
+            ProducerInterceptors(load_interceptors(cfg.interceptor_classes))
+            if cfg.interceptor_classes
+            else None
+        )
+        # Records go through the per-record plugin stage (interceptors, serializers) first.
+        self._plugged = (
+            self._interceptors is not None
+            or self._key_serializer is not None
+            or self._value_serializer is not None
+        )
         if cfg.client_id:
             self.client_id = cfg.client_id
         else:
@@ -228,6 +274,7 @@ class KafkaProducer:
             buffer_memory=cfg.buffer_memory,
             ignore_keys=cfg.partitioner_ignore_keys,
             wakeup=self._network.wakeup,
+            custom_partitioner=self._custom_partitioner,
         )
         self._closed = False
         self._close_lock = threading.Lock()
@@ -333,15 +380,76 @@ class KafkaProducer:
     def send(  # noqa: PLR0917 - Java's / kafka-python's send() signature
         self,
         topic: str,
-        value: bytes | bytearray | memoryview | str | None = None,
-        key: bytes | bytearray | memoryview | str | None = None,
+        value: Any = None,
+        key: Any = None,
         partition: int | None = None,
         headers: Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None = None,
         timestamp_ms: int | None = None,
         callback: Callback | None = None,
     ) -> FutureRecordMetadata:
         """Queue one record; returns its future. Raises for invalid input, closed producer,
-        oversized records and metadata / buffer waits past max.block.ms."""
+        oversized records and metadata / buffer waits past max.block.ms.
+
+        ``value``/``key``: bytes, bytearray, memoryview, str (written as UTF-8) or None; with
+        ``value.serializer``/``key.serializer`` set, anything the serializer takes.
+
+        With plugins configured the record goes interceptors' ``on_send`` -> serializers ->
+        partitioner -> accumulator, as in Java; a serializer failure raises SerializationError
+        and queues nothing."""
+        if self._plugged:
+            return self._send_plugged(topic, value, key, partition, headers, timestamp_ms, callback)
+        return self._send(topic, value, key, partition, headers, timestamp_ms, callback)
+
+    def _send_plugged(  # noqa: PLR0917 - send()'s arguments
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None,
+        timestamp_ms: int | None,
+        callback: Callback | None,
+    ) -> FutureRecordMetadata:
+        hdrs = _as_headers(headers) if headers else []
+        interceptors = self._interceptors
+        if interceptors is not None:
+            record = interceptors.on_send(
+                ProducerRecord(topic, partition, key, value, tuple(hdrs), timestamp_ms)
+            )
+            topic, partition, key, value = record.topic, record.partition, record.key, record.value
+            hdrs, timestamp_ms = list(record.headers), record.timestamp
+        try:
+            if self._key_serializer is not None:
+                key = self._key_serializer(topic, key, hdrs)
+            if self._value_serializer is not None:
+                value = self._value_serializer(topic, value, hdrs)
+            future = self._send(
+                topic,
+                value,
+                key,
+                partition,
+                hdrs,
+                timestamp_ms,
+                callback if interceptors is None else None,
+            )
+        except BaseException as exc:
+            if interceptors is not None:
+                interceptors.on_send_error(topic, partition, exc)
+            raise
+        if interceptors is not None:
+            future.add_callback(_InterceptorCallback(interceptors, future, callback))
+        return future
+
+    def _send(  # noqa: PLR0917 - send()'s arguments
+        self,
+        topic: str,
+        value: bytes | bytearray | memoryview | str | None,
+        key: bytes | bytearray | memoryview | str | None,
+        partition: int | None,
+        headers: Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None,
+        timestamp_ms: int | None,
+        callback: Callback | None,
+    ) -> FutureRecordMetadata:
         if self._closed:
             raise ProducerClosedError("cannot send: the producer is closed")
         if self._sender.fatal_error is not None:
@@ -364,7 +472,9 @@ class KafkaProducer:
         num_partitions = len(parts)
         sticky = False
         if partition is None:
-            if key is not None and not self._ignore_keys:
+            if self._custom_partitioner is not None:
+                partition = self._custom_partitioner.partition(topic, key, num_partitions)
+            elif key is not None and not self._ignore_keys:
                 partition = (murmur2(key) & 0x7FFFFFFF) % num_partitions
             else:
                 partition = self._partitioner.sticky_partition(
@@ -452,23 +562,48 @@ class KafkaProducer:
         ``queued_future``: the BulkSendFuture of exactly the records queued before the failure
         (they are delivered or fail like any others). Wait for it (``get()``/``exception()``)
         to learn their outcome and offsets; an exception without that attribute queued nothing.
+
+        With interceptors or serializers configured, every row goes through them as a record
+        would in ``send()`` (values/keys may then be any objects the serializers take), at a
+        per-row cost; ``on_send`` may not change a row's topic. A ``partitioner.class`` is
+        called once per row without an explicit partition. See ``producer.bulk_plugins``.
         """
         self._ensure_open()
-        columns = bulk_columns(
-            values,
-            keys,
-            partitions=partitions,
-            headers=headers,
-            timestamps_ms=timestamps_ms,
-            wall_ms=self._wall_ms,
-        )
-        if columns.length == 0:
-            future = BulkSendFuture(topic)
-            future._seal()
-            return future
-        max_partition = columns.max_partition
-        parts_info = self._partitions(topic, max_partition if max_partition >= 0 else None)
-        return self._bulk.append(topic, parts_info, columns)
+        acks: BulkAcknowledgements | None = None
+        if self._plugged:
+            staged = intercept_and_serialize(
+                topic,
+                values,
+                keys,
+                partitions=partitions,
+                headers=headers,
+                timestamps_ms=timestamps_ms,
+                interceptors=self._interceptors,
+                key_serializer=self._key_serializer,
+                value_serializer=self._value_serializer,
+            )
+            values, keys, partitions = staged.values, staged.keys, staged.partitions
+            headers, timestamps_ms, acks = staged.headers, staged.timestamps_ms, staged.acks
+        try:
+            columns = bulk_columns(
+                values,
+                keys,
+                partitions=partitions,
+                headers=headers,
+                timestamps_ms=timestamps_ms,
+                wall_ms=self._wall_ms,
+            )
+            if columns.length == 0:
+                future = BulkSendFuture(topic)
+                future._seal()
+                return future
+            max_partition = columns.max_partition
+            parts_info = self._partitions(topic, max_partition if max_partition >= 0 else None)
+            return self._bulk.append(topic, parts_info, columns, acks=acks)
+        except BaseException as exc:
+            if acks is not None:
+                acks.fail_unqueued(exc)
+            raise
 
     # -- flush / close --------------------------------------------------------------------
 
@@ -514,6 +649,11 @@ class KafkaProducer:
             log.warning("producer sender thread did not stop; failing what is left")
             self._sender.abort_incomplete(ProducerClosedError("the producer was closed"))
         self._metadata.close()
+        # After the sender stopped: no on_acknowledgement can follow an interceptor's close().
+        if self._interceptors is not None:
+            self._interceptors.close()
+        if self._custom_partitioner is not None:
+            self._custom_partitioner.close()
 
     def __enter__(self) -> KafkaProducer:
         return self
@@ -533,3 +673,33 @@ class KafkaProducer:
 
 def _with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
     return [p.partition for p in parts if p.leader_id >= 0]
+
+
+class _InterceptorCallback:
+    """Per record: the interceptors' on_acknowledgement, then the caller's callback (Java's order).
+
+    Runs on the I/O thread when the record's batch completes.
+    """
+
+    __slots__ = ("_callback", "_future", "_interceptors")
+
+    def __init__(
+        self,
+        interceptors: ProducerInterceptors,
+        future: FutureRecordMetadata,
+        callback: Callback | None,
+    ) -> None:
+        self._interceptors = interceptors
+        self._future = future
+        self._callback = callback
+
+    def __call__(self, metadata: RecordMetadata | None, exc: BaseException | None) -> None:
+        if metadata is not None:
+            self._interceptors.on_acknowledgement(metadata, None)
+        else:
+            result = self._future._result
+            self._interceptors.on_send_error(
+                result.topic, result.partition, exc or KafkaError("unknown failure")
+            )
+        if self._callback is not None:
+            self._callback(metadata, exc)

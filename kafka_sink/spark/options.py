@@ -22,7 +22,12 @@ with 116-byte records. Anything the user sets wins.
 
 Invariants:
 - ``kafka.key.serializer`` / ``kafka.value.serializer`` and every other unknown key are refused
-  with a message saying what to do instead; nothing is dropped silently.
+  with a message saying what to do instead; nothing is dropped silently. (The sink's keys and
+  values are DataFrame columns, already bytes or strings: serializing happens in the DataFrame.)
+- ``kafka.interceptor.classes`` and ``kafka.partitioner.class`` are Python import paths; they are
+  imported and checked on the driver (``validate_producer_config``), so a path that does not
+  import fails naming the option before any task runs, and again on each executor when its
+  producer is built (the module must be importable there too).
 - The producer config is validated (``ProducerConfig.from_mapping``, no network) on the driver, so
   a bad ``kafka.*`` key fails before any task starts.
 - ``repr(SinkOptions)`` names producer keys only, never values (they may hold passwords).
@@ -74,6 +79,9 @@ _REFUSED_KAFKA_KEYS = {
         "instead (CAST(... AS STRING), to_json, to_avro)"
     ),
 }
+
+# Python import paths, resolved on the driver when the options are validated (and on executors).
+_PLUGIN_KEYS = frozenset({"interceptor.classes", "partitioner.class"})
 
 _DISABLED_WORDS = frozenset({"none", "false", "off", "disabled"})
 
@@ -176,6 +184,13 @@ class SinkOptions:
         try:
             ProducerConfig.from_mapping(self.producer_config)
         except ConfigError as exc:
+            key, _, why = str(exc).partition(": ")
+            if key in _PLUGIN_KEYS:
+                raise SinkOptionError(
+                    f"option 'kafka.{key}': {why} (the sink resolves it on the driver and on "
+                    "every executor: the module must be installed in their Python environment "
+                    "or shipped with spark.submit.pyFiles / SparkContext.addPyFile)"
+                ) from exc
             raise SinkOptionError(
                 f"invalid producer option: {exc} (producer settings are the 'kafka.'-prefixed "
                 "options with the prefix removed, e.g. kafka.linger.ms -> linger.ms)"

@@ -6,7 +6,9 @@
   jars, and :func:`fetch_kafka_jars` (``python -m kafka_sink.testing fetch``);
 - :mod:`kafka_sink.testing.oracle`: create topics and read records back with kafka-python;
 - :mod:`kafka_sink.testing.proxy`: ``TcpProxy``, a TCP proxy that delays, pauses or cuts traffic;
-- :mod:`kafka_sink.testing.probe`: a raw Metadata probe used for readiness checks.
+- :mod:`kafka_sink.testing.probe`: a raw Metadata probe used for readiness checks;
+- :mod:`kafka_sink.testing.plugins`: example serializers, interceptors and partitioners, importable
+  by path on Spark executors.
 
 This is the top layer: no other ``kafka_sink`` package imports it. Importing it loads only the
 standard library; test-only dependencies (kafka-python, testcontainers) are imported lazily,

@@ -199,3 +199,38 @@ def test_bad_producer_idle_timeout_is_refused_with_the_fix(value: str) -> None:
 def test_unknown_option_message_lists_producer_idle_timeout() -> None:
     with pytest.raises(SinkOptionError, match="producerIdleTimeoutMs"):
         SinkOptions.from_options({**BASE, "foo": "x"})
+
+
+@pytest.mark.parametrize(
+    ("key", "path"),
+    [
+        ("kafka.partitioner.class", "kafka_sink.testing.plugins.KeyDigitPartitioner"),
+        ("kafka.partitioner.class", "kafka_sink.testing.plugins:last_partition"),
+        (
+            "kafka.interceptor.classes",
+            "kafka_sink.testing.plugins.StampInterceptor,kafka_sink.testing.plugins:"
+            "CountingInterceptor",
+        ),
+    ],
+)
+def test_plugin_import_paths_are_accepted_and_checked_on_the_driver(key: str, path: str) -> None:
+    opts = SinkOptions.from_options({**BASE, key: path})
+    opts.validate_producer_config()
+    assert opts.producer_config[key.removeprefix("kafka.")] == path  # the path travels as is
+    assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+@pytest.mark.parametrize("key", ["kafka.partitioner.class", "kafka.interceptor.classes"])
+def test_plugin_path_that_does_not_import_names_the_option(key: str) -> None:
+    opts = SinkOptions.from_options({**BASE, key: "no_such_module.Thing"})
+    with pytest.raises(
+        SinkOptionError,
+        match=rf"option '{key}': cannot import 'no_such_module.Thing'.*every executor",
+    ):
+        opts.validate_producer_config()
+
+
+def test_plugin_of_the_wrong_shape_names_the_option() -> None:
+    opts = SinkOptions.from_options({**BASE, "kafka.partitioner.class": "json.JSONDecoder"})
+    with pytest.raises(SinkOptionError, match=r"option 'kafka.partitioner.class': class .*"):
+        opts.validate_producer_config()
