@@ -6,7 +6,8 @@ in the server's Python workers, the client only sends plans. A fresh process kee
 apart from the classic SparkSession the other Spark tests share.
 
 Usage: ``python connect_client.py '<json plan>'``; prints one line ``RESULT <json>`` on stdout,
-one entry per step of the plan: ``{"ok": true, ...}`` or ``{"error_type": ..., "error": ...}``.
+one entry per step of the plan: ``{"ok": true}`` or ``{"error_type": ..., "error": ...}``, plus
+the server's start time and each step's time.
 Steps run in the plan's order:
 
 - ``write``: a batch ``df.write.format("pykafka")`` of ``rows`` (key, value) pairs.
@@ -90,13 +91,16 @@ def main() -> None:
     results: dict[str, Any] = {
         "session_type": f"{type(spark).__module__}.{type(spark).__name__}",
         "server_start_s": round(time.monotonic() - started, 1),
+        "step_s": {},
     }
     try:
         for name, step in plan:
+            step_started = time.monotonic()
             try:
                 results[name] = STEPS[step["kind"]](spark, step)
             except Exception as exc:
                 results[name] = _error(exc)
+            results["step_s"][name] = round(time.monotonic() - step_started, 1)
     finally:
         spark.stop()
     print("RESULT " + json.dumps(results), flush=True)
