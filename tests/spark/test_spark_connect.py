@@ -11,6 +11,8 @@ meets the classic SparkSession the other Spark tests share. Two runs, one server
   suite runs from) discovery cannot see ``pyspark_pykafka``: the write fails until the client
   calls ``spark.dataSource.register(PyKafkaDataSource)``, then succeeds.
 
+The registered run is marked slow (a second server start); ``-m "not slow"`` keeps one run.
+
 A local Connect server always listens on port 15002, so runs take a machine-wide lock file and a
 busy port fails the run with Spark's bind error rather than reaching another server.
 """
@@ -175,6 +177,8 @@ def test_connect_batch_write_finds_pykafka_without_register(discovered, kafka_bo
     _assert_batch_landed(kafka_bootstrap, discovered["topics"]["batch"])
 
 
+# Its own server start (about 35 s on a loaded 2-core machine), on top of the discovered run's.
+@pytest.mark.slow
 def test_connect_register_from_client(registered, kafka_bootstrap) -> None:
     result = registered["result"]
     if _discoverable_without_source_tree():
