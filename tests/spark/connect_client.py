@@ -1,0 +1,110 @@
+"""A Spark Connect client run by test_spark_connect.py in its own Python process.
+
+``SparkSession.builder.remote("local[2]")`` starts a Connect server inside this process (a JVM
+with the Connect plugin) and returns a Connect client session bound to it; the data source runs
+in the server's Python workers, the client only sends plans. A fresh process keeps that server
+apart from the classic SparkSession the other Spark tests share.
+
+Usage: ``python connect_client.py '<json plan>'``; prints one line ``RESULT <json>`` on stdout,
+one entry per step of the plan: ``{"ok": true}`` or ``{"error_type": ..., "error": ...}``, plus
+the server's start time and each step's time.
+Steps run in the plan's order:
+
+- ``write``: a batch ``df.write.format("pykafka")`` of ``rows`` (key, value) pairs.
+- ``register``: ``spark.dataSource.register(PyKafkaDataSource)`` from the client.
+- ``stream``: ``readStream.json(input_dir)`` -> ``writeStream.format("pykafka")`` with
+  ``trigger(availableNow=True)``, bounded by ``timeout_s``; ``options`` are added to the writer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+STREAM_SCHEMA = "id BIGINT, k STRING"
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return {"error_type": type(exc).__name__, "error": str(exc)}
+
+
+def _write(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
+    df = spark.createDataFrame([tuple(r) for r in step["rows"]], "key STRING, value STRING")
+    writer = df.write.format("pykafka").mode("append")
+    writer = writer.option("kafka.bootstrap.servers", step["bootstrap"])
+    writer = writer.option("topic", step["topic"]).options(**step.get("options", {}))
+    writer.save()
+    return {"ok": True}
+
+
+def _register(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
+    from kafka_sink import PyKafkaDataSource
+
+    spark.dataSource.register(PyKafkaDataSource)
+    return {"ok": True}
+
+
+def _stream(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
+    df = (
+        spark.readStream.schema(STREAM_SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(step["input_dir"])
+        .selectExpr("k AS key", "CAST(id AS STRING) AS value")
+    )
+    query = (
+        df.writeStream.format("pykafka")
+        .outputMode("append")
+        .option("kafka.bootstrap.servers", step["bootstrap"])
+        .option("topic", step["topic"])
+        .option("checkpointLocation", step["checkpoint"])
+        .options(**step.get("options", {}))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        finished = query.awaitTermination(step["timeout_s"])
+    except Exception as exc:  # a failed query raises here over Connect
+        return _error(exc)
+    if not finished:
+        query.stop()
+        return {"error_type": "Timeout", "error": f"query still running after {step['timeout_s']}s"}
+    failure = query.exception()
+    return _error(failure) if failure is not None else {"ok": True}
+
+
+STEPS = {"write": _write, "register": _register, "stream": _stream}
+
+
+def main() -> None:
+    plan = json.loads(sys.argv[1])
+    started = time.monotonic()
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.remote("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    results: dict[str, Any] = {
+        "session_type": f"{type(spark).__module__}.{type(spark).__name__}",
+        "server_start_s": round(time.monotonic() - started, 1),
+        "step_s": {},
+    }
+    try:
+        for name, step in plan:
+            step_started = time.monotonic()
+            try:
+                results[name] = STEPS[step["kind"]](spark, step)
+            except Exception as exc:
+                results[name] = _error(exc)
+            results["step_s"][name] = round(time.monotonic() - step_started, 1)
+    finally:
+        spark.stop()
+    print("RESULT " + json.dumps(results), flush=True)
+
+
+if __name__ == "__main__":
+    main()
