@@ -12,7 +12,9 @@ KAFKA_JARS_DIR, a fresh per-user cache), it runs what the README tells users to 
    settings; records sent with ``kafka_sink.KafkaProducer`` are read back with kafka-python;
 3. a classic ``local[2]`` SparkSession writes a DataFrame with ``format("pykafka")`` and no
    ``register`` call (the installed ``pyspark_pykafka`` is discovered), Python workers running
-   the virtualenv's interpreter; kafka-python reads every row back.
+   the virtualenv's interpreter; kafka-python reads every row back;
+4. a Spark Connect client (``remote("local[2]")``, the server in the same process) writes a batch
+   and a streaming query through the discovered source, again without ``register``.
 
 Every module the script and the Spark workers import must come from the virtualenv.
 """
@@ -32,7 +34,10 @@ from pathlib import Path
 
 import pytest
 
+from kafka_sink.testing.oracle import create_topic, read_all
+
 ROOT = Path(__file__).resolve().parents[2]
+CONNECT_CLIENT = ROOT / "tests" / "spark" / "connect_client.py"
 
 # About 90 s on the 2-core development machine (wheel ~10 s, virtualenv and install ~25 s, the
 # user flow ~55 s), most of it JVM start-ups: slow, so it runs in CI but can be left out locally.
@@ -170,7 +175,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
     install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
-    _run([*install, str(wheel), "pyspark", "kafka-python", "-c", str(constraints)])
+    _run([*install, str(wheel), "pyspark[connect]", "kafka-python", "-c", str(constraints)])
     install_s = time.monotonic() - began
     try:
         yield Installed(wheel, venv, python, base, build_s, install_s)
@@ -257,3 +262,56 @@ def test_fetch_local_kafka_and_spark_from_the_installed_wheel(
         f"wheel build {installed.build_s:.1f}s, venv+install {installed.install_s:.1f}s, "
         f"fetch --offline {fetch_s:.1f}s, LocalKafka+Spark {run_s:.1f}s"
     )
+
+
+def test_spark_connect_discovers_the_installed_wheel(
+    installed: Installed, tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    workdir = tmp_path / "elsewhere"
+    inputs = workdir / "in"
+    inputs.mkdir(parents=True)
+    for n, ids in enumerate((range(0, 30), range(30, 50))):
+        tmp = inputs / f".f{n}.tmp"
+        tmp.write_text("".join(json.dumps({"id": i, "k": f"k{i % 3}"}) + "\n" for i in ids))
+        tmp.rename(inputs / f"f{n}.json")
+    client = workdir / "connect_client.py"
+    shutil.copy2(CONNECT_CLIENT, client)
+    suffix = f"{os.getpid()}-{int(time.time() * 1000)}"
+    batch_topic, stream_topic = f"wheel-connect-batch-{suffix}", f"wheel-connect-stream-{suffix}"
+    create_topic(kafka_bootstrap, batch_topic, partitions=2)
+    create_topic(kafka_bootstrap, stream_topic, partitions=3)
+    rows = [[f"k{i % 4}", f"v{i}"] for i in range(20)]
+    plan = [
+        (
+            "batch",
+            {"kind": "write", "bootstrap": kafka_bootstrap, "topic": batch_topic, "rows": rows},
+        ),
+        (
+            "stream",
+            {
+                "kind": "stream",
+                "bootstrap": kafka_bootstrap,
+                "topic": stream_topic,
+                "input_dir": str(inputs),
+                "checkpoint": str(workdir / "ck"),
+                "timeout_s": 240,
+            },
+        ),
+    ]
+    env = _user_env(installed, tmp_path / "home")
+    env["PYSPARK_SUBMIT_ARGS"] = (
+        "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
+        "--driver-memory 1g pyspark-shell"
+    )
+    done = _run([str(installed.python), str(client), json.dumps(plan)], cwd=workdir, env=env)
+    [line] = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    out = json.loads(line.removeprefix("RESULT "))
+    assert out["session_type"] == "pyspark.sql.connect.session.SparkSession"
+    assert out["batch"] == {"ok": True}, out["batch"]
+    assert out["stream"] == {"ok": True}, out["stream"]
+
+    batch = read_all(kafka_bootstrap, batch_topic, expected=len(rows))
+    assert sorted((r.key.decode(), r.value.decode()) for r in batch) == sorted(map(tuple, rows))
+    stream = read_all(kafka_bootstrap, stream_topic, expected=50)
+    assert sorted(int(r.value) for r in stream) == list(range(50))
+    assert sorted((workdir / "ck" / "pykafka-commits").iterdir())  # the commit log, server side

@@ -5,6 +5,9 @@ with the Connect plugin) and returns a Connect client session bound to it; the d
 in the server's Python workers, the client only sends plans. A fresh process keeps that server
 apart from the classic SparkSession the other Spark tests share.
 
+A busy port fails the run with Spark's bind error rather than reaching another server: runs take
+a machine-wide lock file first.
+
 Usage: ``python connect_client.py '<json plan>'``; prints one line ``RESULT <json>`` on stdout,
 one entry per step of the plan: ``{"ok": true}`` or ``{"error_type": ..., "error": ...}``, plus
 the server's start time and each step's time.
@@ -18,10 +21,20 @@ Steps run in the plan's order:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+# A local Connect server always listens on port 15002: one at a time per machine, whoever runs
+# this client (the Spark tests, the installed-wheel test).
+LOCK_PATH = Path(tempfile.gettempdir()) / "pykafka-spark-connect-15002.lock"
+LOCK_WAIT_S = 300.0
 
 STREAM_SCHEMA = "id BIGINT, k STRING"
 
@@ -77,8 +90,34 @@ def _stream(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
 STEPS = {"write": _write, "register": _register, "stream": _stream}
 
 
+@contextlib.contextmanager
+def _connect_port_lock() -> Iterator[None]:
+    with open(LOCK_PATH, "a+", encoding="utf-8") as f:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    sys.exit(
+                        f"waited {LOCK_WAIT_S:.0f}s for {LOCK_PATH}: another local Spark "
+                        "Connect server (port 15002) is running on this machine"
+                    )
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def main() -> None:
     plan = json.loads(sys.argv[1])
+    with _connect_port_lock():
+        _run(plan)
+
+
+def _run(plan: list[tuple[str, dict[str, Any]]]) -> None:
     started = time.monotonic()
     from pyspark.sql import SparkSession
 

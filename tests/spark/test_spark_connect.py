@@ -13,23 +13,18 @@ meets the classic SparkSession the other Spark tests share. Two runs, one server
 
 The registered run is marked slow (a second server start); ``-m "not slow"`` keeps one run.
 
-A local Connect server always listens on port 15002, so runs take a machine-wide lock file and a
-busy port fails the run with Spark's bind error rather than reaching another server.
+A local Connect server always listens on port 15002; the client takes a machine-wide lock file
+for it (see connect_client.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import pkgutil
 import subprocess
 import sys
-import tempfile
-import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +35,7 @@ from kafka_sink.testing.oracle import create_topic, end_offsets, read_all
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = Path(__file__).resolve().parent / "connect_client.py"
-LOCK_WAIT_S = 300.0
-RUN_TIMEOUT_S = 300.0
+RUN_TIMEOUT_S = 600.0
 
 BATCH_ROWS = [[f"k{i % 4}", f"v{i}"] for i in range(20)]
 # Two input files, one micro-batch each (maxFilesPerTrigger=1).
@@ -51,29 +45,6 @@ BAD_OPTION_TEXT = (
     "unknown option 'linger.ms' for format('pykafka'). Producer settings need the 'kafka.' "
     "prefix: .option('kafka.linger.ms', ...)."
 )
-
-
-@contextlib.contextmanager
-def _connect_port_lock() -> Iterator[None]:
-    path = Path(tempfile.gettempdir()) / "pykafka-spark-connect-15002.lock"
-    with open(path, "a+", encoding="utf-8") as f:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(
-                        f"waited {LOCK_WAIT_S:.0f}s for {path}: another local Spark Connect "
-                        "server (port 15002) is running on this machine",
-                        pytrace=False,
-                    )
-                time.sleep(0.5)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _run(plan: list[tuple[str, dict[str, Any]]], cwd: Path, *, on_path: bool) -> dict[str, Any]:
@@ -90,16 +61,15 @@ def _run(plan: list[tuple[str, dict[str, Any]]], cwd: Path, *, on_path: bool) ->
         "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
         "--driver-memory 1g pyspark-shell"
     )
-    with _connect_port_lock():
-        done = subprocess.run(
-            [sys.executable, str(CLIENT), json.dumps(plan)],
-            env=env,
-            cwd=str(cwd),
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT_S,
-            check=False,
-        )
+    done = subprocess.run(
+        [sys.executable, str(CLIENT), json.dumps(plan)],
+        env=env,
+        cwd=str(cwd),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-4000:]
     result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
