@@ -296,8 +296,11 @@ class ArrowCommitStore:
 
 def _reason(exc: BaseException) -> str:
     """The first line of a store error, credentials masked (AWS errors run to many lines)."""
-    text = str(exc).strip().splitlines()
-    return redact(text[0] if text else type(exc).__name__)
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    # pyarrow's advice about its own option does not apply: the sink never creates buckets.
+    text = text.replace(" To create buckets, enable the allow_bucket_creation option.", "")
+    return redact(text)
 
 
 def _s3(parsed: Any) -> tuple[Any, str]:
