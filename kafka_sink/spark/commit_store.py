@@ -137,6 +137,10 @@ def display_location(location: str) -> str:
     return _USERINFO_SECRET.sub(r"\1:***@", location)
 
 
+def _netloc(location: str) -> str:
+    return urlparse(location).netloc
+
+
 def redact(text: str) -> str:
     """``text`` with the value of every credential variable in the environment masked."""
     for var in _SECRET_VARS:
@@ -183,7 +187,7 @@ def open_store(location: str) -> CommitStore:
             f"the scheme '{scheme}' is not one the commit log can be written to (local paths, "
             "file:, s3/s3a/s3n, gs/gcs, abfs/abfss/wasb/wasbs, hdfs)"
         )
-    if scheme not in _AZURE and (_USERINFO_SECRET.match(location) or "@" in location.split("/")[2]):
+    if scheme not in _AZURE and (_USERINFO_SECRET.match(location) or "@" in _netloc(location)):
         raise CommitStoreError(
             "credentials in the URI are refused (they would end up in logs); give them through "
             "the store's environment and drop them from the URI"

@@ -25,7 +25,8 @@ Invariants:
   with a message saying what to do instead; nothing is dropped silently.
 - The producer config is validated (``ProducerConfig.from_mapping``, no network) on the driver, so
   a bad ``kafka.*`` key fails before any task starts.
-- ``repr(SinkOptions)`` names producer keys only, never values (they may hold passwords).
+- ``repr(SinkOptions)`` names producer keys only, never values (they may hold passwords), and
+  shows locations with any password in their user-info masked.
 - The commit-log directory the sink will write (``commitLog``, or the default
   ``<checkpointLocation>/pykafka-commits`` for a streaming query, local or in a store) is checked
   on the driver before any task runs: created, then a uniquely named probe file written and
@@ -282,10 +283,16 @@ class SinkOptions:
     def __repr__(self) -> str:
         keys = ",".join(k for k, _ in self.producer_items)
         return (
-            f"SinkOptions(topic={self.topic!r}, kafka=[{keys}], commit_log={self.commit_log!r}, "
+            f"SinkOptions(topic={self.topic!r}, kafka=[{keys}], "
+            f"commit_log={_shown(self.commit_log)!r}, "
             f"commit_log_disabled={self.commit_log_disabled}, "
-            f"checkpoint_location={self.checkpoint_location!r}, query_name={self.query_name!r})"
+            f"checkpoint_location={_shown(self.checkpoint_location)!r}, "
+            f"query_name={self.query_name!r})"
         )
+
+
+def _shown(location: str | None) -> str | None:
+    return None if location is None else display_location(location)
 
 
 def _scheme(location: str) -> str:

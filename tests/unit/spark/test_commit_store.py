@@ -116,6 +116,12 @@ def test_credentials_never_shown(monkeypatch) -> None:
     with pytest.raises(CommitStoreError, match="credentials in the URI are refused") as info:
         open_store("s3a://AKIDX:s3cr3t/x@bkt/p")
     assert "s3cr3t" not in str(info.value)
+    opts = SinkOptions.from_options({**BASE, "commitlog": "s3a://AKIDX:s3cr3t/x@bkt/p"})
+    assert "s3cr3t" not in repr(opts)
+    with pytest.raises(SinkOptionError) as refused:
+        opts.check_commit_dir(streaming=False)
+    assert "credentials in the URI are refused" in str(refused.value)
+    assert "s3cr3t" not in str(refused.value)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI")
     assert redact("denied for wJalrXUtnFEMI") == "denied for <AWS_SECRET_ACCESS_KEY>"
 
