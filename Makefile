@@ -11,6 +11,7 @@ PY           := $(VENV)/bin/python
 CACHE        := .cache
 KAFKA_LIB    := $(CACHE)/kafka/lib
 SPARK_KAFKA  := $(CACHE)/spark-kafka/lib
+S3PROXY      := $(CACHE)/s3proxy
 MVN          := mvn -B -q
 MVN_COPY     := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies
 PYTEST_ARGS  ?=
@@ -23,7 +24,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark clean
 
-setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched
+setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +35,13 @@ $(VENV)/.installed: pyproject.toml
 # The broker POM is package data; the same command fetches the jars for an installed wheel.
 $(KAFKA_LIB)/.fetched: kafka_sink/testing/conf/kafka-broker.pom.xml | $(VENV)/.installed
 	$(PY) -m kafka_sink.testing fetch --dest $(abspath $(KAFKA_LIB)) >/dev/null
+	touch $@
+
+# One self-contained jar (about 40 MB): the S3-compatible server of the commit-log tests.
+$(S3PROXY)/.fetched: conf/maven/s3proxy.pom.xml
+	rm -rf $(S3PROXY)
+	$(MVN) -f conf/maven/s3proxy.pom.xml $(MVN_COPY) -DexcludeTransitive=true \
+		-DoutputDirectory=$(abspath $(S3PROXY))
 	touch $@
 
 $(SPARK_KAFKA)/.fetched: conf/maven/spark-sql-kafka.pom.xml

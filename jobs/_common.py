@@ -36,7 +36,8 @@ def add_sink_arguments(parser: argparse.ArgumentParser) -> None:
         help="one format('pykafka') option, e.g. kafka.linger.ms=10 (repeatable)",
     )
     group.add_argument(
-        "--commit-log", help="directory for the driver's commit files (option commitLog)"
+        "--commit-log",
+        help="directory for the driver's commit files (option commitLog): a path or a store URI",
     )
     parser.add_argument(
         "--spark-log-level",
@@ -76,7 +77,9 @@ def sink_options(args: argparse.Namespace) -> dict[str, str]:
     if args.topic:
         options["topic"] = args.topic
     if args.commit_log:
-        options["commitLog"] = os.path.abspath(args.commit_log)
+        # A path is made absolute (Spark's driver may run elsewhere); a store URI stays as given.
+        is_uri = "://" in args.commit_log or args.commit_log.startswith("file:")
+        options["commitLog"] = args.commit_log if is_uri else os.path.abspath(args.commit_log)
     if "kafka.bootstrap.servers" not in options:
         raise SystemExit("no Kafka: give --bootstrap-servers or kafka.bootstrap.servers")
     return options

@@ -15,24 +15,31 @@ Invariants:
 - Every counted record lies in its range except the ``unknown_offset_count`` ones (summed like
   the counts), which Kafka acknowledged without an offset: all of them with ``acks=0`` (first/last
   are then null in the file), and the records of a batch answered DUPLICATE_SEQUENCE_NUMBER.
-- Files are written atomically (temporary file, then rename); a file for a re-run streaming batch
-  keeps the earlier one beside it as ``<batchId>.json.replaced-<ms>`` instead of overwriting it.
+- Files are written whole (locally a temporary file, then rename; in an object store one
+  object; see ``commit_store``); a file for a re-run streaming batch keeps the earlier one beside
+  it as ``<batchId>.json.replaced-<ms>`` instead of overwriting it.
 - Only this module writes commit files; it never touches Kafka.
+- ``warn_once`` logs a given warning once per driver: Spark plans and commits a streaming query
+  in two long-lived Python workers, so a flag in one process would not do; the first worker
+  creates a marker file in the driver's Spark local directory (``SPARK_LOCAL_DIRS``, removed
+  with the SparkContext), and the others see it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
+
+from kafka_sink.spark.commit_store import open_store
 
 __all__ = [
     "COMMIT_FORMAT_VERSION",
@@ -45,6 +52,7 @@ __all__ = [
     "log_line",
     "logger",
     "merge_range",
+    "warn_once",
     "write_document",
 ]
 
@@ -245,26 +253,14 @@ def abort_document(
 
 
 def write_document(directory: str, name: str, document: dict[str, Any]) -> str:
-    """Write ``document`` as ``<directory>/<name>`` atomically; returns the path.
+    """Write ``document`` as ``<directory>/<name>`` whole; returns where it went.
 
-    An existing file of that name (a streaming batch run again after a restart) is kept beside
-    the new one as ``<name>.replaced-<ms>``: its records are in Kafka too.
+    ``directory`` is a local path or a store URI (``commit_store.open_store``). An existing
+    file of that name (a streaming batch run again after a restart) is kept beside the new one
+    as ``<name>.replaced-<ms>``: its records are in Kafka too.
     """
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(document, out, indent=2, sort_keys=False)
-            out.write("\n")
-        if os.path.exists(path):
-            os.replace(path, f"{path}.replaced-{int(time.time() * 1000)}")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    data = (json.dumps(document, indent=2, sort_keys=False) + "\n").encode("utf-8")
+    return open_store(directory).write(name, data)
 
 
 def _ranges_text(ranges: Sequence[dict[str, Any]]) -> str:
@@ -313,3 +309,26 @@ def ensure_logging() -> None:
     logger.addHandler(handler)
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.INFO)
+
+
+_WARNED: set[str] = set()
+
+
+def warn_once(key: str, message: str) -> None:
+    """Log ``message`` at WARNING unless a warning with ``key`` was logged on this driver."""
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    local_dirs = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
+    if local_dirs and os.path.isdir(local_dirs):
+        marker = os.path.join(
+            local_dirs, "pykafka-warned-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        )
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            return  # another Python worker of this driver has logged it
+        except OSError:
+            pass  # cannot mark it: warning more than once beats not warning
+    ensure_logging()
+    logger.warning(message)

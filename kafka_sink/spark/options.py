@@ -7,7 +7,9 @@ Accepted keys (Spark lower-cases them before we see them):
 - ``topic``: default topic; when set it overrides any ``topic`` column (as in Spark's sink).
 - ``kafka.<key>``: producer config, passed on with the prefix removed (``kafka.linger.ms`` ->
   ``linger.ms``), keys lower-case, values unchanged.
-- ``commitLog``: a local directory that receives one JSON file per driver commit.
+- ``commitLog``: the directory that receives one JSON file per driver commit: a local path,
+  a ``file:`` URI, or a store URI (``s3a://``, ``gs://``, ``abfss://``, ``hdfs://``; see
+  ``commit_store``).
 - ``producerIdleTimeoutMs``: how long a worker keeps a cached producer no task uses before
   closing it (default 540000, Java's ``connections.max.idle.ms``; -1 never, 0 at the task's end).
 - ``includeHeaders``: accepted for compatibility with ``format("kafka")`` option sets and ignored
@@ -30,24 +32,38 @@ Invariants:
   producer is built (the module must be importable there too).
 - The producer config is validated (``ProducerConfig.from_mapping``, no network) on the driver, so
   a bad ``kafka.*`` key fails before any task starts.
-- ``repr(SinkOptions)`` names producer keys only, never values (they may hold passwords).
-- The commit-log directory the sink will write (``commitLog``, or the default under a local
-  ``checkpointLocation`` for a streaming query) is checked on the driver before any task runs:
-  created, then a uniquely named probe file written and removed (``check_commit_dir``). An
-  unwritable one fails with the path and the OS reason instead of after every record is in Kafka.
-  Remote checkpoints have no default commit log, so nothing is checked for them.
+- ``repr(SinkOptions)`` names producer keys only, never values (they may hold passwords), and
+  shows locations with any password in their user-info masked.
+- The commit-log directory the sink will write (``commitLog``, or the default
+  ``<checkpointLocation>/pykafka-commits`` for a streaming query, local or in a store) is checked
+  on the driver before any task runs: created, then a uniquely named probe file written and
+  removed (``check_commit_dir``). An unwritable one fails with the location and the reason
+  (credentials masked) instead of after every record is in Kafka.
+- A ``commitLog`` that cannot be written here is refused: an unknown scheme when parsing, a
+  store whose client is missing (HDFS without libhdfs) when checked. A default under a
+  checkpoint the sink cannot write to logs one WARNING per driver saying that no commit files
+  will be written and why, and the query runs on without them.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from kafka_sink.errors import ConfigError
+from kafka_sink.spark.commit_store import (
+    STORE_SCHEMES,
+    CommitStoreError,
+    CommitStoreUnavailableError,
+    as_local_path,
+    display_location,
+    join,
+    open_store,
+    store_hint,
+)
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.producer_cache import DEFAULT_IDLE_TIMEOUT_MS
 
@@ -96,7 +112,7 @@ class SinkOptions:
     topic: str | None
     #: Producer config as sorted (key, value) pairs: hashable, so it doubles as a cache key.
     producer_items: tuple[tuple[str, str], ...] = field(repr=False)
-    #: The ``commitLog`` directory as given (absolute), None when not set.
+    #: The ``commitLog`` directory: an absolute local path or a store URI; None when not set.
     commit_log: str | None = None
     #: ``commitLog`` set to none/false/off: write no commit files at all.
     commit_log_disabled: bool = False
@@ -138,13 +154,14 @@ class SinkOptions:
                 text = value.strip()
                 if not text:
                     raise SinkOptionError(
-                        "option 'commitLog' is empty: give a local directory for the commit "
-                        "files, or 'none' to write none"
+                        "option 'commitLog' is empty: give a directory for the commit files "
+                        "(a local path or an s3a://, gs://, abfss:// or hdfs:// URI), or 'none' "
+                        "to write none"
                     )
                 if text.lower() in _DISABLED_WORDS:
                     disabled = True
                 else:
-                    commit_log = _local_dir("commitLog", text)
+                    commit_log = _commit_log_location(text)
             elif key == "checkpointlocation":
                 checkpoint = value.strip() or None
             elif key == "queryname":
@@ -199,85 +216,113 @@ class SinkOptions:
     def commit_dir(self, *, streaming: bool) -> str | None:
         """Where commit files go: ``commitLog``, else (streaming) under the checkpoint.
 
-        None when disabled, or for a batch write without ``commitLog``, or for a streaming query
-        whose checkpoint is not an option (set through the session conf) or not a local path.
+        A local path or a store URI. None when disabled, for a batch write without
+        ``commitLog``, or for a streaming query whose checkpoint is not an option (set through
+        the session conf) or in a store the commit log cannot be written to.
         """
         if self.commit_log_disabled:
             return None
         if self.commit_log is not None:
             return self.commit_log
         if streaming and self.checkpoint_location is not None:
-            local = _as_local_path(self.checkpoint_location)
+            local = as_local_path(self.checkpoint_location)
             if local is not None:
                 return os.path.join(local, COMMIT_LOG_DIRNAME)
+            if _scheme(self.checkpoint_location) in STORE_SCHEMES:
+                return join(self.checkpoint_location, COMMIT_LOG_DIRNAME)
         return None
 
     def check_commit_dir(self, *, streaming: bool) -> str | None:
-        """Make sure the driver can write the commit files; returns the directory (or None).
+        """Make sure the driver can write the commit files; returns the location (or None).
 
         Creates the directory, writes a uniquely named probe file into it and removes it, so a
-        directory that cannot be created or written fails before any task sends a record (the
-        commit files are written on the driver only after the tasks are done).
+        location that cannot be created or written fails before any task sends a record (the
+        commit files are written on the driver only after the tasks are done). A default under
+        a checkpoint the sink cannot write to warns (once per driver) and returns None.
         """
-        directory = self.commit_dir(streaming=streaming)
-        if directory is None:
+        location = self.commit_dir(streaming=streaming)
+        if location is None:
+            if streaming and not self.commit_log_disabled and self.checkpoint_location:
+                scheme = _scheme(self.checkpoint_location)
+                if as_local_path(self.checkpoint_location) is None:
+                    self._warn_no_default_log(
+                        f"the scheme '{scheme}' is not one the commit log can be written to"
+                    )
             return None
         try:
-            _probe_dir(directory)
+            open_store(location).probe()
+        except CommitStoreUnavailableError as exc:
+            if self.commit_log is not None:
+                raise SinkOptionError(
+                    f"option 'commitLog' names a location this driver cannot write to: "
+                    f"{display_location(location)} ({exc}). Fix: give a local directory or "
+                    "another store, or 'none' to write no commit files."
+                ) from None
+            self._warn_no_default_log(str(exc))
+            return None
         except OSError as exc:
-            raise SinkOptionError(self._commit_dir_message(directory, exc)) from exc
-        return directory
+            raise SinkOptionError(self._commit_dir_message(location, exc)) from None
+        return location
 
-    def _commit_dir_message(self, directory: str, exc: OSError) -> str:
-        if isinstance(exc, FileExistsError) or (
-            os.path.exists(directory) and not os.path.isdir(directory)
+    def _warn_no_default_log(self, why: str) -> None:
+        from kafka_sink.spark.commit import warn_once
+
+        checkpoint = display_location(self.checkpoint_location or "")
+        warn_once(
+            f"no-commit-log:{checkpoint}",
+            f"pykafka: no commit files will be written for checkpoint {checkpoint}: {why}. "
+            "Each commit is still logged (one INFO line). To keep commit files, set option "
+            "'commitLog' to a local directory or a supported store; 'none' silences this.",
+        )
+
+    def _commit_dir_message(self, location: str, exc: OSError) -> str:
+        local = as_local_path(location)
+        if isinstance(exc, CommitStoreError):
+            reason = str(exc)
+        elif isinstance(exc, FileExistsError) or (
+            local is not None and os.path.exists(local) and not os.path.isdir(local)
         ):
             reason = "it exists and is not a directory"
         else:
             reason = exc.strerror or type(exc).__name__
+        shown = display_location(location)
+        if local is not None:
+            where, place = "a directory", "a writable local directory"
+        else:
+            where, place = "a location", "a writable location"
+            reason = f"{reason}; {store_hint(location)}"
         if self.commit_log is not None:
-            what = f"option 'commitLog' names a directory the driver cannot write: {directory}"
-            fix = "give a writable local directory, or 'none' to write no commit files"
+            what = f"option 'commitLog' names {where} the driver cannot write: {shown}"
+            fix = f"give {place}, or 'none' to write no commit files"
         else:
             what = (
                 "the default commit log under option 'checkpointLocation' cannot be written "
-                f"by the driver: {directory}"
+                f"by the driver: {shown}"
             )
             fix = (
-                "make the checkpoint writable, set option 'commitLog' to a writable local "
-                "directory, or set it to 'none' to write no commit files"
+                f"make the checkpoint writable, set option 'commitLog' to {place}, or set it "
+                "to 'none' to write no commit files"
             )
         return f"{what} ({reason}). Fix: {fix}."
 
     def __repr__(self) -> str:
         keys = ",".join(k for k, _ in self.producer_items)
         return (
-            f"SinkOptions(topic={self.topic!r}, kafka=[{keys}], commit_log={self.commit_log!r}, "
+            f"SinkOptions(topic={self.topic!r}, kafka=[{keys}], "
+            f"commit_log={_shown(self.commit_log)!r}, "
             f"commit_log_disabled={self.commit_log_disabled}, "
-            f"checkpoint_location={self.checkpoint_location!r}, query_name={self.query_name!r}, "
+            f"checkpoint_location={_shown(self.checkpoint_location)!r}, "
+            f"query_name={self.query_name!r}, "
             f"producerIdleTimeoutMs={self.producer_idle_timeout_ms})"
         )
 
 
-def _as_local_path(location: str) -> str | None:
-    """A local filesystem path for ``location`` (plain path or file: URI), else None."""
-    parsed = urlparse(location)
-    if parsed.scheme == "":
-        return os.path.abspath(location)
-    if parsed.scheme == "file":
-        return os.path.abspath(parsed.path)
-    return None
+def _shown(location: str | None) -> str | None:
+    return None if location is None else display_location(location)
 
 
-def _probe_dir(directory: str) -> None:
-    """Create ``directory`` and prove a file can be written and removed there (raises OSError)."""
-    os.makedirs(directory, exist_ok=True)
-    fd, probe = tempfile.mkstemp(prefix=".pykafka-probe-", suffix=".tmp", dir=directory)
-    try:
-        os.write(fd, b"probe\n")
-    finally:
-        os.close(fd)
-        os.unlink(probe)
+def _scheme(location: str) -> str:
+    return urlparse(location).scheme.lower()
 
 
 def _idle_timeout_ms(value: str) -> int:
@@ -291,14 +336,18 @@ def _idle_timeout_ms(value: str) -> int:
     return int(text)
 
 
-def _local_dir(option: str, location: str) -> str:
-    local = _as_local_path(location)
-    if local is None:
+def _commit_log_location(location: str) -> str:
+    local = as_local_path(location)
+    if local is not None:
+        return local
+    scheme = _scheme(location)
+    if scheme not in STORE_SCHEMES:
         raise SinkOptionError(
-            f"option '{option}' must be a local directory (a path or a file: URI); "
-            f"the scheme {urlparse(location).scheme!r} is not supported"
+            f"option 'commitLog' has the scheme '{scheme}', which the commit log cannot be "
+            "written to. Fix: a local directory (a path or a file: URI), or an s3/s3a/s3n, "
+            "gs/gcs, abfs/abfss/wasb/wasbs or hdfs URI, or 'none' to write no commit files."
         )
-    return local
+    return location.rstrip("/")
 
 
 def _unknown_option_message(key: str) -> str:

@@ -55,6 +55,7 @@ from kafka_sink.spark.commit import (
     merge_range,
     write_document,
 )
+from kafka_sink.spark.commit_store import CommitStoreUnavailableError
 from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
@@ -373,9 +374,15 @@ class _WriterCore:
         path: str | None = None
         if directory is not None:
             stem = str(batch_id) if batch_id is not None else self.write_id
-            path = write_document(
-                directory, f"{stem}.json" if ok else f"{stem}.aborted.json", document
-            )
+            try:
+                path = write_document(
+                    directory, f"{stem}.json" if ok else f"{stem}.aborted.json", document
+                )
+            except CommitStoreUnavailableError:
+                # A default under a checkpoint this driver has no client for: the query start
+                # warned that no commit files are written. A commitLog was refused then.
+                if self.options.commit_log is not None:
+                    raise
         if ok:
             logger.info(log_line(document, path))
         else:

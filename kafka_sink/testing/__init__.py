@@ -4,6 +4,8 @@
   from the Maven Central jars, with node stop/kill/restart;
 - :mod:`kafka_sink.testing.prerequisites`: the packaged broker templates, finding java and the
   jars, and :func:`fetch_kafka_jars` (``python -m kafka_sink.testing fetch``);
+- :mod:`kafka_sink.testing.s3`: ``LocalS3``, an S3-compatible server (S3Proxy from Maven Central)
+  whose filesystem backend shows stored objects as files;
 - :mod:`kafka_sink.testing.oracle`: create topics and read records back with kafka-python;
 - :mod:`kafka_sink.testing.proxy`: ``TcpProxy``, a TCP proxy that delays, pauses or cuts traffic;
 - :mod:`kafka_sink.testing.probe`: a raw Metadata probe used for readiness checks;

@@ -3,16 +3,25 @@
 ``local[2,2]``: two task threads, and a failed task is retried once (the retry test relies on
 it). Shuffle partitions are 2 and the UI is off: this machine has two cores shared with Kafka.
 Python workers run the interpreter running the tests, unless PYSPARK_PYTHON says otherwise.
+
+``local_s3`` (session, started only by the tests that ask for it): a real S3-compatible server
+(S3Proxy, ``kafka_sink.testing.s3``). ``spark_env`` gives the Python workers Spark starts for
+pykafka extra environment variables (the AWS ones, for instance) for one test: the data source is
+registered again with them in the SparkContext's environment, and again without them after.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+from kafka_sink.testing.local_kafka import KafkaSetupError
+from kafka_sink.testing.s3 import LocalS3, S3SetupError, S3StartError
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +48,42 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def local_s3() -> Iterator[LocalS3]:
+    server = LocalS3()
+    try:
+        server.start()
+    except (S3SetupError, S3StartError, KafkaSetupError) as exc:
+        pytest.fail(f"no S3 server for the tests: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def spark_env(
+    spark,
+) -> Iterator[Callable[[dict[str, str]], contextlib.AbstractContextManager[None]]]:
+    from kafka_sink.spark.datasource import PyKafkaDataSource
+
+    sc = spark.sparkContext
+
+    @contextlib.contextmanager
+    def using(env: dict[str, str]) -> Iterator[None]:
+        saved = {k: sc.environment.get(k) for k in env}
+        sc.environment.update(env)
+        spark.dataSource.register(PyKafkaDataSource)  # the workers' environment is taken here
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    sc.environment.pop(key, None)
+                else:
+                    sc.environment[key] = value
+            spark.dataSource.register(PyKafkaDataSource)
+
+    yield using

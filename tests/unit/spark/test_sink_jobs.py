@@ -77,3 +77,14 @@ def test_malformed_properties_line_is_not_echoed(tmp_path) -> None:
     message = str(info.value)
     assert "hunter2" not in message
     assert f"{props}:2" in message
+
+
+def test_commit_log_flag_keeps_store_uris(tmp_path) -> None:
+    common = _common()
+    parser = __import__("argparse").ArgumentParser()
+    common.add_sink_arguments(parser)
+    base = ["--bootstrap-servers", "a:1", "--commit-log"]
+    args = parser.parse_args([*base, "s3a://bucket/commits"])
+    assert common.sink_options(args)["commitLog"] == "s3a://bucket/commits"
+    args = parser.parse_args([*base, "rel/commits"])
+    assert common.sink_options(args)["commitLog"] == str(Path("rel/commits").resolve())

@@ -79,17 +79,24 @@ def test_commit_dir_defaults(tmp_path) -> None:
     assert stream.commit_dir(streaming=False) is None
     uri = SinkOptions.from_options({**BASE, "checkpointlocation": f"file:{ck}"})
     assert uri.commit_dir(streaming=True) == f"{ck}/pykafka-commits"
-    remote = SinkOptions.from_options({**BASE, "checkpointlocation": "s3a://bucket/ck"})
-    assert remote.commit_dir(streaming=True) is None
+    remote = SinkOptions.from_options({**BASE, "checkpointlocation": "s3a://bucket/ck/"})
+    assert remote.commit_dir(streaming=True) == "s3a://bucket/ck/pykafka-commits"
+    unsupported = SinkOptions.from_options({**BASE, "checkpointlocation": "oss://bucket/ck"})
+    assert unsupported.commit_dir(streaming=True) is None
     explicit = SinkOptions.from_options({**BASE, "commitlog": str(tmp_path / "log")})
     assert explicit.commit_dir(streaming=False) == str(tmp_path / "log")
     off = SinkOptions.from_options({**BASE, "checkpointlocation": ck, "commitlog": "none"})
     assert off.commit_dir(streaming=True) is None
 
 
-def test_remote_commit_log_refused() -> None:
-    with pytest.raises(SinkOptionError, match="'commitLog' must be a local directory"):
-        SinkOptions.from_options({**BASE, "commitlog": "hdfs://nn/x"})
+def test_store_commit_log_accepted_and_unknown_scheme_refused() -> None:
+    for uri in ("s3a://b/x", "s3://b/x", "gs://b/x", "abfss://c@a.dfs.core.windows.net/x"):
+        assert SinkOptions.from_options({**BASE, "commitlog": uri + "/"}).commit_log == uri
+    assert SinkOptions.from_options({**BASE, "commitlog": "hdfs://nn/x"}).commit_log == (
+        "hdfs://nn/x"
+    )
+    with pytest.raises(SinkOptionError, match=r"'commitLog' has the scheme 'oss'.*s3a.*'none'"):
+        SinkOptions.from_options({**BASE, "commitlog": "oss://bucket/x"})
 
 
 def test_repr_hides_producer_values_and_pickles() -> None:
@@ -168,8 +175,8 @@ def test_no_commit_log_means_nothing_to_check(tmp_path) -> None:
     assert batch.check_commit_dir(streaming=False) is None  # a batch write has no default log
     off = SinkOptions.from_options({**BASE, "checkpointlocation": bad_ck, "commitlog": "off"})
     assert off.check_commit_dir(streaming=True) is None
-    remote = SinkOptions.from_options({**BASE, "checkpointlocation": "s3a://bucket/ck"})
-    assert remote.check_commit_dir(streaming=True) is None
+    unsupported = SinkOptions.from_options({**BASE, "checkpointlocation": "oss://b/ck-quiet"})
+    assert unsupported.check_commit_dir(streaming=False) is None  # batch: nothing to say
 
 
 def test_producer_idle_timeout_defaults_to_nine_minutes_and_is_parsed() -> None:

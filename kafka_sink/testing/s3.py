@@ -1,0 +1,258 @@
+"""A real S3-compatible server on 127.0.0.1 for tests: S3Proxy from Maven Central.
+
+``LocalS3()`` runs the S3Proxy jar that ``make setup`` fetches (``$S3PROXY_JAR``, else
+``<repo>/.cache/s3proxy/s3proxy-*-jar-with-dependencies.jar``) with its filesystem backend:
+a bucket is a directory under :attr:`LocalS3.basedir` and an object is a file under it, so a test
+can read what a client stored without going through S3 at all (an independent check).
+Requests must be signed (AWS signature v2 or v4) with :attr:`access_key` and a secret made up for
+each server; :meth:`env` gives the ``AWS_*`` variables an SDK-based client needs.
+
+Invariants:
+- The port comes from the OS (127.0.0.1:0); a lost bind race is retried once with a new port.
+- Ready means the JVM logged Jetty's ``Started Server`` and accepts a TCP connection; failing
+  that within ``startup_timeout_s`` (or the JVM exiting) raises :class:`S3StartError` with the
+  tail of its log.
+- ``close()`` (also on context exit) stops the JVM (SIGTERM, SIGKILL after a bounded wait) and
+  removes the temporary directory; if the test process is killed outright the kernel kills the
+  JVM (parent-death signal, Linux).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from kafka_sink.testing.local_kafka import _free_ports, _parent_death_signal, _tail
+from kafka_sink.testing.prerequisites import _checkout_roots, find_java
+
+__all__ = ["LocalS3", "S3SetupError", "S3StartError", "find_s3proxy_jar"]
+
+STARTED_MESSAGE = "Started Server"
+_POLL_S = 0.1
+_STOP_TIMEOUT_S = 10.0
+# A small heap and a C1-only JIT: S3Proxy serves a handful of small objects in a test.
+_JVM_FLAGS = (
+    "-Xmx128m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-XX:+ExitOnOutOfMemoryError",
+)
+
+
+class S3SetupError(RuntimeError):
+    """The S3Proxy jar (or java) is missing: the message says how to get it."""
+
+
+class S3StartError(RuntimeError):
+    """S3Proxy did not become ready (or exited); the message carries its log tail."""
+
+
+def find_s3proxy_jar(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The S3Proxy jar with its dependencies (``make setup`` fetches it)."""
+    if explicit is not None:
+        candidates = [Path(explicit)]
+    elif os.environ.get("S3PROXY_JAR"):
+        candidates = [Path(os.environ["S3PROXY_JAR"])]
+    else:
+        candidates = sorted(
+            jar
+            for root in _checkout_roots()
+            for jar in (root / ".cache" / "s3proxy").glob("s3proxy-*-jar-with-dependencies.jar")
+        )
+    for jar in candidates:
+        if jar.is_file():
+            return jar.resolve()
+    raise S3SetupError(
+        "S3Proxy jar not found (s3proxy-*-jar-with-dependencies.jar in .cache/s3proxy, or "
+        "$S3PROXY_JAR). Run `make setup` to fetch it from Maven Central."
+    )
+
+
+class LocalS3:
+    """S3Proxy on 127.0.0.1 with a filesystem backend under a temporary directory."""
+
+    region = "us-east-1"
+
+    def __init__(
+        self,
+        *,
+        access_key: str = "pykafka-test",
+        startup_timeout_s: float = 60.0,
+        jar: str | os.PathLike[str] | None = None,
+        java: str | None = None,
+    ) -> None:
+        self.access_key = access_key
+        self.secret_key = secrets.token_hex(16)
+        self.startup_timeout_s = startup_timeout_s
+        self._jar_arg = jar
+        self._java_arg = java
+        self._workdir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port = 0
+        self.startup_s: float | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> LocalS3:
+        if self._workdir is not None:
+            raise RuntimeError("LocalS3 already started")
+        java = find_java(self._java_arg)
+        jar = find_s3proxy_jar(self._jar_arg)
+        began = time.monotonic()
+        try:
+            for attempt in (1, 2):
+                try:
+                    self._start_once(java, jar)
+                    break
+                except _PortRaceError:
+                    self._teardown()
+                    if attempt == 2:
+                        raise
+        except BaseException:
+            self.close()
+            raise
+        self.startup_s = time.monotonic() - began
+        return self
+
+    def close(self) -> None:
+        """Stop the JVM (bounded) and remove the temporary directory. Idempotent."""
+        self._teardown()
+
+    def __enter__(self) -> LocalS3:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:  # never the secret
+        return f"LocalS3(endpoint={self.endpoint!r}, access_key={self.access_key!r})"
+
+    # -- what tests use -----------------------------------------------------------------------
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def basedir(self) -> Path:
+        """The backend's root: ``basedir / bucket / key`` is the object's bytes."""
+        if self._workdir is None:
+            raise RuntimeError("LocalS3 is not started")
+        return self._workdir / "data"
+
+    def create_bucket(self, name: str) -> None:
+        """Create bucket ``name`` through the S3 API; it appears as ``basedir / name``."""
+        from pyarrow.fs import S3FileSystem
+
+        S3FileSystem(
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            region=self.region,
+            endpoint_override=f"127.0.0.1:{self._port}",
+            scheme="http",
+            allow_bucket_creation=True,
+        ).create_dir(name)
+
+    def env(self, *, secret_key: str | None = None) -> dict[str, str]:
+        """``AWS_*`` variables for an AWS SDK client of this server (``secret_key`` overrides).
+
+        Checksums only when required: the SDK's default trailing checksums on uploads
+        (``x-amz-trailer``) are not implemented by S3Proxy.
+        """
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key if secret_key is None else secret_key,
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
+            "AWS_RESPONSE_CHECKSUM_VALIDATION": "WHEN_REQUIRED",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    # -- internals ----------------------------------------------------------------------------
+    def _start_once(self, java: str, jar: Path) -> None:
+        self._workdir = Path(tempfile.mkdtemp(prefix="kafka-sink-s3-"))
+        self.basedir.mkdir()
+        self._port = _free_ports(1)[0]
+        conf = self._workdir / "s3proxy.conf"
+        conf.write_text(
+            "\n".join(
+                [
+                    f"s3proxy.endpoint={self.endpoint}",
+                    "s3proxy.authorization=aws-v2-or-v4",
+                    f"s3proxy.identity={self.access_key}",
+                    f"s3proxy.credential={self.secret_key}",
+                    "jclouds.provider=filesystem",
+                    f"jclouds.filesystem.basedir={self.basedir}",
+                    "",
+                ]
+            ),
+            encoding="utf-8",
+        )
+        conf.chmod(0o600)
+        log = self._workdir / "s3proxy.log"
+        with log.open("ab") as fh:
+            self._process = subprocess.Popen(
+                [java, *_JVM_FLAGS, "-jar", str(jar), "--properties", str(conf)],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self._workdir,
+                preexec_fn=_parent_death_signal(),  # noqa: PLW1509 - see local_kafka
+            )
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            rc = self._process.poll()
+            if rc is not None:
+                text = _tail(log)
+                if "Address already in use" in text or "BindException" in text:
+                    raise _PortRaceError(text)
+                raise S3StartError(f"S3Proxy exited with {rc}:\n{text}")
+            if STARTED_MESSAGE in _tail(log) and self._accepts():
+                return
+            if time.monotonic() > deadline:
+                raise S3StartError(
+                    f"S3Proxy did not log {STARTED_MESSAGE!r} and accept connections on "
+                    f"{self.endpoint} within {self.startup_timeout_s:.0f} s:\n{_tail(log)}"
+                )
+            time.sleep(_POLL_S)
+
+    def _accepts(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self._port), timeout=1.0):
+                return True
+        except OSError:
+            return False
+
+    def _teardown(self) -> None:
+        proc, self._process = self._process, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+
+class _PortRaceError(S3StartError):
+    """The port picked a moment earlier was taken before the JVM bound it."""
