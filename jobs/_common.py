@@ -161,8 +161,8 @@ def source_mismatch(bound: str, python: str) -> str | None:
     return (
         f"Spark registered format('pykafka') by itself, bound to {bound!r} (the driver's "
         f"PYSPARK_DRIVER_PYTHON), and would run that interpreter on the executors instead of "
-        f"spark.pyspark.python {python!r}. Fix: set PYSPARK_DRIVER_PYTHON to the same "
-        "interpreter as spark.pyspark.python (with a shipped archive: "
+        f"{python!r} (spark.pyspark.python, else PYSPARK_PYTHON). Fix: set "
+        "PYSPARK_DRIVER_PYTHON to that same interpreter (with a shipped archive: "
         "PYSPARK_DRIVER_PYTHON=./environment/bin/python, submitting from a directory where the "
         "archive is unpacked as ./environment)."
     )
