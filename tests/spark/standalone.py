@@ -13,9 +13,9 @@
 - ``build_environment``: a virtualenv made with ``venv --copies`` (no symlink to the system
   Python, which Spark's unpacker would not keep), holding this package (a regular install from a
   copy of the source, not the editable one) and its dependencies at the versions the tests run
-  with, minus pyspark (Spark puts its own Python side on the executors' path). It is packed as a
-  ``.tar.gz`` (Spark unpacks ``.tar`` without file modes, so ``bin/python`` would not run) with
-  relative names and no symlinks.
+  with, minus pyspark (Spark puts its own Python side on the executors' path). It is built and
+  packed as the README says: a ``.tar.gz`` (Spark unpacks ``.tar`` without file modes, so
+  ``bin/python`` would not run) with relative names and without the ``lib64`` link.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -263,7 +262,6 @@ class ShippedEnvironment:
     python_version: str
 
 
-_SKIPPED_DIRS = {"__pycache__"}
 _PACKAGE = "pykafka-sink"
 
 
@@ -326,13 +324,10 @@ def build_environment(base: Path, python: str = sys.executable) -> ShippedEnviro
 
 
 def pack(directory: Path, archive: Path) -> None:
-    """``directory``'s files as a .tar.gz with relative names; symlinked dirs (lib64) skipped."""
-    with tarfile.open(archive, "w:gz", compresslevel=1, dereference=True) as tar:
-        for dirpath, dirnames, filenames in os.walk(directory):
-            here = Path(dirpath)
-            dirnames[:] = sorted(
-                d for d in dirnames if d not in _SKIPPED_DIRS and not (here / d).is_symlink()
-            )
-            for name in sorted(filenames):
-                path = here / name
-                tar.add(str(path), arcname=str(path.relative_to(directory)), recursive=False)
+    """``directory`` as a .tar.gz, with the README's command: relative names, no lib64 link."""
+    names = sorted(p.name for p in directory.iterdir() if p.name in ("bin", "lib", "pyvenv.cfg"))
+    _run(
+        ["tar", "-czf", str(archive), "-C", str(directory), "--exclude=__pycache__", *names],
+        "tar",
+        600,
+    )

@@ -45,7 +45,10 @@ SUBMIT_TIMEOUT_S = 420
 
 @pytest.fixture(scope="session")
 def shipped_env(tmp_path_factory: pytest.TempPathFactory) -> ShippedEnvironment:
-    return build_environment(tmp_path_factory.mktemp("shipped-env"))
+    env = build_environment(tmp_path_factory.mktemp("shipped-env"))
+    # PySpark refuses workers whose Python differs from the driver's in its minor version.
+    assert env.python_version == f"{sys.version_info[0]}.{sys.version_info[1]}", env
+    return env
 
 
 @pytest.fixture(scope="module")
