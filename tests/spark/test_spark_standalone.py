@@ -41,6 +41,9 @@ pytestmark = pytest.mark.slow
 
 JOBS = ROOT / "jobs"
 SUBMIT_TIMEOUT_S = 420
+# Record timestamps an hour back: older than the broker's retention (7 days by default), records
+# would be deleted by its first retention check, 30 s after it starts, before being read back.
+BASE_TS_MS = (int(time.time()) - 3600) * 1000
 
 
 @pytest.fixture(scope="session")
@@ -197,7 +200,7 @@ def _batch_row(i: int) -> dict:
         "value": f"value-{i}".encode(),
         "partition": i % 3 if i % 5 == 0 else None,
         "headers": headers if i % 4 == 0 else [],
-        "timestamp": 1_600_000_000_000 + i,
+        "timestamp": BASE_TS_MS + i,
         "extra": "x",
     }
 
@@ -267,7 +270,7 @@ def _write_json(directory: Path, start: int, count: int, name: str) -> None:
     tmp = directory / f".{name}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         for i in range(start, start + count):
-            row = {"key": f"k{i % 5}", "value": str(i), "timestamp": 1_650_000_000_000 + i}
+            row = {"key": f"k{i % 5}", "value": str(i), "timestamp": BASE_TS_MS + i}
             f.write(json.dumps(row) + "\n")
     tmp.rename(directory / f"{name}.json")  # the file source must never see a partial file
 
@@ -308,7 +311,7 @@ def test_stream_job_on_standalone_cluster(
     for r in records:
         i = int(r.value)
         assert r.key == f"k{i % 5}".encode()
-        assert r.timestamp_ms == 1_650_000_000_000 + i
+        assert r.timestamp_ms == BASE_TS_MS + i
         assert r.headers == []
     docs = commit_docs(checkpoint / "pykafka-commits")
     assert [d["batch_id"] for d in docs] == [0, 1]
