@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import pkgutil
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -88,16 +89,26 @@ def sink_options(args: argparse.Namespace) -> dict[str, str]:
 def spark_session(app_name: str, log_level: str | None = None) -> Any:
     """The job's SparkSession, with format('pykafka') registered.
 
-    Python workers run ``$PYSPARK_PYTHON`` when set, else this job's own interpreter (which has
-    kafka_sink installed), whatever the properties file says.
+    Python workers run the interpreter ``worker_python`` picks: ``spark.pyspark.python`` when
+    configured (``--conf``, a properties file, ``spark-defaults.conf``), else ``$PYSPARK_PYTHON``,
+    else this job's own interpreter (which has kafka_sink installed). The sink also runs Python
+    on the driver (planning and commits) with that same interpreter, so it is checked here.
     """
     os.environ.setdefault("SPARK_CONF_DIR", str(CONF_DIR))
-    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     from kafka_sink.spark.datasource import PyKafkaDataSource
 
+    # Start (or, under spark-submit, join) the JVM first: its SparkConf holds what spark-submit
+    # and the properties files configured. PySpark itself only reads $PYSPARK_PYTHON.
+    SparkContext._ensure_initialized()
+    python = worker_python(SparkConf().get("spark.pyspark.python"), os.environ)
+    problem = driver_cannot_run(python, os.getcwd())
+    if problem:
+        raise SystemExit(problem)
+    os.environ["PYSPARK_PYTHON"] = python
     spark = (
         SparkSession.builder.appName(app_name)
         .config("spark.pyspark.python", python)
@@ -106,11 +117,89 @@ def spark_session(app_name: str, log_level: str | None = None) -> Any:
     )
     if log_level:
         spark.sparkContext.setLogLevel(log_level)
-    if not _discoverable():
-        # Registration is per session; Spark finds it on its own where it can see
-        # pyspark_pykafka (a normal install, or the repository root as working directory).
+    bound = _registered_python(spark)
+    if (not _discoverable()) if bound is _UNKNOWN else bound is None:
+        # Registration is per session; Spark finds it on its own where its lookup Python can
+        # see pyspark_pykafka (a normal install, or the repository root as working directory).
         spark.dataSource.register(PyKafkaDataSource)
+        bound = _registered_python(spark)
+    problem = None if bound in (None, _UNKNOWN) else source_mismatch(str(bound), python)
+    if problem:
+        spark.stop()
+        raise SystemExit(problem)
     return spark
+
+
+_UNKNOWN = object()
+
+
+def _registered_python(spark: Any) -> object:
+    """The interpreter format('pykafka') is bound to in ``spark``; None if not registered.
+
+    ``_UNKNOWN`` where the JVM's data source manager cannot be asked (another Spark version).
+    """
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        if not manager.dataSourceExists("pykafka"):
+            return None
+        return str(manager.lookupDataSource("pykafka").dataSourceCls().pythonExec())
+    except Exception:
+        return _UNKNOWN
+
+
+def source_mismatch(bound: str, python: str) -> str | None:
+    """Why the registered format('pykafka') would not run ``python``, or None.
+
+    Spark registers the data sources it discovers (``pyspark_*`` modules) with the driver JVM's
+    ``$PYSPARK_DRIVER_PYTHON`` (else ``$PYSPARK_PYTHON``), and runs them with that interpreter on
+    the executors too, whatever ``spark.pyspark.python`` says; a discovered source also wins over
+    one registered later.
+    """
+
+    def real(path: str) -> str:
+        return os.path.realpath(shutil.which(path) or path)
+
+    if bound == python or real(bound) == real(python):
+        return None
+    return (
+        f"Spark registered format('pykafka') by itself, bound to {bound!r} (the driver's "
+        f"PYSPARK_DRIVER_PYTHON), and would run that interpreter on the executors instead of "
+        f"{python!r} (spark.pyspark.python, else PYSPARK_PYTHON). Fix: set "
+        "PYSPARK_DRIVER_PYTHON to that same interpreter (with a shipped archive: "
+        "PYSPARK_DRIVER_PYTHON=./environment/bin/python, submitting from a directory where the "
+        "archive is unpacked as ./environment)."
+    )
+
+
+def worker_python(configured: str | None, environ: Mapping[str, str]) -> str:
+    """The Python that Spark's workers run: ``spark.pyspark.python``, ``$PYSPARK_PYTHON``, ours.
+
+    Spark documents that the property takes precedence over the variable; spark-submit applies
+    that order, but a plain ``python job.py`` launch would otherwise ignore the property.
+    """
+    return configured or environ.get("PYSPARK_PYTHON") or sys.executable
+
+
+def driver_cannot_run(python: str, cwd: str) -> str | None:
+    """Why the driver cannot start ``python`` (a relative path missing from ``cwd``), or None.
+
+    A Python data source runs the workers' interpreter on the driver too, resolved against the
+    driver's working directory. ``./environment/bin/python`` from a shipped archive exists in the
+    executors' directories, not in the driver's in client mode; Spark would fail at the first
+    write with a bare "Cannot run program".
+    """
+    if os.path.isabs(python) or os.sep not in python:
+        return None  # absolute, or a name looked up on PATH (python3)
+    if os.path.exists(os.path.join(cwd, python)):
+        return None
+    return (
+        f"spark.pyspark.python / PYSPARK_PYTHON is {python!r}, which does not exist in the "
+        f"driver's working directory {cwd}. format('pykafka') runs that interpreter on the "
+        "driver as well as on the executors (planning and commits). Fix: submit from a "
+        "directory holding the same environment (e.g. unpack the archive given to "
+        "--archives there, as ./environment), use cluster deploy mode (YARN, Kubernetes), or "
+        "give a path that exists on every node."
+    )
 
 
 def _discoverable() -> bool:

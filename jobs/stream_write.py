@@ -10,7 +10,8 @@ column if there is one, else write each row as JSON; ``--key-column`` picks the 
 
 With ``--run-seconds`` the job streams for that long after its first micro-batch, then stops
 between two micro-batches (stopping in the middle of one would leave it to be re-run, and
-re-sent, on the next start); without it, it runs until interrupted. The checkpoint makes a
+re-sent, on the next start); with ``--available-now`` it processes what the source holds at
+start and stops; with neither, it runs until interrupted. The checkpoint makes a
 restart continue where the last commit left off.
 """
 
@@ -52,8 +53,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="stop this long after the first micro-batch (default: run until interrupted)",
     )
+    run.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what the source holds at start (file sources: every file, in "
+        "micro-batches of --max-files-per-trigger), then stop (trigger availableNow)",
+    )
     run.add_argument("--query-name", default="pykafka_stream_write")
     args = parser.parse_args(argv)
+    if args.available_now and args.run_seconds > 0:
+        parser.error("--available-now stops by itself: leave out --run-seconds")
     if args.source != "rate" and not args.input:
         parser.error(f"--source {args.source} needs --input DIR")
     return args
@@ -123,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         .outputMode(args.output_mode)
         .options(**options)
         .option("checkpointLocation", args.checkpoint)
-        .trigger(processingTime=f"{args.trigger_seconds} seconds")
     )
+    if args.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{args.trigger_seconds} seconds")
     query = writer.start()
     print(
         f"stream_write: {args.source} -> pykafka ({describe(options)}); checkpoint "
@@ -132,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     try:
-        if args.run_seconds > 0:
+        if args.available_now:
+            query.awaitTermination()
+        elif args.run_seconds > 0:
             # Count from the first finished micro-batch: Spark's start-up (seconds on a busy
             # machine) should not eat the streaming time.
             deadline = time.monotonic() + 300

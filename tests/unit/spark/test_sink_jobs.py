@@ -88,3 +88,47 @@ def test_commit_log_flag_keeps_store_uris(tmp_path) -> None:
     assert common.sink_options(args)["commitLog"] == "s3a://bucket/commits"
     args = parser.parse_args([*base, "rel/commits"])
     assert common.sink_options(args)["commitLog"] == str(Path("rel/commits").resolve())
+
+
+def test_configured_worker_python_wins_over_the_environment() -> None:
+    common = _common()
+    env = {"PYSPARK_PYTHON": "/opt/venv/bin/python"}
+    assert common.worker_python("./environment/bin/python", env) == "./environment/bin/python"
+    assert common.worker_python(None, env) == "/opt/venv/bin/python"
+    assert common.worker_python(None, {}) == sys.executable
+
+
+def test_relative_worker_python_must_exist_on_the_driver(tmp_path) -> None:
+    common = _common()
+    assert common.driver_cannot_run(sys.executable, str(tmp_path)) is None
+    assert common.driver_cannot_run("python3", str(tmp_path)) is None
+    problem = common.driver_cannot_run("./environment/bin/python", str(tmp_path))
+    assert problem is not None
+    assert "'./environment/bin/python'" in problem and str(tmp_path) in problem
+    assert "unpack the archive" in problem
+    (tmp_path / "environment" / "bin").mkdir(parents=True)
+    (tmp_path / "environment" / "bin" / "python").write_text("")
+    assert common.driver_cannot_run("./environment/bin/python", str(tmp_path)) is None
+
+
+def test_discovered_source_bound_to_another_python_is_refused(tmp_path) -> None:
+    common = _common()
+    assert common.source_mismatch(sys.executable, sys.executable) is None
+    link = tmp_path / "python"
+    link.symlink_to(sys.executable)
+    assert common.source_mismatch(str(link), sys.executable) is None
+    problem = common.source_mismatch("/usr/bin/python3", "./environment/bin/python")
+    assert problem is not None
+    assert "PYSPARK_DRIVER_PYTHON=./environment/bin/python" in problem
+
+
+def test_available_now_excludes_run_seconds() -> None:
+    done = subprocess.run(
+        [sys.executable, str(JOBS / "stream_write.py"), "--available-now", "--run-seconds", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--available-now stops by itself" in done.stderr
