@@ -1,0 +1,29 @@
+"""PreparedTransaction: the handle a task hands to the driver must survive pickling intact."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from kafka_sink.producer.prepared import PreparedTransaction
+
+
+def test_a_prepared_transaction_pickles_and_compares_by_value() -> None:
+    prepared = PreparedTransaction("sink-q1-3", 4001, 7, [("t2", 1), ("t1", 0), ("t2", 1)])
+    assert prepared.partitions == (("t1", 0), ("t2", 1))
+    copy = pickle.loads(pickle.dumps(prepared))
+    assert copy == prepared and hash(copy) == hash(prepared)
+    assert copy.transactional_id == "sink-q1-3"
+    assert (copy.producer_id, copy.producer_epoch) == (4001, 7)
+
+
+@pytest.mark.parametrize(
+    ("transactional_id", "producer_id", "producer_epoch"),
+    [("", 1, 0), ("t", -1, 0), ("t", 1, -1), ("t", 1, 32768)],
+)
+def test_a_prepared_transaction_refuses_an_impossible_handle(
+    transactional_id: str, producer_id: int, producer_epoch: int
+) -> None:
+    with pytest.raises(ValueError, match="PreparedTransaction"):
+        PreparedTransaction(transactional_id, producer_id, producer_epoch)
