@@ -296,7 +296,9 @@ def kafka(bootstrap: str | None) -> Iterator[str]:
         yield local.bootstrap_servers
 
 
-def spark_session(jars_dir: str, need_jars: bool, master: str = "local[2]") -> Any:
+def spark_session(
+    jars_dir: str, need_jars: bool, master: str = "local[2]", conf: dict[str, str] | None = None
+) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -313,6 +315,8 @@ def spark_session(jars_dir: str, need_jars: bool, master: str = "local[2]") -> A
             f"-Dlog4j2.configurationFile={ROOT}/conf/log4j2-spark.properties",
         )
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     if need_jars:
         jars = sorted(glob.glob(os.path.join(jars_dir, "*.jar")))
         if not jars:
