@@ -23,50 +23,21 @@ sink).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
-
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_spark import ROOT, kafka, spark_session
+from python_noop import NoopStreamDataSource
 
 SINKS = ("jvm-kafka", "python-noop", "pykafka")
 PARTS = ("addBatch", "triggerExecution", "queryPlanning", "walCommit", "commitOffsets")
-
-
-@dataclass
-class _Count(WriterCommitMessage):
-    rows: int
-
-
-class _NoopStreamWriter(DataSourceStreamArrowWriter):
-    def write(self, iterator: Iterator[Any]) -> _Count:
-        return _Count(sum(batch.num_rows for batch in iterator))
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
-
-
-class NoopStreamDataSource(DataSource):
-    """Spark's floor for a Python sink: receives every Arrow batch and keeps nothing."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "bench_noop_stream"
-
-    def streamWriter(self, schema: Any, overwrite: bool) -> _NoopStreamWriter:
-        return _NoopStreamWriter()
 
 
 def parse_args() -> argparse.Namespace:
@@ -77,6 +48,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--skip", type=int, default=5, help="start-up micro-batches not counted")
     parser.add_argument("--rows-per-second", type=int, default=2000)
     parser.add_argument("--sinks", default=",".join(SINKS))
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="MODULE:CLASS",
+        help="another Kafka data source to run as a sink under its name() (e.g. an earlier "
+        "build of this one, importable by the workers through PYTHONPATH)",
+    )
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     parser.add_argument(
         "--jars-dir",
@@ -104,7 +83,7 @@ def run_query(
             "CAST(substring(sha2(CAST(value AS STRING), 512), 1, 100) AS BINARY) AS value",
         )
     )
-    fmt = {"jvm-kafka": "kafka", "python-noop": "bench_noop_stream", "pykafka": "pykafka"}[sink]
+    fmt = {"jvm-kafka": "kafka", "python-noop": "bench_noop_stream"}.get(sink, sink)
     writer = df.writeStream.format(fmt).option(
         "checkpointLocation", os.path.join(tmp, f"ckpt-{sink}-{uuid.uuid4().hex[:8]}")
     )
@@ -154,6 +133,11 @@ def main() -> int:
 
     collected: dict[str, list[dict[str, Any]]] = {s: [] for s in sinks}
     firsts: dict[str, list[dict[str, Any]]] = {s: [] for s in sinks}
+    # The workers import python_noop by reference, like pykafka (see that module).
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH", "")) if p
+    )
     with kafka(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as tmp:
         spark = spark_session(
             args.jars_dir,
@@ -161,6 +145,13 @@ def main() -> int:
             conf={"spark.sql.streaming.numRecentProgressUpdates": "2000"},
         )
         spark.dataSource.register(NoopStreamDataSource)
+        for spec in args.also:
+            module, _, cls = spec.partition(":")
+            source = getattr(importlib.import_module(module), cls)
+            spark.dataSource.register(source)
+            sinks.append(source.name())
+            collected[source.name()] = []
+            firsts[source.name()] = []
         print(
             f"bench_microbatch: rate source {args.rows_per_second} rows/s, default trigger, "
             f"local[2], pyspark {spark.version}; {args.rounds} round(s) of {args.seconds:.0f} s "
@@ -189,6 +180,10 @@ def main() -> int:
     print("median ms per micro-batch   " + "".join(f"{s:>13}" for s in sinks))
     for part in PARTS:
         print(f"  {part:<26}" + "".join(f"{median(collected[s], part):>13.0f}" for s in sinks))
+    print(
+        f"  {'addBatch, first batch':<26}"
+        + "".join(f"{median(firsts[s], 'addBatch'):>13.0f}" for s in sinks)
+    )
     add = {s: median(collected[s], "addBatch") for s in sinks}
     print()
     if {"pykafka", "python-noop"} <= add.keys():
