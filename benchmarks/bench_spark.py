@@ -100,10 +100,10 @@ def _event_sql(lines: int) -> str:
 WORKLOADS = {
     w.name: w
     for w in (
-        Workload("const100", "100 B constant value", 600_000, "repeat('x', 100)"),
-        Workload("json200", "~200 B JSON event", 400_000, _event_sql(0)),
-        Workload("json1k", "~1 KB JSON event", 100_000, _event_sql(18)),
-        Workload("json10k", "~10 KB JSON event", 10_000, _event_sql(223)),
+        Workload("const100", "100 B constant value", 1_500_000, "repeat('x', 100)"),
+        Workload("json200", "~200 B JSON event", 1_000_000, _event_sql(0)),
+        Workload("json1k", "~1 KB JSON event", 250_000, _event_sql(18)),
+        Workload("json10k", "~10 KB JSON event", 25_000, _event_sql(223)),
         Workload(
             "hex100",
             "100 B of a sha512 hex",
