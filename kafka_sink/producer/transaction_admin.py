@@ -497,11 +497,8 @@ def _run(
     timeout: float | None,
     operation: str,
     body: Callable[[_AdminClient, _Deadline], Any],
-    *,
-    client_factory: Callable[[Mapping[str, object]], tuple[_AdminClient, ProducerConfig]] | None,
 ) -> Any:
-    factory = client_factory or _AdminClient.from_config
-    client, cfg = factory(config)
+    client, cfg = _AdminClient.from_config(config)
     try:
         deadline = _Deadline(client.clock, _timeout_ms(timeout, cfg), operation)
         return body(client, deadline)
@@ -517,9 +514,6 @@ def complete_transaction(
     prepared: PreparedTransaction,
     commit: bool = True,
     timeout: float | None = None,
-    *,
-    _client_factory: Callable[[Mapping[str, object]], tuple[_AdminClient, ProducerConfig]]
-    | None = None,
 ) -> tuple[int, int] | None:
     """Commit (or abort, ``commit=False``) a prepared transaction from any process.
 
@@ -555,9 +549,7 @@ def complete_transaction(
         except _LOST as exc:
             return _settle_refusal(client, prepared, commit, exc, deadline)
 
-    result: tuple[int, int] | None = _run(
-        config, timeout, operation, body, client_factory=_client_factory
-    )
+    result: tuple[int, int] | None = _run(config, timeout, operation, body)
     return result
 
 
@@ -737,9 +729,6 @@ def list_transactions(
     config: Mapping[str, object],
     prefix: str,
     timeout: float | None = None,
-    *,
-    _client_factory: Callable[[Mapping[str, object]], tuple[_AdminClient, ProducerConfig]]
-    | None = None,
 ) -> list[TransactionListing]:
     """Every transaction whose transactional id starts with ``prefix``, in any state.
 
@@ -754,13 +743,7 @@ def list_transactions(
     def body(client: _AdminClient, deadline: _Deadline) -> list[TransactionListing]:
         return _list(client, prefix, deadline)
 
-    result: list[TransactionListing] = _run(
-        config,
-        timeout,
-        f"list_transactions({prefix!r})",
-        body,
-        client_factory=_client_factory,
-    )
+    result: list[TransactionListing] = _run(config, timeout, f"list_transactions({prefix!r})", body)
     return result
 
 
@@ -768,9 +751,6 @@ def abort_transactions(
     config: Mapping[str, object],
     prefix: str,
     timeout: float | None = None,
-    *,
-    _client_factory: Callable[[Mapping[str, object]], tuple[_AdminClient, ProducerConfig]]
-    | None = None,
 ) -> list[TransactionListing]:
     """Abort every open transaction whose transactional id starts with ``prefix``.
 
@@ -810,9 +790,7 @@ def abort_transactions(
             )
         return aborted
 
-    result: list[TransactionListing] = _run(
-        config, timeout, operation, body, client_factory=_client_factory
-    )
+    result: list[TransactionListing] = _run(config, timeout, operation, body)
     return result
 
 

@@ -14,13 +14,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from kafka_sink.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
+    SaslAuthenticationError,
     TransactionLostError,
 )
 from kafka_sink.producer.prepared import PreparedTransaction
@@ -30,7 +31,8 @@ from kafka_sink.producer.transaction_admin import (
     complete_transaction,
     list_transactions,
 )
-from kafka_sink.testing.oracle import import_kafka_python, read_all
+from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
+from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
 
 TopicFactory = Callable[..., str]
 
@@ -224,3 +226,43 @@ def test_a_transaction_the_broker_timed_out_is_reported_lost(
     # Aborting it is a success: the coordinator answers NONE (its abort bumped the epoch).
     bumped = (prepared.producer_id, prepared.producer_epoch + 1)
     assert complete_transaction(config, prepared, commit=False, timeout=30) == bumped
+
+
+@pytest.fixture(scope="module")
+def sasl_kafka() -> Iterator[LocalKafka]:
+    """A broker with a SASL_PLAINTEXT listener (SCRAM users) beside its PLAINTEXT one."""
+    try:
+        kafka = LocalKafka(sasl_users={"alice": "alice-secret"})
+        kafka.__enter__()
+    except (KafkaSetupError, KafkaStartError) as exc:
+        pytest.fail(f"no SASL Kafka broker for the tests: {exc}", pytrace=False)
+    try:
+        yield kafka
+    finally:
+        kafka.__exit__(None, None, None)
+
+
+def test_a_sasl_cluster_works_and_a_wrong_password_fails_at_once(
+    sasl_kafka: LocalKafka, prefix: str
+) -> None:
+    plaintext = sasl_kafka.bootstrap_servers
+    topic = f"{prefix}-topic"
+    create_topic(plaintext, topic, 2)
+    values = _open_and_die(plaintext, f"{prefix}-1", topic)
+    config = {
+        "bootstrap.servers": sasl_kafka.sasl_bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }
+    prepared = _only(config, prefix).prepared()
+    assert complete_transaction(config, prepared, timeout=30) is not None
+    after = _write_after(plaintext, topic)
+    assert _committed_values(plaintext, topic, RECORDS + 2) == sorted(values + after)
+
+    start = time.monotonic()
+    with pytest.raises(SaslAuthenticationError) as caught:
+        complete_transaction({**config, "sasl.password": "not-the-password"}, prepared, timeout=30)
+    assert time.monotonic() - start < 15  # fatal at once, not after the timeout
+    assert "not-the-password" not in str(caught.value)

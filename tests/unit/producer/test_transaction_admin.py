@@ -8,6 +8,8 @@ backoff and deadlines run in simulated time.
 from __future__ import annotations
 
 import itertools
+import socket
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,32 +178,30 @@ class ScriptedCluster(FakeNetworkClient):
 
 
 @pytest.fixture
-def cluster() -> ScriptedCluster:
-    return ScriptedCluster(ManualClock())
+def cluster(monkeypatch: pytest.MonkeyPatch) -> ScriptedCluster:
+    """The scripted cluster every call of this module's functions talks to."""
+    scripted = ScriptedCluster(ManualClock())
 
-
-def _factory(
-    cluster: ScriptedCluster,
-) -> Callable[[Mapping[str, object]], tuple[_AdminClient, ProducerConfig]]:
-    def make(config: Mapping[str, object]) -> tuple[_AdminClient, ProducerConfig]:
+    def from_config(
+        config: Mapping[str, object], clock: object = None
+    ) -> tuple[_AdminClient, ProducerConfig]:
         cfg = ProducerConfig.from_mapping(config)
         client = _AdminClient(
-            cluster,
+            scripted,
             _Metadata({}, nodes=(0, 1)),
-            cluster.clock,
+            scripted.clock,
             request_timeout_ms=cfg.request_timeout_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
         )
         return client, cfg
 
-    return make
+    monkeypatch.setattr(_AdminClient, "from_config", staticmethod(from_config))
+    return scripted
 
 
 def _complete(cluster: ScriptedCluster, commit: bool = True, timeout: float | None = None) -> Any:
-    return complete_transaction(
-        CONFIG, PREPARED, commit=commit, timeout=timeout, _client_factory=_factory(cluster)
-    )
+    return complete_transaction(CONFIG, PREPARED, commit=commit, timeout=timeout)
 
 
 def _end_txns(cluster: ScriptedCluster) -> list[tuple[int, EndTxnRequest, int]]:
@@ -364,15 +364,15 @@ def test_a_coordinator_that_never_answers_times_out_by_max_block_ms(
     with pytest.raises(
         KafkaTimeoutError, match="within 3000 ms: still waiting for the coordinator"
     ):
-        complete_transaction(config, PREPARED, _client_factory=_factory(cluster))
+        complete_transaction(config, PREPARED)
     assert cluster.clock.now_ms() - start <= 3000 + 1000
 
 
 def test_bad_arguments_are_refused_before_any_request(cluster: ScriptedCluster) -> None:
     with pytest.raises(TypeError, match="PreparedTransaction"):
-        complete_transaction(CONFIG, ("sink-q-1", 4000, 7), _client_factory=_factory(cluster))  # type: ignore[arg-type]
+        complete_transaction(CONFIG, ("sink-q-1", 4000, 7))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="non-empty transactional-id prefix"):
-        abort_transactions(CONFIG, "", _client_factory=_factory(cluster))
+        abort_transactions(CONFIG, "")
     assert cluster.sent == []
 
 
@@ -387,7 +387,7 @@ def test_a_secret_in_the_config_never_reaches_the_error_text(cluster: ScriptedCl
     }
     cluster.end_txn = [SILENT] * 10
     with pytest.raises(KafkaTimeoutError) as caught:
-        complete_transaction(config, PREPARED, _client_factory=_factory(cluster))
+        complete_transaction(config, PREPARED)
     assert "hunter2" not in str(caught.value)
 
 
@@ -399,7 +399,7 @@ def test_list_asks_every_broker_with_an_anchored_escaped_pattern(cluster: Script
         0: [("job.a+1", 10, 0, "Ongoing"), ("other-1", 11, 0, "Ongoing")],
         1: [("job.a+2", 12, 3, "CompleteCommit")],
     }
-    found = list_transactions(CONFIG, "job.a+", _client_factory=_factory(cluster))
+    found = list_transactions(CONFIG, "job.a+")
     assert [
         (t.transactional_id, t.producer_id, t.producer_epoch, t.state, t.coordinator_id)
         for t in found
@@ -421,7 +421,7 @@ def test_list_asks_every_broker_with_an_anchored_escaped_pattern(cluster: Script
 def test_list_without_the_pattern_filter_filters_itself(cluster: ScriptedCluster) -> None:
     cluster.list_max = 1
     cluster.owned = {0: [("job-1", 10, 0, "Ongoing"), ("xjob-1", 11, 0, "Ongoing")]}
-    found = list_transactions(CONFIG, "job-", _client_factory=_factory(cluster))
+    found = list_transactions(CONFIG, "job-")
     assert [t.transactional_id for t in found] == ["job-1"]
     assert {s.body.transactional_id_pattern for s in cluster.requests(ListTransactionsRequest)} == {
         None
@@ -439,7 +439,7 @@ def test_abort_transactions_aborts_only_the_open_ones_with_their_epoch(
             ("job-3", 12, 2, "CompleteAbort"),
         ]
     }
-    aborted = abort_transactions(CONFIG, "job-", _client_factory=_factory(cluster))
+    aborted = abort_transactions(CONFIG, "job-")
     assert [t.transactional_id for t in aborted] == ["job-1"]
     ((node, body, _),) = _end_txns(cluster)
     assert (node, body.transactional_id, body.producer_id, body.producer_epoch, body.committed) == (
@@ -466,7 +466,7 @@ def test_abort_transactions_waits_for_a_transaction_being_ended(cluster: Scripte
         return original(sent)
 
     cluster._answer = answer  # type: ignore[method-assign]
-    assert abort_transactions(CONFIG, "job-", _client_factory=_factory(cluster)) == []
+    assert abort_transactions(CONFIG, "job-") == []
     assert _end_txns(cluster) == []
     assert describes == 3
 
@@ -476,7 +476,32 @@ def test_abort_transactions_reports_what_it_could_not_abort(cluster: ScriptedClu
     cluster.owned = {0: [("job-1", 10, 4, "Ongoing"), ("job-2", 11, 0, "Ongoing")]}
     cluster.end_txn = [NONE, 53]  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED for job-2
     with pytest.raises(KafkaError) as caught:
-        abort_transactions(CONFIG, "job-", _client_factory=_factory(cluster))
+        abort_transactions(CONFIG, "job-")
     text = str(caught.value)
     assert "could not abort 1 transaction(s) (aborted 1)" in text
     assert "'job-2': TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in text
+
+
+# -- the real network client -------------------------------------------------------------------
+
+
+def test_an_unreachable_cluster_times_out_naming_the_metadata_wait() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again below: connections are refused
+    config = {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="u" password="hunter2-secret";',
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+    }
+    start = time.monotonic()
+    with pytest.raises(KafkaTimeoutError) as caught:
+        list_transactions(config, "job-", timeout=1.5)
+    assert time.monotonic() - start < 10
+    text = str(caught.value)
+    assert "list_transactions('job-') did not finish within 1500 ms" in text
+    assert "still waiting for the cluster metadata (the broker list)" in text
+    assert f"127.0.0.1:{port}" in text  # the last connection error
+    assert "hunter2" not in text
