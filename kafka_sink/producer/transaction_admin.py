@@ -9,24 +9,23 @@ prepared, or a job sweeping what a dead process left open):
   (ListTransactions to every broker, then DescribeTransactions to each id's coordinator);
 - :func:`abort_transactions` aborts the open ones among them.
 
-Each call is one-shot and blocking: it builds a network client from a producer-style config
-(Kafka's dotted keys; ``ProducerConfig`` validates it, so TLS/SASL settings are applied or
-refused exactly as for the producer, and secrets stay out of logs, errors and ``repr``), does its
-work and closes the client.
+Each call is one-shot and blocking: it builds an
+:class:`~kafka_sink.producer.admin_client.AdminClient` from a producer-style config (Kafka's
+dotted keys: bootstrap, TLS and SASL settings mean what they mean for the producer; secrets stay
+out of logs, errors and ``repr``), does its work and closes it.
 
 Invariants:
-- Every wait is bounded by the caller's ``timeout`` (default: the config's ``max.block.ms``);
-  when it passes, :class:`~kafka_sink.errors.KafkaTimeoutError` says what was being waited for
-  and the last error seen.
+- Every wait is bounded by the caller's ``timeout`` in seconds (default: the config's
+  ``max.block.ms``); when it passes, :class:`~kafka_sink.errors.KafkaTimeoutError` says what was
+  being waited for and the last error seen.
 - EndTxn is sent at v5 when the cluster finalized ``transaction.version`` >= 2 (Transactions V2:
   the coordinator bumps the epoch and returns it), else at the highest version <= 4 the
   coordinator supports.
 - Retriable answers (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-  CONCURRENT_TRANSACTIONS, a lost connection or request) are retried with backoff
-  (``retry.backoff.ms`` .. ``retry.backoff.max.ms``), re-finding the coordinator when it may have
-  moved. Ending a transaction is idempotent: the coordinator answers NONE to a retried commit of
-  a committed transaction and to a retried abort of an aborted one, so a retry after a success
-  whose answer was lost succeeds too.
+  CONCURRENT_TRANSACTIONS, a lost connection or request) are retried with backoff, re-finding
+  the coordinator when it may have moved. Ending a transaction is idempotent: the coordinator
+  answers NONE to a retried commit of a committed transaction and to a retried abort of an
+  aborted one, so a retry after a success whose answer was lost succeeds too.
 - A commit that the coordinator refuses because the transaction is no longer open with that
   producer id and epoch (INVALID_TXN_STATE, PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
   INVALID_PRODUCER_ID_MAPPING, TRANSACTIONAL_ID_NOT_FOUND) raises
@@ -43,40 +42,27 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
-    AuthenticationError,
     BrokerResponseError,
     ConcurrentTransactionsError,
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     InvalidTxnStateError,
-    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    NotCoordinatorError,
     ProducerFencedError,
     TransactionalIdNotFoundError,
     TransactionLostError,
-    UnsupportedVersionError,
     error_for_code,
 )
-from kafka_sink.net.metadata import ExponentialBackoff, Metadata
-from kafka_sink.net.network_client import ClientRequest, ClientResponse, NetworkClient
-from kafka_sink.producer.config import ProducerConfig
+from kafka_sink.producer.admin_client import RETRIABLE, AdminClient, Deadline
 from kafka_sink.producer.prepared import PreparedTransaction, TopicPartition
-from kafka_sink.producer.producer import build_network_config
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
-    KEY_TYPE_TRANSACTION,
-    ApiVersionsRequest,
     DescribeTransactionsRequest,
     EndTxnRequest,
-    FindCoordinatorRequest,
     ListTransactionsRequest,
 )
 
@@ -89,13 +75,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # Transaction states (Java's TransactionState names) by what they mean for an abort.
 OPEN_STATES = frozenset({"Ongoing"})
 ENDING_STATES = frozenset({"PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 
-# The coordinator is elsewhere, or not ready yet: ask again (re-finding it for the first two).
-_REFIND = (NotCoordinatorError, CoordinatorNotAvailableError)
-_RETRY_SAME = (CoordinatorLoadInProgressError, ConcurrentTransactionsError)
 # The transaction is no longer open with this producer id and epoch.
 _LOST = (
     InvalidTxnStateError,
@@ -105,7 +90,7 @@ _LOST = (
     TransactionalIdNotFoundError,
 )
 
-_TRANSACTION_VERSION_FEATURE = "transaction.version"
+_TV2_LEVEL = 2  # transaction.version from which EndTxn v5 bumps the epoch
 _TV1_END_TXN_MAX = 4
 
 
@@ -115,7 +100,8 @@ class TransactionListing:
 
     ``state`` is Java's ``TransactionState`` name (``Ongoing``, ``PrepareCommit``,
     ``CompleteAbort``, ...); ``partitions`` are the ``(topic, partition)`` pairs of an open
-    transaction (sorted); ``coordinator_id`` is the broker that answered for it.
+    transaction (sorted); ``coordinator_id`` is the broker that answered for it;
+    ``transaction_start_time_ms`` is wall-clock ms (-1 when no transaction is running).
     """
 
     transactional_id: str
@@ -134,340 +120,6 @@ class TransactionListing:
         )
 
 
-class _Deadline:
-    """The caller's time budget and what it is being spent on (for the timeout message)."""
-
-    def __init__(self, clock: Clock, timeout_ms: int, operation: str) -> None:
-        self.clock = clock
-        self.timeout_ms = timeout_ms
-        self.at_ms = clock.now_ms() + timeout_ms
-        self.operation = operation
-        self.waiting_for = "the cluster metadata"
-        self.last_error: KafkaError | None = None
-
-    def remaining_ms(self) -> int:
-        return self.at_ms - self.clock.now_ms()
-
-    def check(self) -> None:
-        if self.remaining_ms() <= 0:
-            raise self.expired()
-
-    def expired(self) -> KafkaTimeoutError:
-        cause = f"; last error: {self.last_error}" if self.last_error is not None else ""
-        return KafkaTimeoutError(
-            f"{self.operation} did not finish within {self.timeout_ms} ms: still waiting for "
-            f"{self.waiting_for}{cause}"
-        )
-
-
-class _AdminClient:
-    """A blocking, single-threaded driver of the net layer's NetworkClient for one-shot calls.
-
-    The caller's thread polls the network client itself (no sender thread): each request waits
-    for its node to be ready, is sent, and the client is polled until it completes or the
-    deadline passes.
-    """
-
-    def __init__(
-        self,
-        network: Any,
-        metadata: Any,
-        clock: Clock,
-        *,
-        request_timeout_ms: int,
-        retry_backoff_ms: int,
-        retry_backoff_max_ms: int,
-    ) -> None:
-        self.network = network
-        self.metadata = metadata
-        self.clock = clock
-        self.request_timeout_ms = request_timeout_ms
-        self._backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
-        self._transaction_version: int | None = None
-
-    @classmethod
-    def from_config(
-        cls, config: Mapping[str, object], clock: Clock = SYSTEM_CLOCK
-    ) -> tuple[_AdminClient, ProducerConfig]:
-        cfg = ProducerConfig.from_mapping(config)
-        metadata = Metadata(
-            metadata_max_age_ms=cfg.metadata_max_age_ms,
-            metadata_max_idle_ms=cfg.metadata_max_idle_ms,
-            retry_backoff_ms=cfg.retry_backoff_ms,
-            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
-        )
-        network_config = build_network_config(cfg, cfg.client_id or "transaction-admin")
-        # Listing and ending transactions must never create topics.
-        network_config.allow_auto_topic_creation = False
-        network = NetworkClient(network_config, metadata, clock)
-        network.bootstrap(clock.now_ms())
-        client = cls(
-            network,
-            metadata,
-            clock,
-            request_timeout_ms=cfg.request_timeout_ms,
-            retry_backoff_ms=cfg.retry_backoff_ms,
-            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
-        )
-        return client, cfg
-
-    def close(self) -> None:
-        self.network.close()
-        close_metadata = getattr(self.metadata, "close", None)
-        if close_metadata is not None:
-            close_metadata()
-
-    # -- waiting ------------------------------------------------------------------------------
-
-    def _poll(self, timeout_ms: int, deadline: _Deadline) -> list[ClientResponse]:
-        responses: list[ClientResponse] = self.network.poll(
-            max(min(timeout_ms, deadline.remaining_ms()), 0), self.clock.now_ms()
-        )
-        error = self.metadata.last_error()
-        if isinstance(error, AuthenticationError):
-            raise error  # no retry can fix it (as for the producer's metadata waiters)
-        return responses
-
-    def backoff(self, attempts: int, deadline: _Deadline) -> None:
-        """Wait the retry backoff for ``attempts`` failures (doing I/O meanwhile)."""
-        until = self.clock.now_ms() + self._backoff.backoff_ms(attempts)
-        while self.clock.now_ms() < until:
-            deadline.check()
-            self._poll(until - self.clock.now_ms(), deadline)
-
-    def brokers(self, deadline: _Deadline) -> list[int]:
-        """Node ids of every broker of the cluster (after the first real metadata update)."""
-        deadline.waiting_for = "the cluster metadata (the broker list)"
-        while True:
-            cluster = self.metadata.fetch()
-            if not cluster.is_bootstrap and cluster.brokers:
-                return sorted(cluster.brokers)
-            deadline.check()
-            self.metadata.request_update()
-            self._poll(self.retry_poll_ms, deadline)
-            last = self.metadata.last_error()
-            if last is not None:
-                deadline.last_error = last
-
-    @property
-    def retry_poll_ms(self) -> int:
-        return 100
-
-    def request(
-        self, node_id: int, body: Any, deadline: _Deadline, version: int | None = None
-    ) -> Any:
-        """Send ``body`` to ``node_id`` and return its response.
-
-        Raises a retriable :class:`KafkaConnectionError` / :class:`KafkaTimeoutError` when the
-        node cannot be reached or the request is lost, the net layer's error (e.g.
-        UnsupportedVersionError) as is, and the caller's timeout when the deadline passes.
-        """
-        connect_by = self.clock.now_ms() + self.request_timeout_ms
-        while not self.network.ready(node_id, self.clock.now_ms()):
-            deadline.check()
-            if self.clock.now_ms() >= connect_by:
-                raise KafkaConnectionError(
-                    f"node {node_id} was not ready within {self.request_timeout_ms} ms "
-                    "(request.timeout.ms)"
-                )
-            self._poll(self.retry_poll_ms, deadline)
-        done: list[ClientResponse] = []
-        now = self.clock.now_ms()
-        request = ClientRequest(
-            node_id,
-            body,
-            version,
-            now,
-            done.append,
-            request_timeout_ms=max(min(self.request_timeout_ms, deadline.remaining_ms()), 1),
-        )
-        self.network.send(request, now)
-        while not done:
-            deadline.check()
-            self._poll(deadline.remaining_ms(), deadline)
-        response = done[0]
-        if response.response is not None:
-            return response.response
-        if response.error is not None:
-            raise response.error
-        if response.timed_out:
-            raise KafkaTimeoutError(f"{type(body).__name__} to node {node_id} timed out")
-        raise KafkaConnectionError(f"connection to node {node_id} was lost")
-
-    # -- coordinator and versions ---------------------------------------------------------------
-
-    def find_coordinator(self, transactional_id: str, deadline: _Deadline) -> int:
-        """The node id of the transaction coordinator for ``transactional_id``."""
-        attempts = 0
-        while True:
-            deadline.waiting_for = f"the transaction coordinator of {transactional_id!r}"
-            try:
-                node_id = self._find_coordinator_once(transactional_id, deadline)
-                if node_id is not None:
-                    return node_id
-            except (*_REFIND, *_RETRY_SAME, KafkaConnectionError) as exc:
-                deadline.last_error = exc
-            except KafkaTimeoutError as exc:
-                if deadline.remaining_ms() <= 0:
-                    raise deadline.expired() from exc
-                deadline.last_error = exc
-            self.backoff(attempts, deadline)
-            attempts += 1
-
-    def _find_coordinator_once(self, transactional_id: str, deadline: _Deadline) -> int | None:
-        brokers = self.brokers(deadline)
-        node = self.network.least_loaded_node(self.clock.now_ms())
-        if node is None:
-            node = brokers[0]
-        version = self._negotiated(node, ApiKey.FIND_COORDINATOR, deadline)
-        if version >= 4:
-            body = FindCoordinatorRequest(
-                key_type=KEY_TYPE_TRANSACTION, coordinator_keys=[transactional_id]
-            )
-        else:
-            body = FindCoordinatorRequest(key=transactional_id, key_type=KEY_TYPE_TRANSACTION)
-        response = self.request(node, body, deadline)
-        if response.coordinators:
-            entry = response.coordinators[0]
-            code, message, coordinator = entry.error_code, entry.error_message, entry.node_id
-        else:
-            code, message, coordinator = (
-                response.error_code,
-                response.error_message,
-                response.node_id,
-            )
-        error = error_for_code(code, message)
-        if error is not None:
-            raise error
-        if coordinator not in self.metadata.fetch().brokers:
-            # A broker newer than our metadata: refresh, then ask again.
-            self.metadata.request_update()
-            deadline.last_error = KafkaConnectionError(
-                f"coordinator node {coordinator} is not in the cluster metadata yet"
-            )
-            return None
-        return int(coordinator)
-
-    def _negotiated(self, node_id: int, api_key: ApiKey, deadline: _Deadline) -> int:
-        """The version of ``api_key`` negotiated with ``node_id`` (connecting first)."""
-        version = self.network.api_version(node_id, api_key)
-        while version is None:
-            deadline.check()
-            self.network.ready(node_id, self.clock.now_ms())
-            self._poll(self.retry_poll_ms, deadline)
-            version = self.network.api_version(node_id, api_key)
-            if version is None and self._connection_unusable(node_id):
-                raise UnsupportedVersionError(
-                    f"node {node_id} supports no {api_key.name} version this client speaks"
-                )
-        return int(version)
-
-    def _connection_unusable(self, node_id: int) -> bool:
-        # Ready but without the API: the broker does not support it at all.
-        ready = self.network.ready(node_id, self.clock.now_ms())
-        return bool(ready)
-
-    def transaction_version(self, node_id: int, deadline: _Deadline) -> int:
-        """The cluster's finalized ``transaction.version`` (0 when none is finalized).
-
-        Asked once per client with an ApiVersions request (the negotiation done at connect
-        time keeps only the version ranges).
-        """
-        if self._transaction_version is None:
-            deadline.waiting_for = f"the finalized features of node {node_id}"
-            response = self.request(node_id, ApiVersionsRequest(), deadline)
-            level = 0
-            for feature in response.finalized_features:
-                if feature.name == _TRANSACTION_VERSION_FEATURE:
-                    level = int(feature.max_version_level)
-            self._transaction_version = level
-        return self._transaction_version
-
-    def end_txn_version(self, node_id: int, deadline: _Deadline) -> int:
-        negotiated = self._negotiated(node_id, ApiKey.END_TXN, deadline)
-        if negotiated >= 5 and self.transaction_version(node_id, deadline) >= 2:
-            return 5
-        return min(negotiated, _TV1_END_TXN_MAX)
-
-    # -- transactions -------------------------------------------------------------------------
-
-    def describe(
-        self, node_id: int, transactional_ids: list[str], deadline: _Deadline
-    ) -> list[Any]:
-        response = self.request(node_id, DescribeTransactionsRequest(transactional_ids), deadline)
-        return list(response.transaction_states)
-
-    def describe_one(self, transactional_id: str, deadline: _Deadline) -> TransactionListing | None:
-        """The coordinator's view of one transactional id (None when it does not know it)."""
-        attempts = 0
-        while True:
-            deadline.waiting_for = f"a description of transaction {transactional_id!r}"
-            try:
-                node = self.find_coordinator(transactional_id, deadline)
-                (state,) = self.describe(node, [transactional_id], deadline)
-                error = error_for_code(state.error_code)
-                if error is None:
-                    return _listing(state, node)
-                if isinstance(error, TransactionalIdNotFoundError):
-                    return None
-                raise error
-            except (*_REFIND, *_RETRY_SAME, KafkaConnectionError) as exc:
-                deadline.last_error = exc
-            except KafkaTimeoutError as exc:
-                if deadline.remaining_ms() <= 0:
-                    raise deadline.expired() from exc
-                deadline.last_error = exc
-            self.backoff(attempts, deadline)
-            attempts += 1
-
-    def end_transaction(
-        self, prepared: PreparedTransaction, commit: bool, deadline: _Deadline
-    ) -> tuple[int, int] | None:
-        """EndTxn until the coordinator gives a final answer; NONE returns, others raise."""
-        what = "commit" if commit else "abort"
-        body = EndTxnRequest(
-            prepared.transactional_id, prepared.producer_id, prepared.producer_epoch, commit
-        )
-        attempts = 0
-        node: int | None = None
-        while True:
-            try:
-                if node is None:
-                    node = self.find_coordinator(prepared.transactional_id, deadline)
-                version = self.end_txn_version(node, deadline)
-                deadline.waiting_for = (
-                    f"the coordinator (node {node}) to {what} transaction "
-                    f"{prepared.transactional_id!r}"
-                )
-                response = self.request(node, body, deadline, version)
-                error = error_for_code(response.error_code)
-                if error is None:
-                    log.info(
-                        "%s of transaction %r (producer id %s, epoch %s) done by node %s",
-                        what,
-                        prepared.transactional_id,
-                        prepared.producer_id,
-                        prepared.producer_epoch,
-                        node,
-                    )
-                    if version >= 5 and response.producer_id >= 0:
-                        return int(response.producer_id), int(response.producer_epoch)
-                    return None
-                raise error
-            except _RETRY_SAME as exc:
-                deadline.last_error = exc
-            except (*_REFIND, KafkaConnectionError) as exc:
-                deadline.last_error = exc
-                node = None
-            except KafkaTimeoutError as exc:
-                if deadline.remaining_ms() <= 0:
-                    raise deadline.expired() from exc
-                deadline.last_error = exc
-                node = None
-            self.backoff(attempts, deadline)
-            attempts += 1
-
-
 def _listing(state: Any, node_id: int) -> TransactionListing:
     partitions = tuple(
         sorted((topic.topic, int(p)) for topic in state.topics for p in topic.partitions)
@@ -484,26 +136,96 @@ def _listing(state: Any, node_id: int) -> TransactionListing:
     )
 
 
-def _timeout_ms(timeout: float | None, cfg: ProducerConfig) -> int:
-    if timeout is None:
-        return int(cfg.max_block_ms)
-    if timeout < 0:
-        raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
-    return int(timeout * 1000)
-
-
 def _run(
     config: Mapping[str, object],
     timeout: float | None,
     operation: str,
-    body: Callable[[_AdminClient, _Deadline], Any],
-) -> Any:
-    client, cfg = _AdminClient.from_config(config)
+    body: Callable[[AdminClient, Deadline], T],
+) -> T:
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"timeout must be >= 0 seconds (or None), got {timeout}")
+    client, cfg = AdminClient.from_config(config)
     try:
-        deadline = _Deadline(client.clock, _timeout_ms(timeout, cfg), operation)
-        return body(client, deadline)
+        timeout_ms = cfg.max_block_ms if timeout is None else int(timeout * 1000)
+        return body(client, Deadline(client.clock, timeout_ms, operation))
     finally:
         client.close()
+
+
+# -- the two transaction requests -----------------------------------------------------------------
+
+
+def _describe_one(
+    client: AdminClient, transactional_id: str, deadline: Deadline
+) -> TransactionListing | None:
+    """The coordinator's view of one transactional id (None when it does not know it)."""
+    node: int | None = None
+
+    def attempt() -> TransactionListing | None:
+        nonlocal node
+        if node is None:
+            node = client.find_coordinator(transactional_id, deadline)
+        deadline.waiting_for = f"a description of transaction {transactional_id!r}"
+        response = client.request(node, DescribeTransactionsRequest([transactional_id]), deadline)
+        (state,) = response.transaction_states
+        error = error_for_code(state.error_code)
+        if isinstance(error, TransactionalIdNotFoundError):
+            return None
+        if error is not None:
+            raise error
+        return _listing(state, node)
+
+    def moved() -> None:
+        nonlocal node
+        node = None
+
+    return client.retrying(deadline, attempt, on_moved=moved)
+
+
+def _end_transaction(
+    client: AdminClient, prepared: PreparedTransaction, commit: bool, deadline: Deadline
+) -> tuple[int, int] | None:
+    """EndTxn until the coordinator gives a final answer: NONE returns, other errors raise."""
+    what = "commit" if commit else "abort"
+    body = EndTxnRequest(
+        prepared.transactional_id, prepared.producer_id, prepared.producer_epoch, commit
+    )
+    node: int | None = None
+
+    def attempt() -> tuple[int, int] | None:
+        nonlocal node
+        if node is None:
+            node = client.find_coordinator(prepared.transactional_id, deadline)
+        version = client.api_version(node, ApiKey.END_TXN, deadline)
+        if (
+            version < 5
+            or client.finalized_feature(node, "transaction.version", deadline) < _TV2_LEVEL
+        ):
+            version = min(version, _TV1_END_TXN_MAX)
+        deadline.waiting_for = (
+            f"the coordinator (node {node}) to {what} transaction {prepared.transactional_id!r}"
+        )
+        response = client.request(node, body, deadline, version)
+        error = error_for_code(response.error_code)
+        if error is not None:
+            raise error
+        log.info(
+            "%s of transaction %r (producer id %s, epoch %s) done by node %s",
+            what,
+            prepared.transactional_id,
+            prepared.producer_id,
+            prepared.producer_epoch,
+            node,
+        )
+        if version >= 5 and response.producer_id >= 0:
+            return int(response.producer_id), int(response.producer_epoch)
+        return None
+
+    def moved() -> None:
+        nonlocal node
+        node = None
+
+    return client.retrying(deadline, attempt, on_moved=moved)
 
 
 # -- complete_transaction ------------------------------------------------------------------------
@@ -543,9 +265,9 @@ def complete_transaction(
         f"(producer id {prepared.producer_id}, epoch {prepared.producer_epoch})"
     )
 
-    def body(client: _AdminClient, deadline: _Deadline) -> tuple[int, int] | None:
+    def body(client: AdminClient, deadline: Deadline) -> tuple[int, int] | None:
         try:
-            return client.end_transaction(prepared, commit, deadline)
+            return _end_transaction(client, prepared, commit, deadline)
         except _LOST as exc:
             return _settle_refusal(client, prepared, commit, exc, deadline)
 
@@ -554,15 +276,15 @@ def complete_transaction(
 
 
 def _settle_refusal(
-    client: _AdminClient,
+    client: AdminClient,
     prepared: PreparedTransaction,
     commit: bool,
     refusal: BrokerResponseError,
-    deadline: _Deadline,
+    deadline: Deadline,
 ) -> tuple[int, int] | None:
     """Explain (commit) or judge (abort) a refusal with what the coordinator now shows."""
     try:
-        now = client.describe_one(prepared.transactional_id, deadline)
+        now = _describe_one(client, prepared.transactional_id, deadline)
     except KafkaError as exc:  # the refusal is the answer; the description only adds detail
         log.debug("could not describe %r: %s", prepared.transactional_id, exc)
         now = None
@@ -658,7 +380,7 @@ def _id_pattern(prefix: str) -> str:
     return f"^{re.escape(prefix)}.*"
 
 
-def _list(client: _AdminClient, prefix: str, deadline: _Deadline) -> list[TransactionListing]:
+def _list(client: AdminClient, prefix: str, deadline: Deadline) -> list[TransactionListing]:
     """ListTransactions to every broker, then DescribeTransactions for the ids it owns."""
     found: dict[str, TransactionListing] = {}
     for node in client.brokers(deadline):
@@ -669,57 +391,53 @@ def _list(client: _AdminClient, prefix: str, deadline: _Deadline) -> list[Transa
     return [found[t] for t in sorted(found)]
 
 
-def _list_node(client: _AdminClient, node: int, prefix: str, deadline: _Deadline) -> list[str]:
-    attempts = 0
-    while True:
+def _list_node(client: AdminClient, node: int, prefix: str, deadline: Deadline) -> list[str]:
+    """The ids starting with ``prefix`` that ``node``'s coordinator owns."""
+
+    def attempt() -> list[str]:
         deadline.waiting_for = f"the list of transactions of node {node}"
-        try:
-            version = client._negotiated(node, ApiKey.LIST_TRANSACTIONS, deadline)
-            body = ListTransactionsRequest(
-                transactional_id_pattern=_id_pattern(prefix) if version >= 2 and prefix else None
-            )
-            response = client.request(node, body, deadline)
-            error = error_for_code(response.error_code)
-            if error is not None:
-                raise error
-            return sorted(
-                s.transactional_id
-                for s in response.transaction_states
-                if s.transactional_id.startswith(prefix)
-            )
-        except (*_REFIND, *_RETRY_SAME, KafkaConnectionError) as exc:
-            deadline.last_error = exc
-        except KafkaTimeoutError as exc:
-            if deadline.remaining_ms() <= 0:
-                raise deadline.expired() from exc
-            deadline.last_error = exc
-        client.backoff(attempts, deadline)
-        attempts += 1
+        version = client.api_version(node, ApiKey.LIST_TRANSACTIONS, deadline)
+        pattern = _id_pattern(prefix) if version >= 2 and prefix else None
+        request = ListTransactionsRequest(transactional_id_pattern=pattern)
+        response = client.request(node, request, deadline)
+        error = error_for_code(response.error_code)
+        if error is not None:
+            raise error
+        # Filtered here too: below v2 the broker lists every id.
+        return sorted(
+            s.transactional_id
+            for s in response.transaction_states
+            if s.transactional_id.startswith(prefix)
+        )
+
+    return client.retrying(deadline, attempt)
 
 
 def _describe_all(
-    client: _AdminClient, node: int, ids: list[str], deadline: _Deadline
+    client: AdminClient, node: int, ids: list[str], deadline: Deadline
 ) -> list[TransactionListing]:
-    """Describe ``ids`` at ``node``; an id that moved to another coordinator is re-found."""
+    """Describe ``ids`` at ``node`` in one request; an id it no longer owns is looked up anew."""
     out: list[TransactionListing] = []
+    settled: set[str] = set()
     deadline.waiting_for = f"a description of {len(ids)} transaction(s) from node {node}"
     try:
-        states = client.describe(node, ids, deadline)
-    except (KafkaConnectionError, KafkaTimeoutError) as exc:
-        if deadline.remaining_ms() <= 0:
-            raise deadline.expired() from exc
+        response = client.request(node, DescribeTransactionsRequest(ids), deadline)
+    except RETRIABLE as exc:
+        if deadline.is_own(exc):
+            raise
         states = []
-    described = set()
+    else:
+        states = list(response.transaction_states)
     for state in states:
         error = error_for_code(state.error_code)
         if error is None:
             out.append(_listing(state, node))
-            described.add(state.transactional_id)
+            settled.add(state.transactional_id)
         elif isinstance(error, TransactionalIdNotFoundError):
-            described.add(state.transactional_id)  # expired since the listing
+            settled.add(state.transactional_id)  # expired since the listing
     for transactional_id in ids:
-        if transactional_id not in described:
-            listing = client.describe_one(transactional_id, deadline)
+        if transactional_id not in settled:
+            listing = _describe_one(client, transactional_id, deadline)
             if listing is not None:
                 out.append(listing)
     return out
@@ -740,7 +458,7 @@ def list_transactions(
     if not isinstance(prefix, str):
         raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
 
-    def body(client: _AdminClient, deadline: _Deadline) -> list[TransactionListing]:
+    def body(client: AdminClient, deadline: Deadline) -> list[TransactionListing]:
         return _list(client, prefix, deadline)
 
     result: list[TransactionListing] = _run(config, timeout, f"list_transactions({prefix!r})", body)
@@ -770,7 +488,7 @@ def abort_transactions(
         )
     operation = f"abort_transactions({prefix!r})"
 
-    def body(client: _AdminClient, deadline: _Deadline) -> list[TransactionListing]:
+    def body(client: AdminClient, deadline: Deadline) -> list[TransactionListing]:
         aborted: list[TransactionListing] = []
         failures: list[str] = []
         for listing in _list(client, prefix, deadline):
@@ -794,22 +512,26 @@ def abort_transactions(
     return result
 
 
-def _abort_one(client: _AdminClient, listing: TransactionListing, deadline: _Deadline) -> bool:
+def _abort_one(client: AdminClient, listing: TransactionListing, deadline: Deadline) -> bool:
     """Abort one listed transaction; False when it ended by itself (nothing to abort)."""
     current: TransactionListing | None = listing
-    attempts = 0
-    while current is not None and current.state in ENDING_STATES:
-        # Being committed or aborted right now: wait until the coordinator is done.
-        client.backoff(attempts, deadline)
-        attempts += 1
-        deadline.waiting_for = (
-            f"transaction {listing.transactional_id!r} to leave state {current.state}"
-        )
-        current = client.describe_one(listing.transactional_id, deadline)
+
+    def still_ending() -> TransactionListing | None:
+        # Being committed or aborted right now: ask again (after backoff) until it is done.
+        found = _describe_one(client, listing.transactional_id, deadline)
+        if found is not None and found.state in ENDING_STATES:
+            deadline.waiting_for = (
+                f"transaction {listing.transactional_id!r} to leave state {found.state}"
+            )
+            raise ConcurrentTransactionsError(f"{listing.transactional_id!r} is {found.state}")
+        return found
+
+    if listing.state in ENDING_STATES:
+        current = client.retrying(deadline, still_ending)
     if current is None or current.state not in OPEN_STATES:
         return False
     try:
-        client.end_transaction(current.prepared(), False, deadline)
+        _end_transaction(client, current.prepared(), False, deadline)
     except _LOST as exc:
         # Ended or taken over between the description and the abort: not ours to abort.
         log.info(

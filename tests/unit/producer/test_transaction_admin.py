@@ -26,10 +26,10 @@ from kafka_sink.errors import (
     TransactionLostError,
 )
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
+from kafka_sink.producer.admin_client import AdminClient
 from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.prepared import PreparedTransaction
 from kafka_sink.producer.transaction_admin import (
-    _AdminClient,
     abort_transactions,
     complete_transaction,
     list_transactions,
@@ -71,6 +71,9 @@ class _Metadata(FakeMetadata):
     def last_error(self) -> None:
         return None
 
+    def close(self) -> None:
+        pass
+
 
 @dataclass
 class ScriptedCluster(FakeNetworkClient):
@@ -84,6 +87,9 @@ class ScriptedCluster(FakeNetworkClient):
     # node -> the transactions its coordinator owns: (id, pid, epoch, state)
     owned: dict[int, list[tuple[str, int, int, str]]] = field(default_factory=dict)
     on_end_txn: Callable[[EndTxnRequest], None] | None = None
+
+    def is_connection_failed(self, node_id: int) -> bool:
+        return False
 
     def api_version(self, node_id: int, api_key: ApiKey) -> int | None:
         return {
@@ -184,9 +190,9 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> ScriptedCluster:
 
     def from_config(
         config: Mapping[str, object], clock: object = None
-    ) -> tuple[_AdminClient, ProducerConfig]:
+    ) -> tuple[AdminClient, ProducerConfig]:
         cfg = ProducerConfig.from_mapping(config)
-        client = _AdminClient(
+        client = AdminClient(
             scripted,
             _Metadata({}, nodes=(0, 1)),
             scripted.clock,
@@ -196,7 +202,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> ScriptedCluster:
         )
         return client, cfg
 
-    monkeypatch.setattr(_AdminClient, "from_config", staticmethod(from_config))
+    monkeypatch.setattr(AdminClient, "from_config", staticmethod(from_config))
     return scripted
 
 
