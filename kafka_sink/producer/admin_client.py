@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -48,6 +49,8 @@ from kafka_sink.wire.messages import (
 )
 
 __all__ = ["RETRIABLE", "AdminClient", "Deadline"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -165,6 +168,7 @@ class AdminClient:
                 if deadline.is_own(exc):
                     raise
                 deadline.last_error = exc
+                log.debug("%s: retrying after %s", deadline.operation, exc)
                 if on_moved is not None and isinstance(exc, MOVED):
                     on_moved()
             until = self.clock.now_ms() + self._backoff.backoff_ms(attempts)

@@ -266,3 +266,24 @@ def test_a_sasl_cluster_works_and_a_wrong_password_fails_at_once(
         complete_transaction({**config, "sasl.password": "not-the-password"}, prepared, timeout=30)
     assert time.monotonic() - start < 15  # fatal at once, not after the timeout
     assert "not-the-password" not in str(caught.value)
+
+
+def test_commit_survives_the_loss_of_the_coordinator(
+    kafka_cluster: LocalKafka, cluster_topic_factory: TopicFactory, prefix: str
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    config = {"bootstrap.servers": bootstrap}
+    topic = cluster_topic_factory(partitions=2, replication_factor=3)
+    values = _open_and_die(bootstrap, f"{prefix}-1", topic)
+    listing = _only(config, prefix)
+    kafka_cluster.kill_node(listing.coordinator_id)
+    # The coordinator's log moves to another node, which loads it and takes over: the commit
+    # rides through NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / lost connections.
+    assert complete_transaction(config, listing.prepared(), timeout=60) is not None
+    # The decision is durable when EndTxn answers; the markers may still be on their way.
+    moved = _only(config, prefix)
+    assert moved.state in ("PrepareCommit", "CompleteCommit")
+    assert moved.coordinator_id != listing.coordinator_id
+    after = _write_after(bootstrap, topic)
+    assert _committed_values(bootstrap, topic, RECORDS + 2) == sorted(values + after)
+    assert _only(config, prefix).state == "CompleteCommit"
