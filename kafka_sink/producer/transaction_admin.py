@@ -243,6 +243,10 @@ def complete_transaction(
     dotted keys); the producer that wrote the transaction is not needed. ``timeout`` (seconds)
     bounds the whole call; None means the config's ``max.block.ms``.
 
+    It returns once the coordinator has recorded the decision (state PrepareCommit or
+    PrepareAbort); the transaction markers reach the partitions after that, as with Java's
+    ``commitTransaction``.
+
     Returns ``(producer_id, producer_epoch)`` the coordinator moved the transactional id to
     under Transactions V2 (EndTxn v5 bumps the epoch), or None under Transactions V1 and when
     the coordinator answered a repeated call without them. Calling it again after a success
