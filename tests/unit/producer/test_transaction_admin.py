@@ -83,6 +83,7 @@ class ScriptedCluster(FakeNetworkClient):
     transaction_version: int = 2
     end_txn_max: int = 5
     list_max: int = 2
+    find_max: int = 4
     end_txn: list[Any] = field(default_factory=list)  # codes / DROP / SILENT, in order
     # node -> the transactions its coordinator owns: (id, pid, epoch, state)
     owned: dict[int, list[tuple[str, int, int, str]]] = field(default_factory=dict)
@@ -93,7 +94,7 @@ class ScriptedCluster(FakeNetworkClient):
 
     def api_version(self, node_id: int, api_key: ApiKey) -> int | None:
         return {
-            ApiKey.FIND_COORDINATOR: 4,
+            ApiKey.FIND_COORDINATOR: self.find_max,
             ApiKey.END_TXN: self.end_txn_max,
             ApiKey.LIST_TRANSACTIONS: self.list_max,
             ApiKey.DESCRIBE_TRANSACTIONS: 0,
@@ -125,6 +126,11 @@ class ScriptedCluster(FakeNetworkClient):
         body = sent.body
         if isinstance(body, FindCoordinatorRequest):
             node = self.coordinator.pop(0) if len(self.coordinator) > 1 else self.coordinator[0]
+            if sent.request.api_version < 4:
+                assert body.key_type == 1
+                return FindCoordinatorResponse(
+                    error_code=0, node_id=node, host=f"b{node}", port=9092, coordinators=[]
+                )
             entry = FindCoordinatorResponse.Coordinator(
                 key=body.coordinator_keys[0], node_id=node, host=f"b{node}", port=9092, error_code=0
             )
@@ -234,6 +240,15 @@ def test_commit_answered_none_sends_end_txn_v5_to_the_coordinator_and_returns_th
         True,
     )
     assert cluster.closed
+
+
+def test_find_coordinator_below_v4_sends_the_key_alone(cluster: ScriptedCluster) -> None:
+    cluster.find_max = 3
+    cluster.coordinator = [0]
+    assert _complete(cluster) == (4000, 8)
+    (find,) = cluster.requests(FindCoordinatorRequest)
+    assert (find.request.api_version, find.body.key, find.body.key_type) == (3, "sink-q-1", 1)
+    assert [n for n, _, _ in _end_txns(cluster)] == [0]
 
 
 def test_transactions_v1_caps_end_txn_at_v4_and_returns_none(cluster: ScriptedCluster) -> None:
