@@ -83,6 +83,14 @@ class SerializationError(KafkaError):
     """
 
 
+class TransactionLostError(KafkaError):
+    """A prepared transaction can no longer be committed: the coordinator aborted it (it stayed
+    open longer than ``transaction.timeout.ms``), a newer producer took its transactional id, or
+    the coordinator does not know the id. Its records will never be visible to read_committed
+    consumers. Raised by ``complete_transaction``; the broker's answer is ``__cause__``.
+    """
+
+
 class RecordTooLargeError(KafkaError):
     """A record is larger than max.request.size or buffer.memory (checked before sending)."""
 
