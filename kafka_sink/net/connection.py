@@ -128,6 +128,8 @@ class BrokerConnection(Generic[T]):
         self.failure: KafkaError | None = None
         self.broker_api_ranges: dict[int, tuple[int, int]] = {}
         self.api_versions: dict[ApiKey, int] = {}
+        # Finalized feature name -> max version level, from the last ApiVersions v3+ answer.
+        self.finalized_features: dict[str, int] = {}
         self.session_lifetime_ms = 0
 
     # ------------------------------------------------------------------ transport events
@@ -261,6 +263,7 @@ class BrokerConnection(Generic[T]):
         self.failure = None
         self.broker_api_ranges = {}
         self.api_versions = {}
+        self.finalized_features = {}
         self.session_lifetime_ms = 0
 
     def _frame(
@@ -344,6 +347,9 @@ class BrokerConnection(Generic[T]):
             int(e.api_key): (int(e.min_version), int(e.max_version)) for e in response.api_keys
         }
         self.api_versions = negotiate(self.broker_api_ranges)
+        self.finalized_features = {
+            f.name: int(f.max_version_level) for f in response.finalized_features or ()
+        }
         if self._sasl is None:
             self.state = ConnectionState.READY
             return
