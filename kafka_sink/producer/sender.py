@@ -135,6 +135,7 @@ class Sender:
         self.max_in_flight = max_in_flight
         self.guarantee_message_order = max_in_flight == 1
         self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, rng=rng)
+        self.rng = rng
         self._retry_backoff_ms = self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
         self._running = True

@@ -862,7 +862,7 @@ class TransactionManager:
             pid = self.producer_id
         fenced = ProducerFencedError(
             f"{self.describe_id()} (producer id {pid}, epoch {epoch}) was fenced during "
-            f"{handler.kind.name}: another producer initialised the same transactional.id, or "
+            f"{handler.api_name}: another producer initialised the same transactional.id, or "
             "the coordinator aborted the open transaction because it exceeded "
             f"transaction.timeout.ms{note}. Nothing of the open transaction becomes visible "
             "to read_committed consumers; this producer cannot be used any more: close it"
@@ -969,11 +969,11 @@ class TransactionManager:
                 return f"the transaction coordinator of {who} to be found (FindCoordinator)"
             return (
                 f"a connection to the transaction coordinator (node {coordinator}) to send "
-                f"{handler.kind.name} ({who})"
+                f"{handler.api_name} ({who})"
             )
         if handler is not None:
             where = "any node" if coordinator is None else f"coordinator node {coordinator}"
-            return f"the answer to {handler.kind.name} from {where} ({who})"
+            return f"the answer to {handler.api_name} from {where} ({who})"
         return f"the transaction coordinator ({who})"
 
     # -- introspection (tests, diagnostics) -----------------------------------------------

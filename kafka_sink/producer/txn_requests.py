@@ -71,6 +71,14 @@ class RequestKind(enum.IntEnum):
     END_TXN = 3
 
 
+_API_NAMES = {
+    RequestKind.FIND_COORDINATOR: "FindCoordinator",
+    RequestKind.INIT_PRODUCER_ID: "InitProducerId",
+    RequestKind.ADD_PARTITIONS: "AddPartitionsToTxn",
+    RequestKind.END_TXN: "EndTxn",
+}
+
+
 @dataclass(eq=False)
 class TxnRequestHandler:
     """One pending coordinator request; the request itself is built when it is sent."""
@@ -92,6 +100,11 @@ class TxnRequestHandler:
     @property
     def priority(self) -> tuple[int, int]:
         return (int(self.kind), self.order)
+
+    @property
+    def api_name(self) -> str:
+        """The protocol name of the request (for messages)."""
+        return _API_NAMES[self.kind]
 
     @property
     def needs_coordinator(self) -> bool:

@@ -109,7 +109,9 @@ class TransactionalSender:
         # one accumulator flush while the transaction is completing.
         self._flushing = False
         self._backoff = ExponentialBackoff(
-            sender.retry_backoff_ms, max(sender.retry_backoff_max_ms, sender.retry_backoff_ms)
+            sender.retry_backoff_ms,
+            max(sender.retry_backoff_max_ms, sender.retry_backoff_ms),
+            rng=sender.rng,
         )
 
     # -- each run -------------------------------------------------------------------------
@@ -284,7 +286,7 @@ class TransactionalSender:
         body = response.response
         if body is None:
             error = response.error or (
-                KafkaTimeoutError(f"{handler.kind.name} to node {node_id} timed out")
+                KafkaTimeoutError(f"{handler.api_name} to node {node_id} timed out")
                 if response.timed_out
                 else KafkaConnectionError(f"disconnected from node {node_id}")
             )
