@@ -147,7 +147,10 @@ class TransactionalSender:
         return self.tm.has_new_partitions()
 
     def has_pending_requests(self) -> bool:
-        return self.tm.has_pending_requests()
+        """close() waits for coordinator requests only while a transaction is being ended
+        (Java's hasPendingTransactionalRequests): an init that cannot reach the coordinator
+        does not hold the close."""
+        return self.tm.has_pending_requests() and self.tm.has_ongoing_transaction()
 
     def abort_open_transaction_on_close(self) -> None:
         """close() without force: abort a transaction still open (Java does the same)."""

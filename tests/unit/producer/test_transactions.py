@@ -672,3 +672,16 @@ def test_producer_api_timeouts_are_seconds_and_refuse_sends_outside_a_transactio
             producer.init_transactions(timeout=0.1)  # resumes the same wait
     finally:
         producer.close(0)
+
+
+def test_close_does_not_wait_for_an_init_that_cannot_reach_the_coordinator() -> None:
+    import time
+
+    from kafka_sink import KafkaProducer
+
+    producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "transactional.id": "tx-c"})
+    with pytest.raises(KafkaTimeoutError):
+        producer.init_transactions(timeout=0.1)
+    start = time.monotonic()
+    producer.close()
+    assert time.monotonic() - start < 10
