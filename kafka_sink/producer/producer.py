@@ -645,9 +645,10 @@ class KafkaProducer:
         (``max.block.ms`` by default); on KafkaTimeoutError, calling again resumes the wait.
         """
         tm = self._transactional("init_transactions()")
+        acc = self._accumulator
         result = tm.initialize_transactions()
         self._sender.wakeup()
-        result.wait(self._timeout_ms(timeout), tm.describe_wait)
+        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
 
     def begin_transaction(self) -> None:
         """Start a transaction: records sent until ``commit_transaction()`` or
@@ -666,9 +667,10 @@ class KafkaProducer:
         background and calling ``commit_transaction()`` again resumes the wait.
         """
         tm = self._transactional("commit_transaction()")
+        acc = self._accumulator
         result = tm.begin_commit()
         self._sender.wakeup()
-        result.wait(self._timeout_ms(timeout), tm.describe_wait)
+        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the open transaction: records still queued are not sent (their futures fail
@@ -676,9 +678,10 @@ class KafkaProducer:
         Also the way out of an abortable error. Waits up to ``timeout`` seconds
         (``max.block.ms`` by default); calling again after a KafkaTimeoutError resumes."""
         tm = self._transactional("abort_transaction()")
+        acc = self._accumulator
         result = tm.begin_abort()
         self._sender.wakeup()
-        result.wait(self._timeout_ms(timeout), tm.describe_wait)
+        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
 
     def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
         """Flush, wait until every record of the open transaction is acknowledged, and return

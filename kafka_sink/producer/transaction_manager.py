@@ -951,30 +951,30 @@ class TransactionManager:
         self._partitions_with_unresolved_sequences.clear()
         self._partitions_to_rewrite_sequences.clear()
 
-    def describe_wait(self) -> str:
+    def describe_wait(self, has_incomplete_batches: bool = False) -> str:
         """What a transactional call is waiting for, for its timeout message."""
         with self._lock:
             handler = self.in_flight_handler
             queued = [h for _p, h in sorted(self._pending, key=lambda e: e[0])]
             coordinator = self.coordinator
-        who = self._describe_id()
-        if handler is None and queued:
-            handler = queued[0]
-            if handler.kind is RequestKind.END_TXN:
-                return (
-                    f"the transaction's records to be acknowledged before EndTxn can be sent "
-                    f"({who})"
-                )
-            if coordinator is None and handler.needs_coordinator:
-                return f"the transaction coordinator of {who} to be found (FindCoordinator)"
-            return (
-                f"a connection to the transaction coordinator (node {coordinator}) to send "
-                f"{handler.api_name} ({who})"
-            )
+        who = self.describe_id()
         if handler is not None:
-            where = "any node" if coordinator is None else f"coordinator node {coordinator}"
+            where = "any broker" if coordinator is None else f"coordinator node {coordinator}"
             return f"the answer to {handler.api_name} from {where} ({who})"
-        return f"the transaction coordinator ({who})"
+        if not queued:
+            return f"the transaction coordinator ({who})"
+        handler = queued[0]
+        last = f"; last answer: {handler.last_error}" if handler.last_error is not None else ""
+        if handler.kind is RequestKind.END_TXN and has_incomplete_batches:
+            return f"the transaction's records to be acknowledged before EndTxn can be sent ({who})"
+        if handler.kind is RequestKind.FIND_COORDINATOR or (
+            coordinator is None and handler.needs_coordinator
+        ):
+            return f"a broker to answer FindCoordinator for {who} (none reachable yet?){last}"
+        return (
+            f"the transaction coordinator (node {coordinator}) to take {handler.api_name} "
+            f"({who}){last}"
+        )
 
     # -- introspection (tests, diagnostics) -----------------------------------------------
 
