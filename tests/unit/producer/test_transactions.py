@@ -685,3 +685,50 @@ def test_close_does_not_wait_for_an_init_that_cannot_reach_the_coordinator() -> 
     start = time.monotonic()
     producer.close()
     assert time.monotonic() - start < 10
+
+
+def _add_all(h: Txn) -> None:
+    add = h.pending(AddPartitionsToTxnRequest)
+    part = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+    topic = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+    h.network.respond(
+        add,
+        AddPartitionsToTxnResponse(
+            results_by_topic_v3_and_below=[
+                topic(t.name, [part(p, 0) for p in t.partitions])
+                for t in add.body.v3_and_below_topics
+            ]
+        ),
+    )
+    h.settle()
+
+
+def test_tv1_abort_after_a_sequence_gap_bumps_the_epoch_with_init_producer_id() -> None:
+    h = make_txn(transaction_version=1)
+    h.initialized(pid=4000, epoch=0)
+    h.tm.begin_transaction(0)
+    future = h.send("t", 0)
+    h.run()
+    h.run()
+    _add_all(h)
+    h.answer_produce(errors={("t", 0): TOPIC_AUTHORIZATION_FAILED})
+    assert future.exception(0) is not None
+    result = h.tm.begin_abort()
+    h.run()
+    end = h.answer_end()
+    assert end.request.version == 4 and end.body.committed is False
+    # The failed batch may or may not be in the log: its sequence range is a gap, so the
+    # coordinator is asked for a bumped epoch (KIP-360) before the next transaction.
+    bump = h.pending(InitProducerIdRequest)
+    assert (bump.body.producer_id, bump.body.producer_epoch) == (4000, 0)
+    assert not result.is_completed()
+    h.answer_init(pid=4000, epoch=1)
+    assert result.is_completed() and result.error is None
+    assert (h.tm.producer_epoch, h.tm.state) == (1, TransactionState.READY)
+    h.tm.begin_transaction(0)
+    h.send("t", 0)
+    h.run()
+    h.run()
+    _add_all(h)
+    batch = h.pending(ProduceRequest).batches()[("t", 0)]
+    assert (batch.producer_epoch, batch.base_sequence) == (1, 0)
