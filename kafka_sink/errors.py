@@ -98,9 +98,10 @@ class IllegalStateError(KafkaError):
 class AbortableTransactionError(KafkaError):
     """The open transaction hit an error that only aborting it clears (Java's abortable errors).
 
-    Raised by ``send()``, ``send_columns()`` and ``commit_transaction()`` of a transactional
-    producer once a record of the transaction failed (its cause is ``__cause__`` and the failed
-    record's future): call ``abort_transaction()``, then begin a new transaction and send again.
+    Raised by ``send()``, ``send_columns()``, ``commit_transaction()`` and
+    ``prepare_transaction()`` of a transactional producer once a record of the transaction failed
+    (its cause is ``__cause__`` and the failed record's future): call ``abort_transaction()``,
+    then begin a new transaction and send again.
     """
 
 

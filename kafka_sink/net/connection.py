@@ -23,6 +23,8 @@ Invariants:
   :class:`~kafka_sink.errors.ProtocolError` and the caller must drop the connection.
 - Requests sent with ``expect_response=False`` (Produce with acks=0) never enter that FIFO: the
   broker sends nothing back for them.
+- The finalized features of the ApiVersions answer (``finalized_features``, e.g.
+  ``transaction.version``, which picks the transaction protocol) are kept with the versions.
 - Negotiated versions belong to this connection only and are forgotten on close; a reconnect
   negotiates again (brokers can differ during a rolling upgrade).
 - A protocol fault found by :meth:`receive_data` (kept in :attr:`BrokerConnection.failure`)

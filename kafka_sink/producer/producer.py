@@ -20,6 +20,12 @@ Invariants:
   future, including on ``close(timeout)``: whatever cannot be delivered in time is failed, never
   dropped and never left pending.
 - The producer layer never touches sockets; all I/O is the sender thread's network client.
+- With ``transactional.id`` (Java's transactional API: ``init_transactions``,
+  ``begin_transaction``, ``commit_transaction``, ``abort_transaction``, and
+  ``prepare_transaction`` for a transaction another process ends), ``send()`` and
+  ``send_columns()`` are refused outside a transaction and after a transaction error; every
+  transactional call waits at most its ``timeout`` (seconds) or ``max.block.ms``, and repeating a
+  call that timed out resumes the same wait.
 - A serializer failure raises SerializationError with nothing queued. With interceptors, every
   record that went through ``on_send`` gets exactly one ``on_acknowledgement`` (before the
   caller's callback), whether it fails inside ``send()``, fails in delivery or is acknowledged;
