@@ -103,6 +103,21 @@ class IllegalStateError(KafkaError):
     """An operation was called in a state that does not allow it (e.g. a fatal producer error)."""
 
 
+class AbortableTransactionError(KafkaError):
+    """The open transaction hit an error that only aborting it clears (Java's abortable errors).
+
+    Raised by ``send()``, ``send_columns()``, ``commit_transaction()`` and
+    ``prepare_transaction()`` of a transactional producer once a record of the transaction failed
+    (its cause is ``__cause__`` and the failed record's future): call ``abort_transaction()``,
+    then begin a new transaction and send again.
+    """
+
+
+class TransactionAbortedError(KafkaError):
+    """A record was never sent because its transaction is being aborted (Java's
+    ``TransactionAbortedException``): ``abort_transaction()`` drops what was still queued."""
+
+
 class AuthenticationError(KafkaError):
     """A broker connection could not be authenticated; no retry fixes it (Java's
     ``AuthenticationException``), so waiters for metadata get it at once."""
