@@ -10,6 +10,9 @@ and ``txn_sender`` (the coordinator requests of a transactional producer), ``pre
 ``config.ProducerConfig`` turns Kafka's dotted keys into validated settings; ``plugins`` resolves
 and adapts serializers, ``partitioner.class`` and interceptors (``interceptors``:
 ProducerRecord, ProducerInterceptors), and ``bulk_plugins`` runs them over ``send_columns`` rows.
+``transaction_admin`` ends, lists and aborts transactions without the producer that wrote them
+(``complete_transaction``, ``list_transactions``, ``abort_transactions``), over the one-shot
+blocking ``admin_client``.
 
 This package never imports socket, selectors, ssl or pyspark.
 """

@@ -23,7 +23,8 @@ per-batch work (one compression call, one CRC, one request entry each): about 1.
 with 116-byte records. Anything the user sets wins.
 
 Invariants:
-- ``kafka.key.serializer`` / ``kafka.value.serializer`` and every other unknown key are refused
+- ``kafka.key.serializer`` / ``kafka.value.serializer``, ``kafka.transactional.id`` and every
+  other unknown key are refused
   with a message saying what to do instead; nothing is dropped silently. (The sink's keys and
   values are DataFrame columns, already bytes or strings: serializing happens in the DataFrame.)
 - ``kafka.interceptor.classes`` and ``kafka.partitioner.class`` are Python import paths; they are
@@ -93,6 +94,11 @@ _REFUSED_KAFKA_KEYS = {
         "values are written as bytes (binary columns as they are, string columns as UTF-8), as "
         "Spark's Kafka sink does with its forced ByteArraySerializer; serialize in the DataFrame "
         "instead (CAST(... AS STRING), to_json, to_avro)"
+    ),
+    "transactional.id": (
+        "every task of the write would share that id and fence the others' producers, and no "
+        "transaction would ever be committed; the sink writes at-least-once (idempotent "
+        "producers, no duplicates from the producer's own retries)"
     ),
 }
 
