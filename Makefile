@@ -22,7 +22,7 @@ export SPARK_KAFKA_JARS_DIR := $(abspath $(SPARK_KAFKA))
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark clean
+.PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark bench-transactions clean
 
 setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
 
@@ -79,6 +79,9 @@ bench-records: setup
 
 bench-producer: setup
 	$(PY) benchmarks/bench_producer.py
+
+bench-transactions: setup
+	$(PY) benchmarks/bench_producer.py --clients ours-bulk,ours-bulk-txn --rounds 3 --memory-mib 0
 
 bench-spark: setup $(SPARK_KAFKA)/.fetched
 	$(PY) benchmarks/bench_spark.py
