@@ -477,9 +477,10 @@ def abort_transactions(
     """Abort every open transaction whose transactional id starts with ``prefix``.
 
     Lists them (see :func:`list_transactions`), then sends EndTxn(abort) with each Ongoing
-    transaction's described producer id and epoch. A transaction already ending (PrepareCommit,
-    PrepareAbort) is waited for, not touched. Returns the listings of the transactions it
-    aborted (as they were before the abort).
+    transaction's described producer id and epoch, and waits until each abort is complete (its
+    markers written: read_committed readers of those partitions are no longer held back). A
+    transaction already ending (PrepareCommit, PrepareAbort) is waited for, not touched. Returns
+    the listings of the transactions it aborted (as they were before the abort).
 
     Raises :class:`~kafka_sink.errors.KafkaError` naming every transaction it could not abort
     and why (after trying them all); a transaction that ended meanwhile (another process
@@ -542,4 +543,8 @@ def _abort_one(client: AdminClient, listing: TransactionListing, deadline: Deadl
             "transaction %r ended before it could be aborted: %s", listing.transactional_id, exc
         )
         return False
+    # EndTxn returns once the coordinator recorded the abort (PrepareAbort); the markers reach
+    # the partitions after that. Wait for CompleteAbort, so that when this returns the
+    # transaction no longer holds back read_committed readers.
+    client.retrying(deadline, still_ending)
     return True

@@ -492,6 +492,29 @@ def test_abort_transactions_waits_for_a_transaction_being_ended(cluster: Scripte
     assert describes == 3
 
 
+def test_abort_transactions_returns_once_the_abort_is_complete(cluster: ScriptedCluster) -> None:
+    # EndTxn is answered at PrepareAbort; the markers are written after. Returning then would
+    # leave read_committed readers held back by a transaction the caller believes gone.
+    cluster.coordinator = [0]
+    cluster.owned = {0: [("job-1", 10, 4, "Ongoing")]}
+    original = cluster._answer
+    describes_after_abort = 0
+
+    def answer(sent: Sent) -> Any:
+        nonlocal describes_after_abort
+        if isinstance(sent.body, EndTxnRequest):
+            cluster.owned = {0: [("job-1", 10, 5, "PrepareAbort")]}
+        elif isinstance(sent.body, DescribeTransactionsRequest) and _end_txns(cluster):
+            describes_after_abort += 1
+            if describes_after_abort == 2:
+                cluster.owned = {0: [("job-1", 10, 5, "CompleteAbort")]}
+        return original(sent)
+
+    cluster._answer = answer  # type: ignore[method-assign]
+    assert [t.transactional_id for t in abort_transactions(CONFIG, "job-")] == ["job-1"]
+    assert describes_after_abort == 2
+
+
 def test_abort_transactions_reports_what_it_could_not_abort(cluster: ScriptedCluster) -> None:
     cluster.coordinator = [0]
     cluster.owned = {0: [("job-1", 10, 4, "Ongoing"), ("job-2", 11, 0, "Ongoing")]}
