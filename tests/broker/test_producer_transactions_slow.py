@@ -109,6 +109,8 @@ def test_commit_after_the_broker_timed_the_transaction_out_says_it_was_aborted(
         message = str(info.value)
         assert "aborted" in message and "transaction.timeout.ms" in message
         assert "longer than transaction.timeout.ms=2000" in message
+        assert "The transaction was aborted and its records are lost" in message
+        assert "begin again: close this producer, create a new one" in message
         with pytest.raises(expected):
             producer.send(topic, b"more")
     assert values(bootstrap, topic, "read_committed") == set()
