@@ -26,6 +26,11 @@ Invariants:
   the coordinator when it may have moved. Ending a transaction is idempotent: the coordinator
   answers NONE to a retried commit of a committed transaction and to a retried abort of an
   aborted one, so a retry after a success whose answer was lost succeeds too.
+- A handle without partitions (the producer prepared a transaction it wrote nothing to) has
+  nothing to end: no EndTxn is sent (the coordinator would answer INVALID_TXN_STATE, as it never
+  started that transaction) and the call returns None, commit or abort, unless
+  DescribeTransactions shows a transaction open at exactly that producer id and epoch (a handle
+  built by hand without its partitions), which is then ended as any other.
 - A commit that the coordinator refuses because the transaction is no longer open with that
   producer id and epoch (INVALID_TXN_STATE, PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
   INVALID_PRODUCER_ID_MAPPING, TRANSACTIONAL_ID_NOT_FOUND) raises
@@ -55,6 +60,7 @@ from kafka_sink.errors import (
     ProducerFencedError,
     TransactionalIdNotFoundError,
     TransactionLostError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from kafka_sink.producer.admin_client import RETRIABLE, AdminClient, Deadline
@@ -252,6 +258,11 @@ def complete_transaction(
     the coordinator answered a repeated call without them. Calling it again after a success
     succeeds again (the coordinator answers NONE).
 
+    A handle without partitions (a transaction that wrote nothing) is done at once: commit and
+    abort both return None without sending EndTxn, once DescribeTransactions shows that the
+    coordinator holds no transaction open at that producer id and epoch (if it does, the handle
+    was built without its partitions, and that transaction is ended as any other).
+
     Raises :class:`~kafka_sink.errors.TransactionLostError` when a commit finds the transaction
     no longer open with that producer id and epoch (the coordinator aborted it after
     ``transaction.timeout.ms``, a newer producer took the transactional id, or the id is
@@ -270,6 +281,15 @@ def complete_transaction(
     )
 
     def body(client: AdminClient, deadline: Deadline) -> tuple[int, int] | None:
+        if not prepared.partitions and not _holds_open(client, prepared, deadline):
+            log.info(
+                "transaction %r (producer id %s, epoch %s) wrote nothing: nothing to %s",
+                prepared.transactional_id,
+                prepared.producer_id,
+                prepared.producer_epoch,
+                what,
+            )
+            return None
         try:
             return _end_transaction(client, prepared, commit, deadline)
         except _LOST as exc:
@@ -277,6 +297,24 @@ def complete_transaction(
 
     result: tuple[int, int] | None = _run(config, timeout, operation, body)
     return result
+
+
+def _holds_open(client: AdminClient, prepared: PreparedTransaction, deadline: Deadline) -> bool:
+    """Whether the coordinator holds a transaction open at the handle's producer id and epoch.
+
+    Asked for a handle without partitions: a producer that prepared a transaction it wrote
+    nothing to never started it at the coordinator (which would answer an EndTxn with
+    INVALID_TXN_STATE), while a handle built by hand may have left its partitions out.
+    """
+    try:
+        now = _describe_one(client, prepared.transactional_id, deadline)
+    except UnsupportedVersionError:
+        return False  # no DescribeTransactions (brokers before 3.0): trust the handle
+    return (
+        now is not None
+        and (now.producer_id, now.producer_epoch) == (prepared.producer_id, prepared.producer_epoch)
+        and (now.state in OPEN_STATES or now.state in ENDING_STATES)
+    )
 
 
 def _settle_refusal(

@@ -11,7 +11,9 @@ Transactions (Java's states): UNINITIALIZED -> (init_transactions) INITIALIZING 
 (begin_transaction) IN_TRANSACTION -> COMMITTING / ABORTING -> READY. A failed record or a
 refused partition moves an open transaction to ABORTABLE_ERROR (only abort_transaction() leaves
 it); fencing, authorization failures, unsupported versions and a transaction the coordinator no
-longer holds move the producer to FATAL_ERROR for good. prepare_transaction() moves
+longer holds move the producer to FATAL_ERROR for good; the error of a coordinator refusal says
+why, that an open transaction's records are lost (aborted), and that writing them means
+beginning again with a new producer. prepare_transaction() moves
 IN_TRANSACTION -> PREPARED: the transaction stays open for another process to end, and only
 init_transactions() leaves that state (its InitProducerId aborts the transaction if it is still
 open). Under Transactions V1 a batch drains only once its partition was added with
@@ -852,6 +854,23 @@ class TransactionManager:
             f"transaction.timeout.ms={self.transaction_timeout_ms})"
         )
 
+    def _lost_consequence(self) -> str:
+        """Under the lock: what a fatal coordinator answer means for the open transaction's
+        records, and what the user does next (the producer is done either way)."""
+        if not self.transaction_started and self.state not in (
+            TransactionState.IN_TRANSACTION,
+            TransactionState.COMMITTING_TRANSACTION,
+            TransactionState.ABORTING_TRANSACTION,
+        ):
+            return "This producer cannot be used any more: close it"
+        return (
+            "The transaction was aborted and its records are lost: none of them will become "
+            "visible to read_committed consumers. This producer cannot be used any more; to "
+            "write those records, begin again: close this producer, create a new one, call "
+            "init_transactions() and begin_transaction(), and send them again (unless another "
+            "process now owns this transactional.id)"
+        )
+
     def fenced_error(
         self, error: KafkaError, handler: TxnRequestHandler, now_ms: int | None = None
     ) -> ProducerFencedError:
@@ -860,12 +879,12 @@ class TransactionManager:
             note = self._elapsed_note(now_ms)
             epoch = self.producer_epoch
             pid = self.producer_id
+            consequence = self._lost_consequence()
         fenced = ProducerFencedError(
             f"{self.describe_id()} (producer id {pid}, epoch {epoch}) was fenced during "
             f"{handler.api_name}: another producer initialised the same transactional.id, or "
             "the coordinator aborted the open transaction because it exceeded "
-            f"transaction.timeout.ms{note}. Nothing of the open transaction becomes visible "
-            "to read_committed consumers; this producer cannot be used any more: close it"
+            f"transaction.timeout.ms{note}. {consequence}"
         )
         fenced.__cause__ = error
         return fenced
@@ -875,12 +894,11 @@ class TransactionManager:
         coordinator no longer holds it (it aborted it), so its records are lost."""
         with self._lock:
             note = self._elapsed_note(now_ms)
+            consequence = self._lost_consequence()
         lost = type(error)(
             f"{self.describe_id()}: the transaction coordinator no longer has this transaction "
             f"open: the broker aborted it (typically because it was open longer than "
-            f"transaction.timeout.ms{note}, or another producer took the id). Its records will "
-            "not become visible to read_committed consumers; this producer cannot be used any "
-            "more: close it"
+            f"transaction.timeout.ms{note}, or another producer took the id). {consequence}"
         )
         lost.__cause__ = error
         return lost

@@ -169,7 +169,10 @@ def test_a_wrong_epoch_is_fenced_and_reported_lost(
     _open_and_die(kafka_bootstrap, f"{prefix}-1", topic)
     prepared = _only(config, prefix).prepared()
     stale = PreparedTransaction(
-        prepared.transactional_id, prepared.producer_id, prepared.producer_epoch + 1
+        prepared.transactional_id,
+        prepared.producer_id,
+        prepared.producer_epoch + 1,
+        prepared.partitions,
     )
     with pytest.raises(TransactionLostError) as caught:
         complete_transaction(config, stale, commit=True, timeout=30)

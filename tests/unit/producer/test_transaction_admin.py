@@ -358,6 +358,44 @@ def test_aborting_a_transaction_a_newer_producer_took_cannot_be_confirmed(
     assert isinstance(caught.value.__cause__, ProducerFencedError)
 
 
+# -- a prepared transaction that wrote nothing ---------------------------------------------------
+
+EMPTY = PreparedTransaction("sink-q-1", 4000, 7)
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+@pytest.mark.parametrize(
+    "shown",
+    [
+        [("sink-q-1", 4000, 7, "Empty")],  # prepared right after init_transactions()
+        [("sink-q-1", 4000, 7, "CompleteCommit")],  # after a transaction that committed
+        [("sink-q-1", 4000, 8, "Ongoing")],  # re-initialised since, by another producer
+        [],  # the id expired
+    ],
+    ids=["empty", "after-a-commit", "taken-over", "unknown"],
+)
+def test_a_transaction_that_wrote_nothing_is_done_without_end_txn(
+    cluster: ScriptedCluster, commit: bool, shown: list[tuple[str, int, int, str]]
+) -> None:
+    # What a coordinator answers an EndTxn for a transaction it never started.
+    cluster.end_txn = [INVALID_TXN_STATE]
+    cluster.owned = {1: shown}
+    assert complete_transaction(CONFIG, EMPTY, commit=commit) is None
+    assert _end_txns(cluster) == []
+    (described,) = cluster.requests(DescribeTransactionsRequest)
+    assert (described.request.node_id, described.body.transactional_ids) == (1, ["sink-q-1"])
+
+
+def test_a_handle_without_partitions_for_an_open_transaction_ends_it(
+    cluster: ScriptedCluster,
+) -> None:
+    # Built by hand without its partitions: the coordinator shows it open at that epoch.
+    cluster.owned = {1: [("sink-q-1", 4000, 7, "Ongoing")]}
+    assert complete_transaction(CONFIG, EMPTY, commit=True) == (4000, 8)
+    ((_, body, version),) = _end_txns(cluster)
+    assert (body.producer_id, body.producer_epoch, body.committed, version) == (4000, 7, True, 5)
+
+
 def test_the_timeout_names_what_it_waited_for_and_the_last_error(
     cluster: ScriptedCluster,
 ) -> None:

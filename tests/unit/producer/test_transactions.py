@@ -564,6 +564,50 @@ def test_commit_of_a_transaction_the_coordinator_aborted_says_the_data_is_lost()
     assert "5000 ms ago (longer than" in message
 
 
+@pytest.mark.parametrize(
+    ("transaction_version", "code", "raised"),
+    [(1, PRODUCER_FENCED, ProducerFencedError), (2, INVALID_TXN_STATE, InvalidTxnStateError)],
+    ids=["tv1-fenced", "tv2-invalid-txn-state"],
+)
+def test_a_commit_the_broker_aborted_says_the_records_are_lost_and_to_begin_again(
+    transaction_version: int, code: int, raised: type[Exception]
+) -> None:
+    # What commit_transaction() gets after the coordinator timed the transaction out: V1 fenced
+    # the epoch (PRODUCER_FENCED), V2 no longer holds the transaction (INVALID_TXN_STATE).
+    h = make_txn(transaction_version=transaction_version, timeout_ms=2000)
+    h.initialized()
+    h.tm.begin_transaction(h.clock.now_ms())
+    h.send()
+    h.run()
+    if transaction_version == 1:
+        h.run()
+        h.network.respond(
+            h.pending(AddPartitionsToTxnRequest),
+            AddPartitionsToTxnResponse(
+                results_by_topic_v3_and_below=[
+                    AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(
+                        "t", [AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(0, 0)]
+                    )
+                ]
+            ),
+        )
+        h.settle()
+    h.answer_produce()
+    h.clock.advance(5000)
+    result = h.tm.begin_commit()
+    h.run()
+    h.answer_end(error=code)
+    assert type(result.error) is raised
+    message = str(result.error)
+    assert "5000 ms ago (longer than transaction.timeout.ms=2000)" in message
+    assert "The transaction was aborted and its records are lost" in message
+    assert "none of them will become visible to read_committed consumers" in message
+    assert "begin again: close this producer, create a new one, call init_transactions()" in (
+        message
+    )
+    assert h.tm.state is TransactionState.FATAL_ERROR
+
+
 def test_end_txn_follows_the_coordinator_when_it_moves() -> None:
     h = make_txn()
     h.initialized()
