@@ -562,6 +562,9 @@ class _WriterCore:
             number = 0 if batch_id is None else batch_id
             if ok:
                 committer.commit(number, tasks)
+                if self.eos.intent_dir is None:
+                    # Spark calls nothing more for this write once commit() returns.
+                    _MEMORY_STORES.pop(self.eos.query_key, None)
             else:
                 committer.abort(number, tasks)
         finally:
