@@ -1,7 +1,8 @@
 """deliveryGuarantee=exactly-once against a real SparkSession and a real broker.
 
-Scenario: a task fails part-way on its first attempt, after some of its rows reached Kafka (a
-Python UDF upstream raises on attempt 0), then succeeds on retry (``local[2,2]`` retries once).
+Scenario (streaming, and a batch job): a task fails part-way on its first attempt, after some
+of its rows reached Kafka (a Python UDF upstream raises on attempt 0), then succeeds on retry
+(``local[2,2]`` retries once).
 An independent read_committed consumer (kafka-python) must see every row exactly once with
 exactly-once, and duplicates with at-least-once (so the test can fail); with exactly-once the
 failed attempt's rows are in the log (a read_uncommitted consumer sees them), no transaction of
@@ -48,10 +49,14 @@ def _stable_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+@pytest.mark.parametrize(
+    "case",
+    ["stream/exactly-once", "stream/at-least-once", "batch/exactly-once"],
+)
 def test_a_task_retried_after_a_partial_write(
-    spark, kafka_bootstrap, topic_factory, tmp_path, guarantee
+    spark, kafka_bootstrap, topic_factory, tmp_path, case
 ) -> None:
+    mode, guarantee = case.split("/")
     from pyspark.sql import functions as sf
     from pyspark.sql.types import StringType
 
@@ -74,30 +79,40 @@ def test_a_task_retried_after_a_partial_write(
         # the failure must flow on to the writer.
         return str(i).zfill(1000)
 
+    reader = spark.readStream if mode == "stream" else spark.read
     df = (
-        spark.readStream.schema("id BIGINT")
+        reader.schema("id BIGINT")
         .json(str(tmp_path / "in"))
         .select(fail_first_attempt(sf.col("id")).alias("value"))
     )
-    writer = (
-        df.writeStream.format("pykafka")
-        .option("kafka.bootstrap.servers", kafka_bootstrap)
-        .option("topic", topic)
-        .option("deliveryGuarantee", guarantee)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-    )
+    options = {
+        "kafka.bootstrap.servers": kafka_bootstrap,
+        "topic": topic,
+        "deliveryGuarantee": guarantee,
+    }
     if guarantee == "exactly-once":
-        writer = writer.option("transactionalIdPrefix", prefix)
+        options["transactionalIdPrefix"] = prefix
+    log_dir = tmp_path / "checkpoint" / "pykafka-commits" if mode == "stream" else tmp_path / "log"
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     try:
         start = time.monotonic()
-        query = writer.start()
-        assert query.awaitTermination(240), "the query did not finish in 240 s"
+        if mode == "stream":
+            query = (
+                df.writeStream.format("pykafka")
+                .options(**options)
+                .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            assert query.awaitTermination(240), "the query did not finish in 240 s"
+            assert query.exception() is None, query.exception()
+        else:
+            df.write.format("pykafka").mode("append").options(**options).option(
+                "commitLog", str(log_dir)
+            ).save()
         elapsed = time.monotonic() - start
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert query.exception() is None, query.exception()
     total = 2 * ROWS_PER_FILE
     committed = read_all(kafka_bootstrap, topic, expected=total, isolation_level="read_committed")
     counts = Counter(int(r.value) for r in committed)
@@ -106,8 +121,9 @@ def test_a_task_retried_after_a_partial_write(
     everything = read_all(kafka_bootstrap, topic)
     # The failed attempt's rows reached Kafka before it failed (else the scenario proves nothing).
     assert len(everything) > total, (len(everything), elapsed)
-    [doc] = commit_docs(tmp_path / "checkpoint" / "pykafka-commits")
-    assert doc["delivery_guarantee"] == guarantee and doc["batch_id"] == 0
+    [doc] = commit_docs(log_dir)
+    assert doc["delivery_guarantee"] == guarantee
+    assert doc["batch_id"] == (0 if mode == "stream" else None)
     assert sorted(t["attempt_number"] for t in doc["tasks"]) == [0, 1]
     if guarantee == "at-least-once":
         assert duplicated > 0
