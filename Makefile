@@ -23,7 +23,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
-	bench-microbatch clean
+	bench-microbatch bench-transactions clean
 
 setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
 
@@ -80,6 +80,9 @@ bench-records: setup
 
 bench-producer: setup
 	$(PY) benchmarks/bench_producer.py
+
+bench-transactions: setup
+	$(PY) benchmarks/bench_producer.py --clients ours-bulk,ours-bulk-txn --rounds 3 --memory-mib 0
 
 # The matrix of workloads x codecs x writers; BENCH_QUICK=1 for a short smoke run,
 # BENCH_REPEAT=N for best of N, BENCH_OUT=dir for where the table and plot go.

@@ -2,28 +2,52 @@
 
 The producer core imports without pyspark; the Spark data source is loaded on first use of
 :data:`PyKafkaDataSource` so ``import kafka_sink`` stays cheap on executors and in plain Python.
+Every public name here is loaded on first use, for the same reason.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from kafka_sink.producer.prepared import PreparedTransaction
     from kafka_sink.producer.producer import KafkaProducer
+    from kafka_sink.producer.transaction_admin import (
+        TransactionListing,
+        abort_transactions,
+        complete_transaction,
+        list_transactions,
+    )
     from kafka_sink.spark.datasource import PyKafkaDataSource
 
-__all__ = ["KafkaProducer", "PyKafkaDataSource", "__version__"]
+# Public name -> the module that defines it.
+_LAZY = {
+    "KafkaProducer": "kafka_sink.producer.producer",
+    "PreparedTransaction": "kafka_sink.producer.prepared",
+    "TransactionListing": "kafka_sink.producer.transaction_admin",
+    "abort_transactions": "kafka_sink.producer.transaction_admin",
+    "complete_transaction": "kafka_sink.producer.transaction_admin",
+    "list_transactions": "kafka_sink.producer.transaction_admin",
+    "PyKafkaDataSource": "kafka_sink.spark.datasource",
+}
+
+__all__ = [
+    "KafkaProducer",
+    "PreparedTransaction",
+    "PyKafkaDataSource",
+    "TransactionListing",
+    "__version__",
+    "abort_transactions",
+    "complete_transaction",
+    "list_transactions",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "KafkaProducer":
-        from kafka_sink.producer.producer import KafkaProducer
-
-        return KafkaProducer
-    if name == "PyKafkaDataSource":
-        from kafka_sink.spark.datasource import PyKafkaDataSource
-
-        return PyKafkaDataSource
-    raise AttributeError(f"module 'kafka_sink' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafka_sink' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

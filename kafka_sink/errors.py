@@ -83,6 +83,14 @@ class SerializationError(KafkaError):
     """
 
 
+class TransactionLostError(KafkaError):
+    """A prepared transaction can no longer be committed: the coordinator aborted it (it stayed
+    open longer than ``transaction.timeout.ms``), a newer producer took its transactional id, or
+    the coordinator does not know the id. Its records will never be visible to read_committed
+    consumers. Raised by ``complete_transaction``; the broker's answer is ``__cause__``.
+    """
+
+
 class RecordTooLargeError(KafkaError):
     """A record is larger than max.request.size or buffer.memory (checked before sending)."""
 
@@ -93,6 +101,21 @@ class ProducerClosedError(KafkaError):
 
 class IllegalStateError(KafkaError):
     """An operation was called in a state that does not allow it (e.g. a fatal producer error)."""
+
+
+class AbortableTransactionError(KafkaError):
+    """The open transaction hit an error that only aborting it clears (Java's abortable errors).
+
+    Raised by ``send()``, ``send_columns()``, ``commit_transaction()`` and
+    ``prepare_transaction()`` of a transactional producer once a record of the transaction failed
+    (its cause is ``__cause__`` and the failed record's future): call ``abort_transaction()``,
+    then begin a new transaction and send again.
+    """
+
+
+class TransactionAbortedError(KafkaError):
+    """A record was never sent because its transaction is being aborted (Java's
+    ``TransactionAbortedException``): ``abort_transaction()`` drops what was still queued."""
 
 
 class AuthenticationError(KafkaError):

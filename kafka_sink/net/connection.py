@@ -23,6 +23,8 @@ Invariants:
   :class:`~kafka_sink.errors.ProtocolError` and the caller must drop the connection.
 - Requests sent with ``expect_response=False`` (Produce with acks=0) never enter that FIFO: the
   broker sends nothing back for them.
+- The finalized features of the ApiVersions answer (``finalized_features``, e.g.
+  ``transaction.version``, which picks the transaction protocol) are kept with the versions.
 - Negotiated versions belong to this connection only and are forgotten on close; a reconnect
   negotiates again (brokers can differ during a rolling upgrade).
 - A protocol fault found by :meth:`receive_data` (kept in :attr:`BrokerConnection.failure`)
@@ -128,6 +130,8 @@ class BrokerConnection(Generic[T]):
         self.failure: KafkaError | None = None
         self.broker_api_ranges: dict[int, tuple[int, int]] = {}
         self.api_versions: dict[ApiKey, int] = {}
+        # Finalized feature name -> max version level, from the last ApiVersions v3+ answer.
+        self.finalized_features: dict[str, int] = {}
         self.session_lifetime_ms = 0
 
     # ------------------------------------------------------------------ transport events
@@ -261,6 +265,7 @@ class BrokerConnection(Generic[T]):
         self.failure = None
         self.broker_api_ranges = {}
         self.api_versions = {}
+        self.finalized_features = {}
         self.session_lifetime_ms = 0
 
     def _frame(
@@ -344,6 +349,9 @@ class BrokerConnection(Generic[T]):
             int(e.api_key): (int(e.min_version), int(e.max_version)) for e in response.api_keys
         }
         self.api_versions = negotiate(self.broker_api_ranges)
+        self.finalized_features = {
+            f.name: int(f.max_version_level) for f in response.finalized_features or ()
+        }
         if self._sasl is None:
             self.state = ConnectionState.READY
             return

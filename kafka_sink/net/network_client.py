@@ -289,6 +289,14 @@ class NetworkClient:
             return None
         return state.connection.api_version(api_key)
 
+    def finalized_feature_level(self, node_id: int, name: str) -> int | None:
+        """The finalized max level of feature ``name`` (e.g. ``transaction.version``) as
+        ``node_id`` last reported it in ApiVersions; None when not connected or not finalized."""
+        state = self._nodes.get(node_id)
+        if state is None or state.state is not ConnectionState.READY:
+            return None
+        return state.connection.finalized_features.get(name)
+
     def least_loaded_node(self, now_ms: int) -> int | None:
         """The known node with the fewest in-flight requests (Java's ``leastLoadedNode``).
 

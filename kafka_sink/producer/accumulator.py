@@ -453,6 +453,24 @@ class RecordAccumulator:
                 dq.clear()
             return out
 
+    def abort_undrained_unsequenced(self) -> list[ProducerBatch]:
+        """Remove and return the queued batches that were never sent (no sequence yet).
+
+        For a transaction being aborted (Java's abortUndrainedBatches): a queued retry keeps its
+        place, because whether an earlier attempt was written is unknown until it is answered.
+        """
+        with self._lock:
+            out: list[ProducerBatch] = []
+            for dq in self._batches.values():
+                if not dq:
+                    continue
+                keep = [b for b in dq if b.has_sequence]
+                if len(keep) != len(dq):
+                    out.extend(b for b in dq if not b.has_sequence)
+                    dq.clear()
+                    dq.extend(keep)
+            return out
+
     def queued_partitions(self) -> list[TopicPartition]:
         with self._lock:
             return [tp for tp, dq in self._batches.items() if dq]

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from kafka_sink.errors import RecordTooLargeError
 from kafka_sink.producer.futures import BulkSendFuture
+from kafka_sink.records._arrow import arrow_ints, int_column, valid_mask
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, MAX_RECORD_OVERHEAD, Header, encode_headers
 from kafka_sink.records.columnar import CompressionRatioEstimator, iter_seal_columns
 from kafka_sink.records.murmur2 import partitions_for_keys
@@ -191,7 +192,7 @@ def _timestamp_array(timestamps: Any, n: int) -> Any:
             )
         arr = timestamps.cast(pa.int64())
     elif isinstance(timestamps, np.ndarray):
-        arr = pa.array(np.asarray(timestamps, dtype=np.int64))
+        arr = arrow_ints(np.asarray(timestamps, dtype=np.int64))
     else:
         try:
             arr = pa.array(list(timestamps), type=pa.int64())
@@ -218,7 +219,7 @@ def _partition_array(partitions: Any, n: int) -> Any:
     if isinstance(partitions, pa.Array):
         arr = partitions.cast(pa.int32())
     else:
-        arr = pa.array(np.asarray(partitions, dtype=np.int32))
+        arr = arrow_ints(np.asarray(partitions, dtype=np.int32))
     if len(arr) != n:
         raise ValueError(f"partitions has {len(arr)} rows, values has {n}")
     lowest = pc.min(arr).as_py()
@@ -431,16 +432,11 @@ class BulkAppender:
         if columns.partitions is not None:
             window = columns.partitions if whole else columns.partitions.slice(start, m)
             # A copy: the partitioner fills in the -1 rows.
-            explicit = np.array(
-                pc.fill_null(window, -1).to_numpy(zero_copy_only=False), dtype=np.int32
-            )
+            explicit = int_column(window, -1, np.int32)
         ts: Any = columns.timestamps_ms
         if not isinstance(ts, int):
             window = ts if whole else ts.slice(start, m)
-            ts = np.asarray(
-                pc.fill_null(window, columns.now_ms).to_numpy(zero_copy_only=False),
-                dtype=np.int64,
-            )
+            ts = int_column(window, columns.now_ms, np.int64)
         headers = columns.headers
         if headers is not None and not whole:
             headers = headers[start:stop]
@@ -461,7 +457,7 @@ class BulkAppender:
             bounds = (np.flatnonzero(np.diff(sorted_parts)) + 1).tolist()
             group_partitions = sorted_parts[[0, *bounds]].tolist()
             group_ends = [*bounds, m]
-            take = pa.array(order)
+            take = arrow_ints(order)
             values = values.take(take)
             keys = None if keys is None else keys.take(take)
             headers = None if headers is None else [headers[i] for i in order.tolist()]
@@ -532,10 +528,7 @@ class BulkAppender:
         if columns.partitions is None:
             chosen = np.full(n, -1, dtype=np.int32)
         else:
-            chosen = np.array(
-                pc.fill_null(columns.partitions, -1).to_numpy(zero_copy_only=False),
-                dtype=np.int32,
-            )
+            chosen = int_column(columns.partitions, -1, np.int32)
         undecided = np.flatnonzero(chosen < 0).tolist()
         if not undecided:
             return columns
@@ -554,7 +547,7 @@ class BulkAppender:
             except Exception as exc:
                 exc.add_note(f"record {row} of this call; nothing from this call was queued")
                 raise
-        return replace(columns, partitions=pa.array(chosen), max_partition=int(chosen.max()))
+        return replace(columns, partitions=arrow_ints(chosen), max_partition=int(chosen.max()))
 
     def _assign_partitions(  # noqa: PLR0917
         self,
@@ -575,14 +568,16 @@ class BulkAppender:
         if not undecided.any():
             return assigned
         if keys is not None and not self._ignore_keys:
-            key_valid = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            key_valid = valid_mask(keys)
             keyed = undecided & key_valid
             if keyed.any():
                 rows = np.flatnonzero(keyed)
                 if len(rows) == n:
                     assigned = partitions_for_keys(keys, num_partitions).astype(np.int32)
                 else:
-                    assigned[rows] = partitions_for_keys(keys.take(pa.array(rows)), num_partitions)
+                    assigned[rows] = partitions_for_keys(
+                        keys.take(arrow_ints(rows)), num_partitions
+                    )
                 undecided = undecided & ~key_valid
         if undecided.any():
             rows = np.flatnonzero(undecided)
@@ -601,13 +596,11 @@ class BulkAppender:
 def _sizes_or_minus_one(column: Any) -> _I64:
     if pa.types.is_null(column.type):
         return np.full(len(column), -1, dtype=np.int64)
-    sizes = pc.fill_null(pc.binary_length(column), -1).to_numpy(zero_copy_only=False)
-    return np.asarray(sizes, dtype=np.int64)
+    return int_column(pc.binary_length(column), -1, np.int64)
 
 
 def _lengths(column: Any, rows: _I64) -> _I64:
     if pa.types.is_null(column.type):
         return np.zeros(len(rows), dtype=np.int64)
-    lengths = pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False)
-    out: _I64 = np.asarray(lengths, dtype=np.int64)[rows]
+    out: _I64 = int_column(pc.binary_length(column), 0, np.int64)[rows]
     return out

@@ -20,6 +20,12 @@ Invariants:
   future, including on ``close(timeout)``: whatever cannot be delivered in time is failed, never
   dropped and never left pending.
 - The producer layer never touches sockets; all I/O is the sender thread's network client.
+- With ``transactional.id`` (Java's transactional API: ``init_transactions``,
+  ``begin_transaction``, ``commit_transaction``, ``abort_transaction``, and
+  ``prepare_transaction`` for a transaction another process ends), ``send()`` and
+  ``send_columns()`` are refused outside a transaction and after a transaction error; every
+  transactional call waits at most its ``timeout`` (seconds) or ``max.block.ms``, and repeating a
+  call that timed out resumes the same wait.
 - A serializer failure raises SerializationError with nothing queued. With interceptors, every
   record that went through ``on_send`` gets exactly one ``on_acknowledgement`` (before the
   caller's callback), whether it fails inside ``send()``, fails in delivery or is acknowledged;
@@ -44,7 +50,7 @@ from typing import Any
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
-    ConfigError,
+    IllegalStateError,
     InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
@@ -78,6 +84,7 @@ from kafka_sink.producer.plugins import (
     load_partitioner,
     load_serializer,
 )
+from kafka_sink.producer.prepared import PreparedTransaction
 from kafka_sink.producer.sender import Sender
 from kafka_sink.producer.transaction_manager import TransactionManager
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, estimate_record_size
@@ -182,11 +189,6 @@ class KafkaProducer:
 
     def __init__(self, config: Mapping[str, object], *, clock: Clock | None = None) -> None:
         self.config = cfg = ProducerConfig.from_mapping(config)
-        if cfg.transactional_id is not None:
-            raise ConfigError(
-                "transactional.id: transactions are not implemented by this producer; "
-                "remove transactional.id (idempotence is on by default)"
-            )
         self._clock = clock or SYSTEM_CLOCK
         # Plugins are instantiated first: a failing constructor leaves no thread or socket.
         self._key_serializer: Serializer | None = (
@@ -215,6 +217,8 @@ class KafkaProducer:
         )
         if cfg.client_id:
             self.client_id = cfg.client_id
+        elif cfg.transactional_id is not None:
+            self.client_id = f"producer-{cfg.transactional_id}"
         else:
             with _producer_ids_lock:
                 self.client_id = f"producer-{next(_producer_ids)}"
@@ -239,7 +243,17 @@ class KafkaProducer:
             compression_level=self._compression_level,
             wakeup=self._network.wakeup,
         )
-        self._transaction_manager = TransactionManager() if cfg.enable_idempotence else None
+        self._transaction_manager = (
+            TransactionManager(
+                cfg.transactional_id, transaction_timeout_ms=cfg.transaction_timeout_ms
+            )
+            if cfg.enable_idempotence
+            else None
+        )
+        # Sends are checked against the transaction state (None: not transactional).
+        self._txn: TransactionManager | None = (
+            self._transaction_manager if cfg.transactional_id is not None else None
+        )
         self._sender = Sender(
             accumulator=self._accumulator,
             metadata=self._metadata,
@@ -454,6 +468,8 @@ class KafkaProducer:
             raise ProducerClosedError("cannot send: the producer is closed")
         if self._sender.fatal_error is not None:
             raise self._sender.fatal_error
+        if self._txn is not None:
+            self._txn.ensure_can_send()
         if value is not None and type(value) is not bytes:
             value = _as_bytes("value", value)
         if key is not None and type(key) is not bytes:
@@ -569,6 +585,8 @@ class KafkaProducer:
         called once per row without an explicit partition. See ``producer.bulk_plugins``.
         """
         self._ensure_open()
+        if self._txn is not None:
+            self._txn.ensure_can_send()
         acks: BulkAcknowledgements | None = None
         if self._plugged:
             staged = intercept_and_serialize(
@@ -604,6 +622,101 @@ class KafkaProducer:
             if acks is not None:
                 acks.fail_unqueued(exc)
             raise
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def _transactional(self, operation: str) -> TransactionManager:
+        if self._closed:
+            raise ProducerClosedError(f"cannot call {operation}: the producer is closed")
+        if self._txn is None:
+            raise IllegalStateError(
+                f"cannot call {operation}: transactions need transactional.id in the config"
+            )
+        if self._thread.ident == threading.get_ident():
+            raise KafkaError(f"{operation} cannot be called from a producer callback")
+        return self._txn
+
+    def _timeout_ms(self, timeout: float | None) -> int:
+        return self._max_block_ms if timeout is None else max(int(timeout * 1000), 0)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional.id`` with its transaction coordinator (Java's
+        ``initTransactions``); call once before the first ``begin_transaction()``.
+
+        Finds the coordinator (FindCoordinator) and sends InitProducerId, which fences every
+        earlier producer with the same transactional id and completes or aborts whatever
+        transaction it left open. **That includes a transaction this producer prepared with
+        prepare_transaction()**: complete it (``complete_transaction``) before calling this
+        again with the same id, or it is aborted. Waits up to ``timeout`` seconds
+        (``max.block.ms`` by default); on KafkaTimeoutError, calling again resumes the wait.
+        """
+        tm = self._transactional("init_transactions()")
+        acc = self._accumulator
+        result = tm.initialize_transactions()
+        self._sender.wakeup()
+        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent until ``commit_transaction()`` or
+        ``abort_transaction()`` become visible to read_committed consumers all together or not
+        at all. Needs ``init_transactions()`` first; does not block."""
+        tm = self._transactional("begin_transaction()")
+        tm.begin_transaction(self._clock.now_ms())
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send everything queued, wait for every acknowledgement, then commit (EndTxn).
+
+        Raises AbortableTransactionError when a record of the transaction failed (call
+        ``abort_transaction()``; the producer stays usable), ProducerFencedError or another
+        fatal error when the producer cannot go on (close it). Waits up to ``timeout`` seconds
+        (``max.block.ms`` by default); on KafkaTimeoutError the commit goes on in the
+        background and calling ``commit_transaction()`` again resumes the wait.
+        """
+        tm = self._transactional("commit_transaction()")
+        acc = self._accumulator
+        result = tm.begin_commit()
+        self._sender.wakeup()
+        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the open transaction: records still queued are not sent (their futures fail
+        with TransactionAbortedError), records in flight are waited for, then EndTxn(abort).
+        Also the way out of an abortable error. Waits up to ``timeout`` seconds
+        (``max.block.ms`` by default); calling again after a KafkaTimeoutError resumes."""
+        tm = self._transactional("abort_transaction()")
+        acc = self._accumulator
+        result = tm.begin_abort()
+        self._sender.wakeup()
+        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        """Flush, wait until every record of the open transaction is acknowledged, and return
+        the handle another process needs to end it, without ending it.
+
+        The returned ``PreparedTransaction`` (transactional id, producer id and epoch, the
+        partitions written; picklable) is ended with ``complete_transaction(config, prepared,
+        commit=...)`` from any process. The transaction must be ended within
+        ``transaction.timeout.ms`` of its first record, or the broker aborts it. A transaction
+        that wrote nothing gives a handle with no partitions: there is nothing to end.
+
+        Afterwards this producer refuses sends, commit and abort until ``init_transactions()``
+        is called again, and that call **aborts the prepared transaction** if it is still open
+        (InitProducerId fences the id): complete it first. Raises AbortableTransactionError if a
+        record failed; waits up to ``timeout`` seconds (``max.block.ms`` by default), and
+        calling again after a KafkaTimeoutError resumes.
+        """
+        tm = self._transactional("prepare_transaction()")
+        tm.ensure_can_send()
+        timeout_ms = self._timeout_ms(timeout)
+        try:
+            self.flush(timeout_ms / 1000.0)
+        except KafkaTimeoutError as exc:
+            raise KafkaTimeoutError(
+                f"prepare_transaction() timed out after {timeout_ms} ms waiting for the "
+                f"transaction's records to be acknowledged ({exc}); call prepare_transaction() "
+                "again to resume"
+            ) from exc
+        return tm.prepare()
 
     # -- flush / close --------------------------------------------------------------------
 

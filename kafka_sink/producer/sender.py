@@ -4,7 +4,10 @@ Theory of operation, one ``run_once``:
 
 1. Idempotence bookkeeping: apply a requested epoch bump, re-stamp partitions whose sequences
    were reset, and (when there is no producer id yet) send InitProducerId to the least loaded
-   node. Nothing is produced without a producer id when idempotence is on.
+   node. Nothing is produced without a producer id when idempotence is on. A transactional
+   producer does this step through ``producer.txn_sender`` instead (coordinator requests, abort
+   of queued batches, fatal errors), and its Produce requests carry the transactional id (v11 at
+   most under Transactions V1).
 2. ``accumulator.ready`` names the leader nodes with sendable data; topics whose leader is
    unknown get a metadata update requested. Nodes that are not connected (the client starts
    connecting) or are at ``max.in.flight.requests.per.connection`` are skipped this round.
@@ -58,7 +61,9 @@ from kafka_sink.errors import (
 from kafka_sink.net.metadata import ExponentialBackoff, Node
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.producer.batch import ProducerBatch
+from kafka_sink.producer.txn_sender import TransactionalSender
 from kafka_sink.records.batch import RecordBatchBuilder, read_batches
+from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import InitProducerIdRequest, ProduceRequest, ProduceResponse
 
 if TYPE_CHECKING:
@@ -81,6 +86,9 @@ class NetworkClientLike(Protocol):
     def send(self, request: ClientRequest, now_ms: int) -> None: ...
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]: ...
     def least_loaded_node(self, now_ms: int) -> int | None: ...
+    def is_connection_failed(self, node_id: int) -> bool: ...
+    def api_version(self, node_id: int, api_key: ApiKey) -> int | None: ...
+    def finalized_feature_level(self, node_id: int, name: str) -> int | None: ...
     def wakeup(self) -> None: ...
     def close(self) -> None: ...
 
@@ -127,13 +135,18 @@ class Sender:
         self.max_in_flight = max_in_flight
         self.guarantee_message_order = max_in_flight == 1
         self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, rng=rng)
-        self._retry_backoff_ms = retry_backoff_ms
+        self.rng = rng
+        self._retry_backoff_ms = self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
         self._running = True
         self._forced = False
         self._in_flight_batches: dict[int, list[ProducerBatch]] = {}
         self.fatal_error: KafkaError | None = None
         self.thread_error: BaseException | None = None
         self.stopped = threading.Event()
+        self._txn: TransactionalSender | None = None
+        if transaction_manager is not None and transaction_manager.is_transactional:
+            self._txn = TransactionalSender(self, transaction_manager)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -142,7 +155,13 @@ class Sender:
         try:
             while self._running:
                 self.run_once(self.clock.now_ms())
-            while not self._forced and (self.accumulator.has_incomplete() or self._has_in_flight()):
+            if self._txn is not None and not self._forced:
+                self._txn.abort_open_transaction_on_close()
+            while not self._forced and (
+                self.accumulator.has_incomplete()
+                or self._has_in_flight()
+                or (self._txn is not None and self._txn.has_pending_requests())
+            ):
                 self.run_once(self.clock.now_ms())
             if self._forced:
                 self.abort_incomplete(
@@ -182,9 +201,13 @@ class Sender:
     def run_once(self, now_ms: int) -> None:
         poll_timeout = _MAX_POLL_MS
         tm = self.transaction_manager
-        if tm is not None:
+        if self._txn is not None:
+            poll_timeout = min(poll_timeout, self._txn.run_once(now_ms))
+        elif tm is not None:
             poll_timeout = min(poll_timeout, self._maybe_init_producer_id(tm, now_ms))
         poll_timeout = min(poll_timeout, self._send_producer_data(now_ms))
+        if self._txn is not None and self._txn.wants_run_now():
+            poll_timeout = 0  # a partition of the transaction waits for AddPartitionsToTxn
         self.network.poll(max(poll_timeout, 0), now_ms)
 
     # -- idempotence ----------------------------------------------------------------------
@@ -284,7 +307,7 @@ class Sender:
 
         expired = acc.expired_batches(now_ms)
         for batch in expired:
-            self._fail_batch(
+            self.fail_batch(
                 batch,
                 KafkaTimeoutError(
                     f"Expiring {batch.record_count} record(s) for {batch.topic}-"
@@ -328,7 +351,7 @@ class Sender:
             try:
                 records = batch.encode()
             except Exception as exc:  # a codec failure fails only this batch
-                self._fail_batch(batch, KafkaError(f"could not encode the batch: {exc!r}"))
+                self.fail_batch(batch, KafkaError(f"could not encode the batch: {exc!r}"))
                 if self.guarantee_message_order:
                     self.accumulator.unmute(batch.tp)
                 continue
@@ -338,8 +361,14 @@ class Sender:
             batch_map[batch.tp] = batch
         if not batch_map:
             return
+        version = None
+        tm = self.transaction_manager
+        transactional_id = None
+        if self._txn is not None and tm is not None:
+            transactional_id = tm.transactional_id
+            version = self._txn.produce_version(node_id)
         request = ProduceRequest(
-            transactional_id=None,
+            transactional_id=transactional_id,
             acks=self.acks,
             timeout_ms=self.request_timeout_ms,
             topic_data=[
@@ -353,7 +382,7 @@ class Sender:
             self._handle_produce_response(node_id, batch_map, response)
 
         client_request = ClientRequest(
-            node_id, request, None, now_ms, on_response, expect_response=self.acks != 0
+            node_id, request, version, now_ms, on_response, expect_response=self.acks != 0
         )
         try:
             self.network.send(client_request, now_ms)
@@ -439,12 +468,12 @@ class Sender:
         if self.guarantee_message_order:
             self.accumulator.unmute(batch.tp)
 
-    def _fail_batch(self, batch: ProducerBatch, error: BaseException) -> None:
+    def fail_batch(self, batch: ProducerBatch, error: BaseException) -> None:
         """Fail ``batch`` for good. Its partition stays muted if it was: a batch failed while
         in a request is unmuted by its response handling, a queued one was never muted."""
         tm = self.transaction_manager
         if tm is not None:
-            tm.handle_failed_batch(batch)
+            tm.handle_failed_batch(batch, error)
         batch.in_request = False
         batch.done(-1, -1, error)
         # Also when it was completed elsewhere: a done batch must not stay incomplete.
@@ -509,11 +538,15 @@ class Sender:
                 f"{batch.attempts + 1} attempt(s); last error: {error}"
             )
             timeout.__cause__ = error
-            self._fail_batch(batch, timeout)
+            self.fail_batch(batch, timeout)
             return
-        if isinstance(error, InvalidProducerEpochError) and tm is not None:
+        if (
+            isinstance(error, InvalidProducerEpochError)
+            and tm is not None
+            and not tm.is_transactional
+        ):
             tm.request_epoch_bump_for_partition(batch.tp)
-        self._fail_batch(batch, error)
+        self.fail_batch(batch, error)
 
     def _can_retry(self, batch: ProducerBatch, error: KafkaError, now_ms: int) -> bool:
         if now_ms - batch.created_ms >= self.delivery_timeout_ms:
@@ -617,7 +650,7 @@ class Sender:
             if not batches:
                 break
             for batch in batches:
-                self._fail_batch(batch, error)
+                self.fail_batch(batch, error)
         self._in_flight_batches.clear()
 
 

@@ -39,7 +39,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records._arrow import ByteColumn, as_byte_column
+from kafka_sink.records._arrow import ByteColumn, as_byte_column, binary_scalar
 from kafka_sink.records.batch import (
     BATCH_HEADER_SIZE,
     Header,
@@ -537,7 +537,6 @@ def _encode_rows(
     rows = slice(row_start, row_end)
     m = row_end - row_start
     large = expected_size > _INT32_MAX
-    binary_type = pa.large_binary() if large else pa.binary()
     prefix = _binary_array(
         *_pack_varints(
             [
@@ -553,7 +552,7 @@ def _encode_rows(
     )
     lengths = value_lengths[rows]
     if int(lengths.min()) == int(lengths.max()):
-        value_length: Any = pa.scalar(encode_varint(int(lengths[0])), type=binary_type)
+        value_length: Any = binary_scalar(encode_varint(int(lengths[0])), large)
     else:
         value_length = _binary_array(*_pack_varints([lengths], m), large)
     pieces: list[Any] = [prefix]
@@ -564,8 +563,8 @@ def _encode_rows(
     if header_column is not None:
         pieces.append(_cast(header_column.slice(row_start, m), large))
     else:
-        pieces.append(pa.scalar(_NO_HEADERS, type=binary_type))
-    pieces.append(pa.scalar(b"", type=binary_type))  # the separator
+        pieces.append(binary_scalar(_NO_HEADERS, large))
+    pieces.append(binary_scalar(b"", large))  # the separator
     joined = pc.binary_join_element_wise(*pieces, null_handling="replace", null_replacement="")
     buffers = joined.buffers()
     offsets = np.frombuffer(

@@ -25,6 +25,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kafka_sink.records._arrow import int_column, valid_mask
 from kafka_sink.spark.errors import SinkDataError
 from kafka_sink.spark.schema import InputLayout
 
@@ -77,19 +78,17 @@ def _as_binary(array: pa.Array) -> pa.Array:
 
 def _timestamps_ms(array: pa.Array, now_ms: int) -> npt.NDArray[np.int64]:
     """Epoch milliseconds from a timestamp (any unit) or int64-millis column; nulls -> now."""
+    millis: npt.NDArray[np.int64]
     if pa.types.is_timestamp(array.type):
         unit = array.type.unit
-        raw = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        raw = int_column(array.cast(pa.int64()), 0, np.int64)
         mul, div = _TO_MS[unit]
         # Floor, not truncate: an instant before 1970 must not move later.
         millis = np.floor_divide(raw * mul, div)
     else:
-        millis = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-    millis = np.asarray(millis, dtype=np.int64)
+        millis = int_column(array.cast(pa.int64()), 0, np.int64)
     if array.null_count:
-        mask = array.is_null().to_numpy(zero_copy_only=False)
-        millis = millis.copy()
-        millis[mask] = now_ms
+        millis[~valid_mask(array)] = now_ms
     return millis
 
 

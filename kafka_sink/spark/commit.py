@@ -39,6 +39,7 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from kafka_sink.producer.prepared import PreparedTransaction
 from kafka_sink.spark.commit_store import open_store
 
 __all__ = [
@@ -99,18 +100,24 @@ class PyKafkaCommitMessage(WriterCommitMessage):
     task_attempt_id: int
     batch_id: int | None
     ranges: tuple[PartitionRange, ...] = field(default=())
+    #: Exactly-once: the task's prepared (open, not committed) transaction; None when the task
+    #: wrote nothing, and always at-least-once.
+    transaction: PreparedTransaction | None = None
 
     @property
     def record_count(self) -> int:
         return sum(r.record_count for r in self.ranges)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "partition_id": self.partition_id,
             "attempt_number": self.attempt_number,
             "task_attempt_id": self.task_attempt_id,
             "record_count": self.record_count,
         }
+        if self.transaction is not None:
+            out["transactional_id"] = self.transaction.transactional_id
+        return out
 
 
 def merge_range(a: PartitionRange, b: PartitionRange) -> PartitionRange:
@@ -152,12 +159,14 @@ def _header(
     write_id: str | None,
     query_name: str | None,
     now_ms: int,
+    guarantee: str,
 ) -> dict[str, Any]:
     return {
         "format": "pykafka-commit",
         "version": COMMIT_FORMAT_VERSION,
         "kind": kind,
         "mode": mode,
+        "delivery_guarantee": guarantee,
         "batch_id": batch_id,
         "write_id": write_id,
         "query_name": query_name,
@@ -175,6 +184,7 @@ def _document(
     write_id: str | None,
     query_name: str | None,
     now_ms: int,
+    guarantee: str,
 ) -> tuple[list[PyKafkaCommitMessage], list[PartitionRange], dict[str, Any]]:
     """What commit and abort documents share: the tasks' messages, merged ranges, a header."""
     ours = _messages(messages)
@@ -186,6 +196,7 @@ def _document(
         write_id=write_id,
         query_name=query_name,
         now_ms=now_ms,
+        guarantee=guarantee,
     )
     return ours, ranges, doc
 
@@ -198,6 +209,7 @@ def commit_document(
     write_id: str | None = None,
     query_name: str | None = None,
     now_ms: int,
+    guarantee: str = "at-least-once",
 ) -> dict[str, Any]:
     """The JSON document for a successful commit."""
     ours, ranges, doc = _document(
@@ -208,6 +220,7 @@ def commit_document(
         write_id=write_id,
         query_name=query_name,
         now_ms=now_ms,
+        guarantee=guarantee,
     )
     doc.update(
         {
@@ -229,6 +242,7 @@ def abort_document(
     write_id: str | None = None,
     query_name: str | None = None,
     now_ms: int,
+    guarantee: str = "at-least-once",
 ) -> dict[str, Any]:
     """The JSON document for an abort: the failed tasks and what the others had acknowledged."""
     ours, ranges, doc = _document(
@@ -239,6 +253,7 @@ def abort_document(
         write_id=write_id,
         query_name=query_name,
         now_ms=now_ms,
+        guarantee=guarantee,
     )
     doc.update(
         {
@@ -281,16 +296,17 @@ def log_line(document: dict[str, Any], path: str | None) -> str:
     """The one-line summary of a commit or abort document."""
     what = "batch" if document["batch_id"] is None else f"micro-batch {document['batch_id']}"
     where = f"; log {path}" if path else ""
+    how = f"{document['mode']}, {document.get('delivery_guarantee', 'at-least-once')}"
     if document["kind"] == "commit":
         offsets = document["offsets"]
         return (
-            f"pykafka commit ({what}, {document['mode']}): {document['record_count']} records "
+            f"pykafka commit ({what}, {how}): {document['record_count']} records "
             f"to {len(offsets)} partitions from {document['task_count']} tasks; offsets "
             f"{_ranges_text(offsets)}{where}"
         )
     acked = document["acknowledged_offsets"]
     return (
-        f"pykafka abort ({what}, {document['mode']}): tasks {document['failed_tasks']} of "
+        f"pykafka abort ({what}, {how}): tasks {document['failed_tasks']} of "
         f"{document['task_count']} failed; the others had {document['acknowledged_record_count']}"
         f" records acknowledged (they stay in Kafka): {_ranges_text(acked)}{where}"
     )

@@ -12,6 +12,10 @@ Accepted keys (Spark lower-cases them before we see them):
   ``commit_store``).
 - ``producerIdleTimeoutMs``: how long a worker keeps a cached producer no task uses before
   closing it (default 540000, Java's ``connections.max.idle.ms``; -1 never, 0 at the task's end).
+- ``deliveryGuarantee``: ``at-least-once`` (default) or ``exactly-once`` (case-insensitive).
+- ``transactionalIdPrefix``: exactly-once only; the start of every transactional id the write
+  uses (default: ``pykafka-<query id>`` for a streaming query, ``pykafka-<write id>`` for a batch
+  job; see ``exactly_once``).
 - ``includeHeaders``: accepted for compatibility with ``format("kafka")`` option sets and ignored
   (a ``headers`` column is always written, as in Spark's sink).
 - Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
@@ -22,8 +26,13 @@ and flushes at its end, so ``linger.ms`` never waits, and bigger record batches 
 per-batch work (one compression call, one CRC, one request entry each): about 1.6x the rows/s
 with 116-byte records. Anything the user sets wins.
 
+Exactly-once mode forces ``acks=all`` and idempotence (a conflicting ``kafka.acks`` or
+``kafka.enable.idempotence=false`` is refused). Its ``transaction.timeout.ms`` default and upper
+bound come from the brokers (``transaction_timeout``), learned on the driver before any task runs.
+
 Invariants:
-- ``kafka.key.serializer`` / ``kafka.value.serializer`` and every other unknown key are refused
+- ``kafka.key.serializer`` / ``kafka.value.serializer``, ``kafka.transactional.id`` and every
+  other unknown key are refused
   with a message saying what to do instead; nothing is dropped silently. (The sink's keys and
   values are DataFrame columns, already bytes or strings: serializing happens in the DataFrame.)
 - ``kafka.interceptor.classes`` and ``kafka.partitioner.class`` are Python import paths; they are
@@ -53,7 +62,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from kafka_sink.errors import ConfigError
@@ -71,7 +80,10 @@ from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.producer_cache import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = [
+    "AT_LEAST_ONCE",
     "COMMIT_LOG_DIRNAME",
+    "DELIVERY_GUARANTEES",
+    "EXACTLY_ONCE",
     "KAFKA_PREFIX",
     "SINK_PRODUCER_DEFAULTS",
     "SinkOptions",
@@ -81,7 +93,23 @@ KAFKA_PREFIX = "kafka."
 #: Sub-directory of a streaming query's checkpoint that holds the default commit log.
 COMMIT_LOG_DIRNAME = "pykafka-commits"
 
-_SINK_KEYS = frozenset({"topic", "commitlog", "includeheaders", "produceridletimeoutms"})
+_SINK_KEYS = frozenset(
+    {
+        "topic",
+        "commitlog",
+        "includeheaders",
+        "produceridletimeoutms",
+        "deliveryguarantee",
+        "transactionalidprefix",
+    }
+)
+
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
+DELIVERY_GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+# Characters Kafka accepts in a transactional id are not restricted, but the sink builds ids
+# from the prefix and lists them back by prefix: keep it to what reads back unambiguously.
+_PREFIX_RE = re.compile(r"[A-Za-z0-9._\-]{1,200}")
 # Spark passes these to every writer: path from save(path)/start(path), checkpointLocation and
 # queryName from writeStream. The sink has no use for path (a Kafka sink has no path).
 _SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
@@ -96,6 +124,12 @@ _REFUSED_KAFKA_KEYS = {
         "values are written as bytes (binary columns as they are, string columns as UTF-8), as "
         "Spark's Kafka sink does with its forced ByteArraySerializer; serialize in the DataFrame "
         "instead (CAST(... AS STRING), to_json, to_avro)"
+    ),
+    "transactional.id": (
+        "every task of the write would share that id and fence the others' producers. For "
+        "transactions use .option('deliveryGuarantee', 'exactly-once'): each task attempt then "
+        "gets its own transactional id, built from option 'transactionalIdPrefix' (default "
+        "derived from the query id, or the batch job's write id)"
     ),
 }
 
@@ -126,6 +160,14 @@ class SinkOptions:
     query_name: str | None = None
     #: ``producerIdleTimeoutMs``: ms a worker keeps an unused cached producer (-1: for good).
     producer_idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
+    #: ``deliveryGuarantee``: ``at-least-once`` or ``exactly-once``.
+    delivery_guarantee: str = AT_LEAST_ONCE
+    #: ``transactionalIdPrefix`` as given (exactly-once); None: derived from the query/write id.
+    transactional_id_prefix: str | None = None
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -137,6 +179,8 @@ class SinkOptions:
         checkpoint: str | None = None
         query_name: str | None = None
         idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS
+        guarantee = AT_LEAST_ONCE
+        prefix: str | None = None
         for raw_key, raw_value in options.items():
             key = raw_key.strip().lower()
             value = str(raw_value)
@@ -174,6 +218,10 @@ class SinkOptions:
                 query_name = value.strip() or None
             elif key == "produceridletimeoutms":
                 idle_timeout_ms = _idle_timeout_ms(value)
+            elif key == "deliveryguarantee":
+                guarantee = _delivery_guarantee(value)
+            elif key == "transactionalidprefix":
+                prefix = _transactional_id_prefix(value)
             elif key in _SINK_KEYS or key in _SPARK_KEYS:
                 continue
             else:
@@ -185,6 +233,14 @@ class SinkOptions:
             )
         for pkey, default in SINK_PRODUCER_DEFAULTS.items():
             producer.setdefault(pkey, default)
+        if guarantee == EXACTLY_ONCE:
+            _force_exactly_once_settings(producer)
+        elif prefix is not None:
+            raise SinkOptionError(
+                "option 'transactionalIdPrefix' is only used with "
+                "deliveryGuarantee=exactly-once; set .option('deliveryGuarantee', "
+                "'exactly-once') or remove it"
+            )
         return cls(
             topic=topic,
             producer_items=tuple(sorted(producer.items())),
@@ -193,7 +249,15 @@ class SinkOptions:
             checkpoint_location=checkpoint,
             query_name=query_name,
             producer_idle_timeout_ms=idle_timeout_ms,
+            delivery_guarantee=guarantee,
+            transactional_id_prefix=prefix,
         )
+
+    def with_producer_setting(self, key: str, value: str) -> SinkOptions:
+        """A copy whose producer config has ``key`` set to ``value``."""
+        items = dict(self.producer_items)
+        items[key] = value
+        return replace(self, producer_items=tuple(sorted(items.items())))
 
     @property
     def producer_config(self) -> dict[str, str]:
@@ -325,7 +389,9 @@ class SinkOptions:
             f"commit_log_disabled={self.commit_log_disabled}, "
             f"checkpoint_location={_shown(self.checkpoint_location)!r}, "
             f"query_name={self.query_name!r}, "
-            f"producerIdleTimeoutMs={self.producer_idle_timeout_ms})"
+            f"producerIdleTimeoutMs={self.producer_idle_timeout_ms}, "
+            f"deliveryGuarantee={self.delivery_guarantee!r}, "
+            f"transactionalIdPrefix={self.transactional_id_prefix!r})"
         )
 
 
@@ -346,6 +412,46 @@ def _idle_timeout_ms(value: str) -> int:
             f"it when its task ends, or -1 to keep it until the worker exits; got {value!r}"
         )
     return int(text)
+
+
+def _delivery_guarantee(value: str) -> str:
+    text = value.strip().lower()
+    if text not in DELIVERY_GUARANTEES:
+        raise SinkOptionError(
+            f"option 'deliveryGuarantee' must be one of {', '.join(DELIVERY_GUARANTEES)} "
+            f"(case-insensitive); got {value!r}"
+        )
+    return text
+
+
+def _transactional_id_prefix(value: str) -> str:
+    text = value.strip()
+    if _PREFIX_RE.fullmatch(text) is None:
+        raise SinkOptionError(
+            "option 'transactionalIdPrefix' must be 1 to 200 characters among letters, digits, "
+            f"'.', '_' and '-' (the sink appends '-<partition>-<slot>' to it); got {value!r}"
+        )
+    return text
+
+
+def _force_exactly_once_settings(producer: dict[str, str]) -> None:
+    """acks=all and idempotence are what a transaction needs: refuse a conflicting setting."""
+    acks = producer.get("acks")
+    if acks is not None and acks.strip().lower() not in ("all", "-1"):
+        raise SinkOptionError(
+            f"option 'kafka.acks' is {acks!r}, but deliveryGuarantee=exactly-once writes with "
+            "acks=all (a transaction commits only records every in-sync replica has). Fix: "
+            "remove 'kafka.acks' or set it to 'all'"
+        )
+    idempotence = producer.get("enable.idempotence")
+    if idempotence is not None and idempotence.strip().lower() != "true":
+        raise SinkOptionError(
+            f"option 'kafka.enable.idempotence' is {idempotence!r}, but "
+            "deliveryGuarantee=exactly-once needs the idempotent producer (transactions are "
+            "built on it). Fix: remove 'kafka.enable.idempotence' or set it to 'true'"
+        )
+    producer["acks"] = "all"
+    producer["enable.idempotence"] = "true"
 
 
 def _commit_log_location(location: str) -> str:
@@ -370,6 +476,6 @@ def _unknown_option_message(key: str) -> str:
     )
     return (
         f"unknown option '{key}' for format('pykafka').{hint} Known options: topic, commitLog, "
-        "producerIdleTimeoutMs, kafka.* (producer config), includeHeaders, and Spark's path, "
-        "checkpointLocation, queryName."
+        "producerIdleTimeoutMs, deliveryGuarantee, transactionalIdPrefix, kafka.* (producer "
+        "config), includeHeaders, and Spark's path, checkpointLocation, queryName."
     )

@@ -23,6 +23,17 @@ Invariants:
 - The producer is leased from the cache for the task and released when ``write()`` ends, on
   every path; from then on its idle time (``producerIdleTimeoutMs``) runs.
 - No per-row Python on the send path except for headers (see ``columns.py``).
+
+Exactly-once (``deliveryGuarantee=exactly-once``, ``EosPlan`` set on the driver while planning):
+- A task attempt gets its own transactional producer (never the shared at-least-once cache
+  entry), with the id ``exactly_once.transactional_id(prefix, partition id, attempt number)``,
+  initialised lazily on its first record. It begins one transaction, writes its rows as above,
+  calls ``prepare_transaction()`` (every record acknowledged, nothing committed) and returns the
+  ``PreparedTransaction`` in its commit message (None when it wrote nothing). It never commits.
+- On any failure it aborts its transaction (best-effort, bounded) and closes the producer; what
+  it could not abort the driver's sweep ends.
+- The driver commits the batch through ``eos_commit.EosCommitter`` before it writes the commit
+  file and the log line, which name the guarantee.
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ import functools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -53,7 +64,14 @@ from kafka_sink.spark.commit import (
     write_document,
 )
 from kafka_sink.spark.commit_store import CommitStoreUnavailableError
+from kafka_sink.spark.eos_commit import EosCommitter, TaskTransaction, listing_ops
 from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
+from kafka_sink.spark.exactly_once import (
+    FileIntentStore,
+    IntentStore,
+    MemoryIntentStore,
+    transactional_id,
+)
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 
@@ -64,10 +82,63 @@ if TYPE_CHECKING:
 
     from kafka_sink.producer.config import ProducerConfig
     from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
+    from kafka_sink.producer.prepared import PreparedTransaction
     from kafka_sink.spark.columns import TopicColumns
     from kafka_sink.spark.producer_cache import BulkProducer
 
-__all__ = ["PyKafkaBatchWriter", "PyKafkaStreamWriter"]
+    class TransactionalProducer(BulkProducer, Protocol):
+        """The part of a transactional ``KafkaProducer`` an exactly-once task uses."""
+
+        def init_transactions(self, timeout: float | None = None) -> None: ...
+
+        def begin_transaction(self) -> None: ...
+
+        def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction: ...
+
+        def abort_transaction(self, timeout: float | None = None) -> None: ...
+
+
+__all__ = ["EosPlan", "PyKafkaBatchWriter", "PyKafkaStreamWriter"]
+
+# How long a failing task waits for its transaction's abort before leaving it to the driver.
+_ABORT_TIMEOUT_S = 10.0
+# Processes without a durable place for intents (a batch job without a local commitLog) keep
+# them here: enough for the one commit() call that uses them.
+_MEMORY_STORES: dict[str, MemoryIntentStore] = {}
+
+
+@dataclass(frozen=True)
+class EosPlan:
+    """What an exactly-once write settled on the driver while planning (picklable)."""
+
+    #: The start of every transactional id of the write.
+    prefix: str
+    #: The intent store's key: the streaming query id, or the batch job's write id.
+    query_key: str
+    #: Local directory of the intent store; None: in-process only (see ``_MEMORY_STORES``).
+    intent_dir: str | None
+
+    def open_store(self) -> IntentStore:
+        if self.intent_dir is not None:
+            return FileIntentStore(self.intent_dir)
+        return _MEMORY_STORES.setdefault(self.query_key, MemoryIntentStore())
+
+    def committer(self, producer_config: dict[str, str]) -> EosCommitter:
+        return EosCommitter(
+            self.open_store(),
+            listing_ops(producer_config),
+            query_key=self.query_key,
+            prefix=self.prefix,
+        )
+
+
+def _create_transactional(config: dict[str, str]) -> TransactionalProducer:
+    """A new transactional producer for one task attempt (tests replace this)."""
+    from kafka_sink.producer.producer import KafkaProducer
+
+    producer: TransactionalProducer = KafkaProducer(config)
+    return producer
+
 
 # Slack on top of the producer's own bound (delivery.timeout.ms, plus request.timeout.ms for an
 # attempt still in flight when it passes) before a task stops waiting for acknowledgements; the
@@ -142,12 +213,14 @@ class _WriterCore:
         streaming: bool,
         overwrite: bool,
         write_id: str,
+        eos: EosPlan | None = None,
     ) -> None:
         self.options = options
         self.layout = layout
         self.streaming = streaming
         self.overwrite = overwrite
         self.write_id = write_id
+        self.eos = eos
 
     # -- executor side ---------------------------------------------------------------------
 
@@ -161,11 +234,29 @@ class _WriterCore:
         )
         return bound_ms, how
 
+    def _transactional_producer(self, task: _TaskInfo) -> TransactionalProducer:
+        """This attempt's own producer, its transaction begun (exactly-once)."""
+        assert self.eos is not None
+        config = self.options.producer_config
+        config["transactional.id"] = transactional_id(
+            self.eos.prefix, task.partition_id, task.attempt_number
+        )
+        producer = _create_transactional(config)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+        except BaseException:
+            producer.close(0.0)
+            raise
+        return producer
+
     def _write(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
         from kafka_sink.spark import producer_cache
         from kafka_sink.spark.columns import topic_columns
 
         task = _task_info()
+        if self.eos is not None:
+            return self._write_transactional(batches, task)
         producer: BulkProducer | None = None
         pending: list[tuple[str, BulkSendFuture]] = []
         sent: list[tuple[str, BulkSendFuture]] = []
@@ -229,6 +320,72 @@ class _WriterCore:
             task_attempt_id=task.task_attempt_id,
             batch_id=task.batch_id,
             ranges=offsets.ranges(),
+        )
+
+    def _write_transactional(
+        self, batches: Iterator[pa.RecordBatch], task: _TaskInfo
+    ) -> PyKafkaCommitMessage:
+        """One transaction for the attempt: written, prepared, handed to the driver."""
+        from kafka_sink.spark import producer_cache
+        from kafka_sink.spark.columns import topic_columns
+
+        if self.streaming and task.batch_id is None and _in_spark_task():
+            raise SinkError(
+                "exactly-once: this task has no streaming batch id (Spark's local property "
+                "streaming.sql.batchId is not set); the sink cannot tell its batch"
+            )
+        producer: TransactionalProducer | None = None
+        pending: list[tuple[str, BulkSendFuture]] = []
+        sent: list[tuple[str, BulkSendFuture]] = []
+        offsets = _Offsets()
+        partition_counts: dict[str, int] = {}
+        rows_seen = 0
+        prepared: PreparedTransaction | None = None
+        try:
+            for batch in batches:
+                groups = topic_columns(
+                    batch,
+                    self.layout,
+                    self.options.topic,
+                    now_ms=SYSTEM_CLOCK.wall_ms(),
+                    row_base=rows_seen,
+                )
+                rows_seen += batch.num_rows
+                if not groups:
+                    continue
+                if producer is None:
+                    producer = self._transactional_producer(task)
+                for group in groups:
+                    self._check_partitions(producer, group, partition_counts)
+                    future = producer.send_columns(
+                        group.topic,
+                        group.values,
+                        group.keys,
+                        partitions=group.partitions,
+                        headers=group.headers,
+                        timestamps_ms=group.timestamps_ms,
+                    )
+                    pending.append((group.topic, future))
+                    sent.append((group.topic, future))
+                pending = self._collect_done(pending, sent, offsets, task)
+            if producer is not None:
+                self._await_acks(producer, pending, sent, offsets, task)
+                prepared = producer.prepare_transaction(self._wait_bound()[0] / 1000)
+        except BaseException:
+            if producer is not None:
+                _abort_quietly(producer, task)
+            raise
+        finally:
+            if producer is not None:
+                # A prepared transaction stays open for the driver; close() does not end it.
+                producer.close(producer_cache.CLOSE_TIMEOUT_S)
+        return PyKafkaCommitMessage(
+            partition_id=task.partition_id,
+            attempt_number=task.attempt_number,
+            task_attempt_id=task.task_attempt_id,
+            batch_id=task.batch_id,
+            ranges=offsets.ranges(),
+            transaction=prepared if prepared is not None and prepared.partitions else None,
         )
 
     @staticmethod
@@ -382,6 +539,8 @@ class _WriterCore:
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int | None, *, ok: bool
     ) -> None:
         ensure_logging()
+        if self.eos is not None:
+            self._end_transactions(messages, batch_id, ok=ok)
         now_ms = int(time.time() * 1000)
         build = commit_document if ok else abort_document
         document = build(
@@ -391,6 +550,7 @@ class _WriterCore:
             write_id=self.write_id,
             query_name=self.options.query_name,
             now_ms=now_ms,
+            guarantee=self.options.delivery_guarantee,
         )
         directory = self.options.commit_dir(streaming=self.streaming)
         path: str | None = None
@@ -409,6 +569,50 @@ class _WriterCore:
             logger.info(log_line(document, path))
         else:
             logger.error(log_line(document, path))
+
+    def _end_transactions(
+        self, messages: Sequence[WriterCommitMessage | None], batch_id: int | None, *, ok: bool
+    ) -> None:
+        """Exactly-once: commit (or abort) every transaction the batch's tasks prepared."""
+        assert self.eos is not None
+        tasks = [
+            TaskTransaction(m.partition_id, m.transaction)
+            for m in messages
+            if isinstance(m, PyKafkaCommitMessage) and m.transaction is not None
+        ]
+        committer = self.eos.committer(self.options.producer_config)
+        try:
+            # A batch job is one atomic write: batch id 0 of its own write id.
+            number = 0 if batch_id is None else batch_id
+            if ok:
+                committer.commit(number, tasks)
+                if self.eos.intent_dir is None:
+                    # Spark calls nothing more for this write once commit() returns.
+                    _MEMORY_STORES.pop(self.eos.query_key, None)
+            else:
+                committer.abort(number, tasks)
+        finally:
+            committer.store.close()
+
+
+def _in_spark_task() -> bool:
+    from pyspark import TaskContext
+
+    return TaskContext.get() is not None
+
+
+def _abort_quietly(producer: TransactionalProducer, task: _TaskInfo) -> None:
+    try:
+        producer.abort_transaction(_ABORT_TIMEOUT_S)
+    except Exception as exc:  # the task's own failure is what it raises
+        ensure_logging()
+        logger.warning(
+            "task %d (attempt %d) could not abort its transaction (the driver's sweep ends "
+            "it, or the broker after transaction.timeout.ms): %s",
+            task.partition_id,
+            task.attempt_number,
+            exc,
+        )
 
 
 class PyKafkaBatchWriter(_WriterCore, DataSourceArrowWriter):

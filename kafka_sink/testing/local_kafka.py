@@ -303,6 +303,9 @@ class LocalKafka:
     ``ssl.client.auth=required``, PEM keystore and truststore: a throwaway PKI is made with the
     ``openssl`` tool for each start (``.pki``: the CA, the broker's certificate, a client key and
     certificate the broker trusts, and one from a CA it does not know).
+    ``transaction_version`` formats the cluster with that finalized ``transaction.version``
+    feature (1: Transactions V1, to prove the older protocol path; None: the release default,
+    2 on Kafka 4.x).
     ``share_classes`` (test profile only) reuses a class-data-sharing archive kept next to the
     jars, which cuts JVM start-up by about a third; the first run writes it when a node stops.
     """
@@ -322,6 +325,7 @@ class LocalKafka:
         share_classes: bool = True,
         jars_dir: str | os.PathLike[str] | None = None,
         java: str | None = None,
+        transaction_version: int | None = None,
     ) -> None:
         if nodes not in (1, 3):
             raise ValueError(f"nodes must be 1 or 3, not {nodes}")
@@ -340,6 +344,9 @@ class LocalKafka:
             if not name or any(c in name + password for c in '"\\,=[]; \n'):
                 raise ValueError("SASL user names and passwords must be plain tokens")
         self.mtls = mtls
+        if transaction_version is not None and transaction_version not in (0, 1, 2):
+            raise ValueError(f"transaction_version must be 0, 1 or 2, not {transaction_version}")
+        self.transaction_version = transaction_version
         self._pki: TestPki | None = None
         self._jars_dir_arg = jars_dir
         self._share_classes = share_classes and jvm_profile == "test"
@@ -644,6 +651,8 @@ class LocalKafka:
                 cmd = [self._java, *_FORMAT_JVM_FLAGS, *self._jvm_base()[1:]]
                 cmd += ["kafka.tools.StorageTool", "format", "-t", self._cluster_id]
                 cmd += ["-c", str(node.config_path)]
+                if self.transaction_version is not None:
+                    cmd += ["--feature", f"transaction.version={self.transaction_version}"]
                 for user, password in self._sasl_users.items():
                     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
                         cmd += ["-S", f"{mechanism}=[name={user},password={password}]"]

@@ -71,6 +71,9 @@ class TcpProxy:
         self._links: set[_Link] = set()
         self._threads: list[threading.Thread] = []
         self._accepted = 0
+        # Counts cut() calls: a connection accepted before a cut but still being linked to the
+        # target while it ran is reset too (else it would survive the cut).
+        self._cuts = 0
         self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._server.bind(("127.0.0.1", listen_port))
@@ -123,6 +126,7 @@ class TcpProxy:
     def cut(self) -> None:
         """Reset every open connection; the proxy keeps accepting new ones."""
         with self._lock:
+            self._cuts += 1
             links = list(self._links)
             self._links.clear()
         for link in links:
@@ -171,6 +175,7 @@ class TcpProxy:
                 return
             with self._lock:
                 self._accepted += 1
+                cuts_at_accept = self._cuts
             if self.refuse_new:
                 _Link(client, socket.socket()).close(reset=True)
                 continue
@@ -187,6 +192,9 @@ class TcpProxy:
                 if self._stopped.is_set():
                     link.close()
                     return
+                if self._cuts != cuts_at_accept:
+                    link.close(reset=True)
+                    continue
                 self._links.add(link)
                 for src, dst, name, gate in (
                     (client, upstream, "up", self._running),

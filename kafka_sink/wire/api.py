@@ -12,8 +12,10 @@ Invariants:
 - Fetch goes up to v18: from v13 it names topics by id, so a caller picks ``topic`` or
   ``topic_id`` from the negotiated version (``fetch.uses_topic_ids``). ListTransactions v2 is the
   first that filters by transactional-id pattern; below it callers filter the listing themselves.
-- Transactions V1 caps (AddPartitionsToTxn v3, EndTxn v4) apply because the producer does not
-  implement Transactions V2; a transactional producer must also cap Produce at v11 itself.
+- AddPartitionsToTxn stops at v3 (v4+ is broker-to-broker). EndTxn goes up to v5, which belongs
+  to Transactions V2 (the coordinator bumps the epoch and answers with it): a caller on
+  Transactions V1 (finalized ``transaction.version`` < 2) caps EndTxn at v4 itself, and a
+  transactional producer on V1 also caps Produce at v11.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.INIT_PRODUCER_ID: (0, 5),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
-        ApiKey.END_TXN: (0, 4),
+        ApiKey.END_TXN: (0, 5),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),

@@ -405,3 +405,23 @@ def test_scram_accepts_kafkas_maximum_iteration_count() -> None:
     final = mech.evaluate(b"r=abcdef,s=QSXCR+Q6sek8bf92,i=16384")
     assert final is not None and final.startswith(b"c=biws,r=abcdef,p=")
     assert time.monotonic() - began < 2.0  # milliseconds in practice; bounded for a busy host
+
+
+def test_api_versions_records_the_finalized_features() -> None:
+    from kafka_sink.wire.messages import ApiVersionsResponse
+
+    broker = ScriptedBroker()
+    conn: BrokerConnection[str] = BrokerConnection(1, client_id="cid")
+    conn.connecting()
+    conn.connection_made(0)
+    [seen] = broker.requests(conn.data_to_send())
+    response = api_versions_response()
+    response.finalized_features = [
+        ApiVersionsResponse.FinalizedFeatureKey("transaction.version", 1, 1),
+        ApiVersionsResponse.FinalizedFeatureKey("metadata.version", 27, 27),
+    ]
+    conn.receive_data(response_frame(response, 4, seen.correlation_id), now_ms=1)
+    assert conn.state is ConnectionState.READY
+    assert conn.finalized_features == {"transaction.version": 1, "metadata.version": 27}
+    conn.close()
+    assert conn.finalized_features == {}

@@ -94,6 +94,10 @@ class FakeNetworkClient:
     poll_timeouts: list[int] = field(default_factory=list)
     _due: list[ClientResponse] = field(default_factory=list)
     closed: bool = False
+    # Negotiated versions per api key (absent: "the highest", None) and finalized features.
+    api_versions: dict[Any, int] = field(default_factory=dict)
+    features: dict[str, int] = field(default_factory=dict)
+    failed_nodes: set[int] = field(default_factory=set)
 
     def ready(self, node_id: int, now_ms: int) -> bool:
         return node_id not in self.not_ready
@@ -121,6 +125,15 @@ class FakeNetworkClient:
 
     def least_loaded_node(self, now_ms: int) -> int | None:
         return 0
+
+    def is_connection_failed(self, node_id: int) -> bool:
+        return node_id in self.failed_nodes
+
+    def api_version(self, node_id: int, api_key: Any) -> int | None:
+        return self.api_versions.get(api_key)
+
+    def finalized_feature_level(self, node_id: int, name: str) -> int | None:
+        return self.features.get(name)
 
     def wakeup(self) -> None:
         pass

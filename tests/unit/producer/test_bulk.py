@@ -342,3 +342,61 @@ def test_producer_send_columns_refuses_negative_timestamps_before_waiting_for_me
             producer.send_columns("t", [b"v", b"w"], timestamps_ms=np.array([5, -1]))
     finally:
         producer.close(0)
+
+
+_NO_PANDAS_SCRIPT = """
+import random, sys
+import numpy as np
+import pyarrow as pa
+from kafka_sink.clock import ManualClock
+from kafka_sink.producer.accumulator import RecordAccumulator
+from kafka_sink.producer.bulk import BulkAppender, bulk_columns
+from kafka_sink.producer.partitioner import BuiltInPartitioner
+from kafka_sink.net.metadata import PartitionInfo
+from kafka_sink.records.compression import CompressionType
+
+clock = ManualClock()
+accumulator = RecordAccumulator(
+    clock=clock, batch_size=16384, linger_ms=0, buffer_memory=1 << 26,
+    compression_type=CompressionType.NONE,
+)
+appender = BulkAppender(
+    accumulator=accumulator, partitioner=BuiltInPartitioner(16384, rng=random.Random(3)),
+    clock=clock, batch_size=16384, compression_type=CompressionType.NONE,
+    compression_level=None, max_block_ms=1000, max_request_size=1 << 20,
+    buffer_memory=1 << 26, ignore_keys=False, wakeup=lambda: None,
+)
+n = 5000
+values = pa.Array.from_buffers(pa.binary(), n, [None,
+    pa.py_buffer(np.arange(0, (n + 1) * 10, 10, dtype=np.int32)), pa.py_buffer(bytes(n * 10))])
+valid = np.packbits(np.arange(n) % 7 != 0, bitorder="little")
+keys = pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(valid),
+    pa.py_buffer(np.arange(0, (n + 1) * 4, 4, dtype=np.int32)),
+    pa.py_buffer(np.arange(n, dtype=">u4").tobytes())])
+stamps = pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid),
+    pa.py_buffer(np.full(n, 1_700_000_000_000, dtype=np.int64))])
+parts = [PartitionInfo("t", p, 0, 0) for p in range(4)]
+columns = bulk_columns(values, keys, partitions=None, headers=None, timestamps_ms=stamps,
+                       wall_ms=clock.wall_ms)
+appender.append("t", parts, columns)
+print(len(accumulator.queued_partitions()))
+print("pandas" in sys.modules)
+"""
+
+
+def test_send_columns_does_not_import_pandas() -> None:
+    # pyarrow's to_numpy, pa.array and pa.scalar import pandas when it is installed: tens of MiB
+    # of resident memory a producer process would pay for nothing (and the 1 GiB memory bound
+    # of send_columns would not hold). The bulk path builds what it needs from Arrow buffers.
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_PANDAS_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["4", "False"]

@@ -124,7 +124,19 @@ def test_transactional_id_needs_idempotence() -> None:
         ProducerConfig.from_mapping(
             {**BOOT, "transactional.id": "t", "enable.idempotence": "false"}
         )
-    assert ProducerConfig.from_mapping({**BOOT, "transactional.id": "t"}).transactional_id == "t"
+    c = ProducerConfig.from_mapping({**BOOT, "transactional.id": "t"})
+    assert c.transactional_id == "t" and c.enable_idempotence
+    assert c.transaction_timeout_ms == 60000
+    c = ProducerConfig.from_mapping(
+        {**BOOT, "transactional.id": "t", "transaction.timeout.ms": "5000"}
+    )
+    assert c.transaction_timeout_ms == 5000
+
+
+def test_transactional_id_makes_idempotence_conflicts_errors() -> None:
+    # Without a transactional id acks=1 silently turns idempotence off; with one it cannot.
+    with pytest.raises(ConfigError, match=r"acks: .*enable\.idempotence"):
+        ProducerConfig.from_mapping({**BOOT, "transactional.id": "t", "acks": "1"})
 
 
 def test_delivery_timeout_floor() -> None:
@@ -203,11 +215,11 @@ def test_ssl_only_pem() -> None:
     assert c.uses_ssl and c.ssl_truststore_location == "/ca.pem"
 
 
-def test_producer_refuses_transactions_and_bad_config_before_starting() -> None:
+def test_producer_refuses_bad_config_before_starting() -> None:
     from kafka_sink import KafkaProducer
 
-    with pytest.raises(ConfigError, match="transactions are not implemented"):
-        KafkaProducer({**BOOT, "transactional.id": "tx-1"})
+    with pytest.raises(ConfigError, match=r"transactional\.id.*enable\.idempotence=false"):
+        KafkaProducer({**BOOT, "transactional.id": "tx-1", "enable.idempotence": "false"})
     with pytest.raises(ConfigError, match=r"value\.serializer: cannot import"):
         KafkaProducer({**BOOT, "value.serializer": "StringSerializer"})
 

@@ -27,3 +27,15 @@ def test_a_prepared_transaction_refuses_an_impossible_handle(
 ) -> None:
     with pytest.raises(ValueError, match="PreparedTransaction"):
         PreparedTransaction(transactional_id, producer_id, producer_epoch)
+
+
+def test_the_transaction_api_is_importable_from_the_package() -> None:
+    import kafka_sink
+    from kafka_sink.producer import transaction_admin
+
+    assert kafka_sink.PreparedTransaction is PreparedTransaction
+    assert kafka_sink.complete_transaction is transaction_admin.complete_transaction
+    assert kafka_sink.list_transactions is transaction_admin.list_transactions
+    assert kafka_sink.abort_transactions is transaction_admin.abort_transactions
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = kafka_sink.nope

@@ -71,7 +71,10 @@ def test_commit_document_and_summary(tmp_path) -> None:
     with open(path, encoding="utf-8") as f:
         assert json.load(f) == doc
     line = log_line(doc, path)
-    assert line.startswith("pykafka commit (micro-batch 3, append): 7 records to 1 partitions")
+    assert line.startswith(
+        "pykafka commit (micro-batch 3, append, at-least-once): 7 records to 1 partitions"
+    )
+    assert doc["delivery_guarantee"] == "at-least-once"
     assert "t-0:0..6(7)" in line and "\n" not in line
 
 

@@ -36,6 +36,12 @@ def test_serializers_are_refused(key: str) -> None:
         SinkOptions.from_options({**BASE, key: "org.apache.kafka.StringSerializer"})
 
 
+def test_a_transactional_id_is_refused_saying_why() -> None:
+    # Each task's producer would share the id: the tasks would fence one another.
+    with pytest.raises(SinkOptionError, match=r"'kafka.transactional.id' is not supported.*fence"):
+        SinkOptions.from_options({**BASE, "kafka.transactional.id": "etl-1"})
+
+
 def test_unknown_option_suggests_the_kafka_prefix() -> None:
     with pytest.raises(SinkOptionError, match=r"unknown option 'linger.ms'.*'kafka.linger.ms'"):
         SinkOptions.from_options({**BASE, "linger.ms": "5"})

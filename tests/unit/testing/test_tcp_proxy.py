@@ -135,6 +135,28 @@ def test_cut_resets_open_connections_and_accepts_new_ones(echo_port: int) -> Non
             assert _echo(sock, b"c") == b"c"
 
 
+def test_cut_also_resets_a_connection_still_being_linked(
+    echo_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client accepted just before cut(), while the proxy was still dialling the target, must
+    # not survive the cut: a test that cuts right after its client connected relies on it.
+    with TcpProxy("127.0.0.1", echo_port) as proxy:
+        dial = socket.create_connection
+
+        def dial_then_cut(*args: object, **kwargs: object) -> socket.socket:
+            upstream = dial(*args, **kwargs)  # type: ignore[arg-type]
+            proxy.cut()
+            return upstream
+
+        monkeypatch.setattr(socket, "create_connection", dial_then_cut)
+        # The reset can surface in connect(), send() or recv() depending on timing.
+        with (
+            pytest.raises((ConnectionResetError, BrokenPipeError, AssertionError)),
+            _connect(proxy) as sock,
+        ):
+            assert _echo(sock, b"a") == b"a"
+
+
 def test_refuse_new_closes_new_connections(echo_port: int) -> None:
     with TcpProxy("127.0.0.1", echo_port) as proxy, _connect(proxy) as first:
         # The kernel completes the handshake before the proxy accepts: make sure it has.

@@ -236,7 +236,10 @@ def test_negotiate_never_goes_below_our_minimum() -> None:
     assert ApiKey.PRODUCE not in negotiate({0: (0, 2)})
     assert negotiate({0: (0, 7)}) == {ApiKey.PRODUCE: 7}
     # ... nor below the broker's.
-    assert ApiKey.END_TXN not in negotiate({26: (5, 5)})
+    assert ApiKey.END_TXN not in negotiate({26: (6, 6)})
+    assert ApiKey.ADD_PARTITIONS_TO_TXN not in negotiate({24: (4, 5)})
+    # EndTxn v5 (Transactions V2) is in range.
+    assert negotiate({26: (0, 5)}) == {ApiKey.END_TXN: 5}
 
 
 def test_client_versions_are_within_what_the_codec_implements() -> None:

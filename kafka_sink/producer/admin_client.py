@@ -1,0 +1,292 @@
+"""A blocking, one-shot client for coordinator requests that need no producer.
+
+Role: drives the net layer's NetworkClient from the caller's thread (no sender thread) for
+short administrative exchanges: wait for metadata, find a transaction coordinator, send one
+request to a node and wait for its answer, retry what is retriable. Built from a producer config
+(``ProducerConfig`` + ``build_network_config``), so bootstrap, TLS and SASL settings mean exactly
+what they mean for the producer, and secrets stay out of logs, errors and ``repr``.
+
+Invariants:
+- Every wait is bounded by one :class:`Deadline`; when it passes, the
+  :class:`~kafka_sink.errors.KafkaTimeoutError` names the operation, what it was waiting for and
+  the last error seen. A request never waits longer than ``request.timeout.ms`` for its node to
+  become ready or to answer.
+- Retriable failures (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+  CONCURRENT_TRANSACTIONS, a lost connection, a request timeout) are retried with exponential
+  backoff (``retry.backoff.ms`` .. ``retry.backoff.max.ms``); an authentication failure ends the
+  call at once, as it does for the producer's metadata waiters.
+- Topics are never auto-created by its metadata requests.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from kafka_sink.clock import SYSTEM_CLOCK, Clock
+from kafka_sink.errors import (
+    AuthenticationError,
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NotCoordinatorError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kafka_sink.net.metadata import ExponentialBackoff, Metadata
+from kafka_sink.net.network_client import ClientRequest, ClientResponse, NetworkClient
+from kafka_sink.producer.config import ProducerConfig
+from kafka_sink.producer.producer import build_network_config
+from kafka_sink.wire.api import ApiKey
+from kafka_sink.wire.messages import (
+    KEY_TYPE_TRANSACTION,
+    ApiVersionsRequest,
+    FindCoordinatorRequest,
+)
+
+__all__ = ["RETRIABLE", "AdminClient", "Deadline"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Failures worth another attempt; the first three also mean the coordinator may have moved.
+MOVED = (NotCoordinatorError, CoordinatorNotAvailableError, KafkaConnectionError)
+RETRIABLE = (*MOVED, CoordinatorLoadInProgressError, ConcurrentTransactionsError, KafkaTimeoutError)
+
+_POLL_MS = 100  # the longest single poll while waiting for a connection or metadata
+
+
+class Deadline:
+    """The caller's time budget and what it is being spent on (for the timeout message)."""
+
+    def __init__(self, clock: Clock, timeout_ms: int, operation: str) -> None:
+        self.clock = clock
+        self.timeout_ms = timeout_ms
+        self.at_ms = clock.now_ms() + timeout_ms
+        self.operation = operation
+        self.waiting_for = "the cluster metadata"
+        self.last_error: KafkaError | None = None
+        self._raised: KafkaTimeoutError | None = None
+
+    def remaining_ms(self) -> int:
+        return self.at_ms - self.clock.now_ms()
+
+    def check(self) -> None:
+        """Raise the timeout error once the budget is spent."""
+        if self.remaining_ms() <= 0:
+            cause = f"; last error: {self.last_error}" if self.last_error is not None else ""
+            self._raised = KafkaTimeoutError(
+                f"{self.operation} did not finish within {self.timeout_ms} ms: still waiting "
+                f"for {self.waiting_for}{cause}"
+            )
+            raise self._raised
+
+    def is_own(self, error: BaseException) -> bool:
+        """Whether ``error`` is this deadline's own timeout (never retried)."""
+        return error is self._raised
+
+
+class AdminClient:
+    """Java's ``KafkaAdminClient`` reduced to what ending transactions needs, and blocking."""
+
+    def __init__(
+        self,
+        network: Any,
+        metadata: Any,
+        clock: Clock,
+        *,
+        request_timeout_ms: int,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+    ) -> None:
+        self.network = network
+        self.metadata = metadata
+        self.clock = clock
+        self.request_timeout_ms = request_timeout_ms
+        self._backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
+        self._finalized: dict[str, int] | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: Mapping[str, object], clock: Clock = SYSTEM_CLOCK
+    ) -> tuple[AdminClient, ProducerConfig]:
+        """A client for the cluster a producer config points at, and that config, validated."""
+        cfg = ProducerConfig.from_mapping(config)
+        metadata = Metadata(
+            metadata_max_age_ms=cfg.metadata_max_age_ms,
+            metadata_max_idle_ms=cfg.metadata_max_idle_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+        )
+        network_config = build_network_config(cfg, cfg.client_id or "kafka-sink-admin")
+        network_config.allow_auto_topic_creation = False
+        network = NetworkClient(network_config, metadata, clock)
+        network.bootstrap(clock.now_ms())
+        client = cls(
+            network,
+            metadata,
+            clock,
+            request_timeout_ms=cfg.request_timeout_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+        )
+        return client, cfg
+
+    def close(self) -> None:
+        self.network.close()
+        self.metadata.close()
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    def _poll(self, timeout_ms: int, deadline: Deadline) -> None:
+        self.network.poll(max(min(timeout_ms, deadline.remaining_ms()), 0), self.clock.now_ms())
+        error = self.metadata.last_error()
+        if isinstance(error, AuthenticationError):
+            raise error  # no retry can fix it
+
+    def retrying(
+        self,
+        deadline: Deadline,
+        step: Callable[[], T],
+        on_moved: Callable[[], None] | None = None,
+    ) -> T:
+        """``step()`` until it returns, backing off after each :data:`RETRIABLE` failure.
+
+        ``on_moved`` runs after a failure meaning the coordinator may be elsewhere (so the next
+        attempt looks it up again). Other errors, and the deadline's timeout, propagate.
+        """
+        attempts = 0
+        while True:
+            try:
+                return step()
+            except RETRIABLE as exc:
+                if deadline.is_own(exc):
+                    raise
+                deadline.last_error = exc
+                log.debug("%s: retrying after %s", deadline.operation, exc)
+                if on_moved is not None and isinstance(exc, MOVED):
+                    on_moved()
+            until = self.clock.now_ms() + self._backoff.backoff_ms(attempts)
+            attempts += 1
+            while self.clock.now_ms() < until:
+                deadline.check()
+                self._poll(until - self.clock.now_ms(), deadline)
+
+    def brokers(self, deadline: Deadline) -> list[int]:
+        """Node ids of every broker (waiting for the first metadata from the cluster)."""
+        deadline.waiting_for = "the cluster metadata (the broker list)"
+        while True:
+            cluster = self.metadata.fetch()
+            if not cluster.is_bootstrap and cluster.brokers:
+                return sorted(cluster.brokers)
+            deadline.check()
+            self.metadata.request_update()
+            self._poll(_POLL_MS, deadline)
+            last = self.metadata.last_error()
+            if last is not None:
+                deadline.last_error = last
+
+    def request(
+        self, node_id: int, body: Any, deadline: Deadline, version: int | None = None
+    ) -> Any:
+        """Send ``body`` to ``node_id`` (at ``version``, else the negotiated one); its response.
+
+        Raises :class:`KafkaConnectionError` when the node cannot be reached or the connection
+        drops, :class:`KafkaTimeoutError` when the request times out, the net layer's error
+        (e.g. UnsupportedVersionError) as is, and the deadline's timeout.
+        """
+        self._await_ready(node_id, deadline)
+        done: list[ClientResponse] = []
+        now = self.clock.now_ms()
+        timeout_ms = max(min(self.request_timeout_ms, deadline.remaining_ms()), 1)
+        self.network.send(
+            ClientRequest(node_id, body, version, now, done.append, request_timeout_ms=timeout_ms),
+            now,
+        )
+        while not done:
+            deadline.check()
+            self._poll(deadline.remaining_ms(), deadline)
+        response = done[0]
+        if response.response is not None:
+            return response.response
+        if response.error is not None:
+            raise response.error
+        if response.timed_out:
+            raise KafkaTimeoutError(
+                f"{type(body).__name__} to node {node_id} got no answer within {timeout_ms} ms"
+            )
+        raise KafkaConnectionError(f"the connection to node {node_id} was lost")
+
+    def _await_ready(self, node_id: int, deadline: Deadline) -> None:
+        give_up_ms = self.clock.now_ms() + self.request_timeout_ms
+        while not self.network.ready(node_id, self.clock.now_ms()):
+            deadline.check()
+            if self.network.is_connection_failed(node_id):
+                raise KafkaConnectionError(f"node {node_id} cannot be reached")
+            if self.clock.now_ms() >= give_up_ms:
+                raise KafkaConnectionError(
+                    f"node {node_id} was not ready within {self.request_timeout_ms} ms "
+                    "(request.timeout.ms)"
+                )
+            self._poll(_POLL_MS, deadline)
+
+    def api_version(self, node_id: int, api_key: ApiKey, deadline: Deadline) -> int:
+        """The version of ``api_key`` negotiated with ``node_id`` (connecting first)."""
+        self._await_ready(node_id, deadline)
+        version = self.network.api_version(node_id, api_key)
+        if version is None:
+            raise UnsupportedVersionError(
+                f"node {node_id} supports no {api_key.name} version this client speaks"
+            )
+        return int(version)
+
+    def finalized_feature(self, node_id: int, name: str, deadline: Deadline) -> int:
+        """The cluster's finalized level of feature ``name`` (0 when not finalized).
+
+        Asked once per client with an ApiVersions request (the negotiation at connect time
+        keeps only the version ranges).
+        """
+        if self._finalized is None:
+            deadline.waiting_for = f"the finalized features of node {node_id}"
+            response = self.request(node_id, ApiVersionsRequest(), deadline)
+            self._finalized = {
+                f.name: int(f.max_version_level) for f in response.finalized_features
+            }
+        return self._finalized.get(name, 0)
+
+    # -- coordinators -------------------------------------------------------------------------
+
+    def find_coordinator(self, transactional_id: str, deadline: Deadline) -> int:
+        """The node id of the transaction coordinator of ``transactional_id``."""
+
+        def attempt() -> int:
+            deadline.waiting_for = f"the transaction coordinator of {transactional_id!r}"
+            brokers = self.brokers(deadline)
+            node = self.network.least_loaded_node(self.clock.now_ms())
+            if node is None:
+                node = brokers[0]
+            if self.api_version(node, ApiKey.FIND_COORDINATOR, deadline) >= 4:
+                body = FindCoordinatorRequest(
+                    key_type=KEY_TYPE_TRANSACTION, coordinator_keys=[transactional_id]
+                )
+            else:
+                body = FindCoordinatorRequest(key=transactional_id, key_type=KEY_TYPE_TRANSACTION)
+            response = self.request(node, body, deadline)
+            # v4+ answers per key; v1-v3 in the response's own fields.
+            found = response.coordinators[0] if response.coordinators else response
+            error = error_for_code(found.error_code, found.error_message)
+            if error is not None:
+                raise error
+            if found.node_id not in self.metadata.fetch().brokers:
+                self.metadata.request_update()  # a broker newer than our metadata
+                raise KafkaConnectionError(
+                    f"coordinator node {found.node_id} is not in the cluster metadata yet"
+                )
+            return int(found.node_id)
+
+        return self.retrying(deadline, attempt)

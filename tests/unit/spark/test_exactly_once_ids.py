@@ -1,0 +1,85 @@
+"""The transactional-id scheme of exactly-once writes and the local intent stores."""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from pathlib import Path
+
+import pytest
+
+from kafka_sink.producer.prepared import PreparedTransaction
+from kafka_sink.spark.exactly_once import (
+    DONE,
+    INTENT,
+    BatchRecord,
+    FileIntentStore,
+    MemoryIntentStore,
+    default_prefix,
+    parse_transactional_id,
+    transactional_id,
+)
+
+
+def test_ids_round_trip() -> None:
+    for partition, slot in itertools.product(range(12), range(5)):
+        tid = transactional_id("q", partition, slot)
+        assert parse_transactional_id("q", tid) == (partition, slot)
+
+
+def test_concurrent_attempts_of_one_partition_never_share_an_id() -> None:
+    # Retries and speculative copies of a task carry distinct attempt numbers.
+    ids = {transactional_id("q", 3, attempt) for attempt in range(8)}
+    assert len(ids) == 8
+
+
+def test_ids_are_reused_from_batch_to_batch_so_the_set_is_bounded() -> None:
+    # The batch id is not part of the id: 10,000 batches of 4 partitions, no retries, 4 ids.
+    ids = {transactional_id("q", p, 0) for _batch in range(10_000) for p in range(4)}
+    assert len(ids) == 4
+
+
+def test_ids_of_other_prefixes_do_not_parse() -> None:
+    assert parse_transactional_id("q", "q2-0-0") is None  # a prefix that starts with ours
+    assert parse_transactional_id("q", "q-0-0-0") is None
+    assert parse_transactional_id("q", "q-01-0") is None
+    assert parse_transactional_id("q", "other-0-0") is None
+    assert parse_transactional_id("q-1", "q-1-2-3") == (2, 3)
+
+
+def test_default_prefix_names_the_query() -> None:
+    assert default_prefix("6b1c") == "pykafka-6b1c"
+
+
+def test_negative_parts_are_refused() -> None:
+    with pytest.raises(ValueError):
+        transactional_id("q", -1, 0)
+
+
+def _record(batch: int, state: str) -> BatchRecord:
+    txn = PreparedTransaction("q-0-0", 7, 3, (("t", 1), ("t", 0)))
+    return BatchRecord("query-1", batch, state, (txn,), {"k": "v"})
+
+
+@pytest.mark.parametrize("make", [MemoryIntentStore, "file"])
+def test_stores_keep_the_latest_record_per_query(make: object, tmp_path: Path) -> None:
+    store = MemoryIntentStore() if make is MemoryIntentStore else FileIntentStore(str(tmp_path))
+    assert store.last("query-1") is None
+    store.write(_record(4, INTENT))
+    assert store.last("query-1") == _record(4, INTENT)
+    store.write(_record(4, DONE))
+    assert store.last("query-1") == _record(4, DONE)
+    assert store.last("query-2") is None
+    store.close()
+
+
+def test_file_store_reads_back_in_a_new_instance(tmp_path: Path) -> None:
+    FileIntentStore(str(tmp_path)).write(_record(9, INTENT))
+    assert FileIntentStore(str(tmp_path)).last("query-1") == _record(9, INTENT)
+    assert [p.name for p in tmp_path.iterdir()] == ["query-1.json"]  # no temp file left
+
+
+def test_records_pickle_and_refuse_unknown_states() -> None:
+    assert pickle.loads(pickle.dumps(_record(1, DONE))) == _record(1, DONE)
+    with pytest.raises(ValueError, match="state"):
+        BatchRecord("q", 1, "committed", ())

@@ -1,0 +1,258 @@
+"""The exactly-once write path of a task, and the driver's commit wiring, with fakes."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pytest
+
+from kafka_sink.errors import NotLeaderOrFollowerError
+from kafka_sink.producer.prepared import PreparedTransaction
+from kafka_sink.spark import eos_commit, producer_cache
+from kafka_sink.spark import writer as writer_module
+from kafka_sink.spark.commit import PyKafkaCommitMessage
+from kafka_sink.spark.eos_commit import TransactionOps
+from kafka_sink.spark.exactly_once import DONE, FileIntentStore
+from kafka_sink.spark.options import SinkOptions
+from kafka_sink.spark.schema import InputLayout
+from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
+from tests.unit.spark.test_sink_writer import FakeFuture, FakeProducer
+
+
+class FakeTxnProducer(FakeProducer):
+    """FakeProducer plus the transactional calls, in order."""
+
+    txn_instances: ClassVar[list[FakeTxnProducer]] = []
+
+    def __init__(self, config: dict[str, str]) -> None:
+        super().__init__(config)
+        self.events: list[str] = []
+        FakeTxnProducer.txn_instances.append(self)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self.events.append("init")
+
+    def begin_transaction(self) -> None:
+        self.events.append("begin")
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        self.events.append("prepare")
+        return PreparedTransaction(self.config["transactional.id"], 42, 3, (("t", 0), ("t", 1)))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self.events.append("abort")
+
+    def close(self, timeout: float | None = None) -> None:
+        self.events.append("close")
+        super().close(timeout)
+
+
+@pytest.fixture(autouse=True)
+def fakes(monkeypatch: pytest.MonkeyPatch) -> list[FakeTxnProducer]:
+    FakeTxnProducer.txn_instances = []
+    producer_cache.close_all()
+    monkeypatch.setattr(producer_cache, "_create", FakeProducer)
+    monkeypatch.setattr(writer_module, "_create_transactional", FakeTxnProducer)
+    yield FakeTxnProducer.txn_instances
+    producer_cache.close_all()
+
+
+def _options() -> SinkOptions:
+    return SinkOptions.from_options(
+        {"kafka.bootstrap.servers": "h:1", "topic": "t", "deliveryGuarantee": "exactly-once"}
+    )
+
+
+def _layout() -> InputLayout:
+    return InputLayout(
+        topic_column=False,
+        key_column=False,
+        partition_column=False,
+        headers_column=False,
+        timestamp=None,
+    )
+
+
+def _writer(tmp_path: Path | None = None, **kw: Any) -> PyKafkaBatchWriter:
+    eos = EosPlan("pykafka-w1", "w1", str(tmp_path) if tmp_path else None)
+    return PyKafkaBatchWriter(
+        _options(), _layout(), streaming=False, overwrite=False, write_id="w1", eos=eos, **kw
+    )
+
+
+def _batch(n: int) -> pa.RecordBatch:
+    return pa.record_batch({"value": [str(i).encode() for i in range(n)]})
+
+
+def test_a_task_writes_in_its_own_transaction_and_returns_it_prepared(fakes) -> None:
+    message = _writer().write(iter([_batch(3), _batch(2)]))
+    [producer] = fakes
+    assert producer.config["transactional.id"] == "pykafka-w1-0-0"
+    assert producer.config["acks"] == "all" and producer.config["enable.idempotence"] == "true"
+    assert producer.events == ["init", "begin", "prepare", "close"]  # never a commit
+    assert isinstance(message, PyKafkaCommitMessage)
+    assert message.transaction == PreparedTransaction("pykafka-w1-0-0", 42, 3, (("t", 0), ("t", 1)))
+    assert message.record_count == 5
+    assert pickle.loads(pickle.dumps(message)) == message
+    assert producer_cache.cached_count() == 0  # not the shared at-least-once producer
+
+
+def test_each_attempt_gets_its_own_id(fakes, monkeypatch: pytest.MonkeyPatch) -> None:
+    for attempt in (0, 1):
+        info = writer_module._TaskInfo(5, attempt, 100 + attempt, None)
+        monkeypatch.setattr(writer_module, "_task_info", lambda info=info: info)
+        _writer().write(iter([_batch(1)]))
+    assert [p.config["transactional.id"] for p in fakes] == ["pykafka-w1-5-0", "pykafka-w1-5-1"]
+
+
+def test_a_task_that_writes_nothing_opens_no_transaction(fakes) -> None:
+    message = _writer().write(iter([_batch(0)]))
+    assert fakes == [] and message.transaction is None
+
+
+def test_a_failing_task_aborts_its_transaction(fakes) -> None:
+    def batches():
+        yield _batch(2)
+        raise RuntimeError("upstream UDF failed")
+
+    with pytest.raises(RuntimeError, match="upstream"):
+        _writer().write(batches())
+    [producer] = fakes
+    assert producer.events == ["init", "begin", "abort", "close"]
+
+
+def test_a_delivery_failure_aborts_too(fakes, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(self, topic, values, keys=None, **kw):
+        return FakeFuture(None, NotLeaderOrFollowerError())
+
+    monkeypatch.setattr(FakeTxnProducer, "send_columns", failing)
+    with pytest.raises(NotLeaderOrFollowerError):
+        _writer().write(iter([_batch(1)]))
+    assert fakes[0].events[-2:] == ["abort", "close"]
+
+
+def _fake_ops(monkeypatch: pytest.MonkeyPatch, open_now: list[PreparedTransaction]) -> list:
+    calls: list[tuple[str, str]] = []
+
+    def complete(t: PreparedTransaction, commit: bool) -> None:
+        calls.append(("commit" if commit else "abort", t.transactional_id))
+        if t in open_now:
+            open_now.remove(t)
+
+    monkeypatch.setattr(
+        writer_module,
+        "listing_ops",
+        lambda config, timeout_s=None: TransactionOps(complete, lambda prefix: list(open_now)),
+    )
+    assert eos_commit  # the module the ops come from
+    return calls
+
+
+def test_driver_commit_commits_every_prepared_transaction_then_logs(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog
+) -> None:
+    writer = _writer(tmp_path)
+    m0 = writer.write(iter([_batch(2)]))
+    open_now = [m0.transaction]
+    calls = _fake_ops(monkeypatch, open_now)
+    with caplog.at_level("INFO", logger="kafka_sink.spark"):
+        writer.commit([m0])
+    assert calls == [("commit", "pykafka-w1-0-0")]
+    assert FileIntentStore(str(tmp_path)).last("w1").state == DONE
+    assert any("exactly-once" in r.getMessage() for r in caplog.records)
+
+
+def test_driver_abort_aborts_what_the_tasks_prepared(
+    fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = _writer()
+    m0 = writer.write(iter([_batch(2)]))
+    calls = _fake_ops(monkeypatch, [m0.transaction])
+    writer.abort([m0, None])
+    assert calls == [("abort", "pykafka-w1-0-0")]
+
+
+def test_stream_writer_commits_by_batch_id(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    eos = EosPlan("pykafka-q", "q", str(tmp_path))
+    writer = PyKafkaStreamWriter(
+        _options(), _layout(), streaming=True, overwrite=False, write_id="s", eos=eos
+    )
+    m0 = writer.write(iter([_batch(1)]))
+    calls = _fake_ops(monkeypatch, [m0.transaction])
+    writer.commit([m0], 4)
+    writer.commit([m0], 4)  # a second commit of a done batch changes nothing visible
+    assert calls[0] == ("commit", m0.transaction.transactional_id)
+    record = FileIntentStore(str(tmp_path)).last("q")
+    assert (record.batch_id, record.state) == (4, DONE)
+
+
+def _plan_options(**extra: str) -> SinkOptions:
+    return SinkOptions.from_options(
+        {"kafka.bootstrap.servers": "h:1", "deliveryGuarantee": "exactly-once", **extra}
+    )
+
+
+@pytest.fixture
+def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_sink.spark import transaction_timeout
+
+    monkeypatch.setattr(
+        transaction_timeout,
+        "resolve_transaction_timeout_ms",
+        lambda config: int(config.get("transaction.timeout.ms", 600_000)),
+    )
+    monkeypatch.setattr(
+        writer_module,
+        "listing_ops",
+        lambda config, timeout_s=None: TransactionOps(lambda t, c: None, lambda p: []),
+    )
+
+
+def test_streaming_plan_reads_the_query_id_from_the_checkpoint(no_broker, tmp_path: Path) -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+
+    (tmp_path / "metadata").write_text('{"id":"5f0c-query"}\n')
+    options, eos = _exactly_once_plan(
+        _plan_options(checkpointLocation=str(tmp_path)), streaming=True, write_id="w"
+    )
+    assert eos == EosPlan("pykafka-5f0c-query", "5f0c-query", str(tmp_path / "pykafka-intents"))
+    assert options.producer_config["transaction.timeout.ms"] == "600000"
+
+
+def test_streaming_plan_keeps_a_given_prefix(no_broker, tmp_path: Path) -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+
+    (tmp_path / "metadata").write_text('{"id":"q9"}')
+    _, eos = _exactly_once_plan(
+        _plan_options(checkpointLocation=str(tmp_path), transactionalIdPrefix="orders"),
+        streaming=True,
+        write_id="w",
+    )
+    assert eos is not None and (eos.prefix, eos.query_key) == ("orders", "q9")
+
+
+def test_streaming_plan_needs_a_local_checkpoint(no_broker) -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+    from kafka_sink.spark.errors import SinkOptionError
+
+    with pytest.raises(SinkOptionError, match="needs option 'checkpointLocation'"):
+        _exactly_once_plan(_plan_options(), streaming=True, write_id="w")
+
+
+def test_batch_plan_uses_the_write_id(no_broker) -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+
+    _, eos = _exactly_once_plan(_plan_options(), streaming=False, write_id="20261122-ab")
+    assert eos == EosPlan("pykafka-20261122-ab", "20261122-ab", None)
+
+
+def test_at_least_once_has_no_plan() -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+
+    opts = SinkOptions.from_options({"kafka.bootstrap.servers": "h:1"})
+    assert _exactly_once_plan(opts, streaming=True, write_id="w") == (opts, None)
