@@ -3,7 +3,7 @@
 #   make test    lint, then the whole test suite against a real Kafka broker
 #   make lint    ruff (format + lint), mypy --strict, import layering
 #   make broker  run a local Kafka for manual use (Ctrl-C stops it); NODES=3 for a cluster
-#   make bench   all benchmarks (records, producer, spark); each also has its own target
+#   make bench   all benchmarks (records, producer, spark, micro-batch); each has its own target
 
 PYTHON       ?= python3
 VENV         := .venv
@@ -22,7 +22,8 @@ export SPARK_KAFKA_JARS_DIR := $(abspath $(SPARK_KAFKA))
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark bench-transactions clean
+.PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
+	bench-microbatch bench-transactions clean
 
 setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
 
@@ -72,7 +73,7 @@ demo: setup
 broker: setup
 	$(PY) -m kafka_sink.testing --nodes $(NODES)
 
-bench: bench-records bench-producer bench-spark
+bench: bench-records bench-producer bench-spark bench-microbatch
 
 bench-records: setup
 	$(PY) benchmarks/bench_records.py
@@ -83,8 +84,14 @@ bench-producer: setup
 bench-transactions: setup
 	$(PY) benchmarks/bench_producer.py --clients ours-bulk,ours-bulk-txn --rounds 3 --memory-mib 0
 
+# The matrix of workloads x codecs x writers; BENCH_QUICK=1 for a short smoke run,
+# BENCH_REPEAT=N for best of N, BENCH_OUT=dir for where the table and plot go.
 bench-spark: setup $(SPARK_KAFKA)/.fetched
 	$(PY) benchmarks/bench_spark.py
+
+# Median addBatch of a small streaming query (rate source, 2,000 rows/s) per sink.
+bench-microbatch: setup $(SPARK_KAFKA)/.fetched
+	$(PY) benchmarks/bench_microbatch.py
 
 clean:
 	rm -rf $(VENV) $(CACHE) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

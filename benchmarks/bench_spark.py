@@ -1,24 +1,38 @@
-"""Spark sink throughput: format("pykafka") against Spark's built-in format("kafka").
+"""Spark sink throughput matrix: format("pykafka") against Spark's sink and hand-written Python.
 
-Same broker, same SparkSession (local[2]), same cached DataFrame, same producer settings:
-N rows (default 2,000,000) with 16-byte keys and 100-byte values, acks=all, lz4, linger.ms=5,
-into a fresh 6-partition topic per run. Three writers are timed end to end (``save()``):
+One SparkSession (local[2]), one broker, 6-partition topics, acks=all, linger.ms=5. For every
+workload and codec the DataFrame is cached and materialised first (generation is not timed), then
+these writers take turns, best of ``--repeat`` runs after ``--warmup`` untimed ones:
 
-- ``ceiling``: a Python Arrow writer that counts rows and discards them: what Spark can hand a
-  Python data source at all, the upper bound for pykafka;
-- ``jvm-kafka``: Spark's built-in Kafka sink (spark-sql-kafka-0-10 jars from
-  ``$SPARK_KAFKA_JARS_DIR``, fetched by ``make bench-spark``, loaded offline with spark.jars);
-- ``pykafka``: this project's sink.
+- ``ceiling``: a Python Arrow data source writer that counts rows and discards them: what Spark
+  can hand a Python data source at all, the upper bound for pykafka;
+- ``jvm-default``: Spark's built-in Kafka sink (spark-sql-kafka-0-10 jars from
+  ``$SPARK_KAFKA_JARS_DIR``, fetched by ``make bench-spark``) with the producer's defaults;
+- ``jvm-tuned``: the same with ``kafka.batch.size=262144``, what an expert sets;
+- ``pykafka``: this project's sink;
+- ``confluent-fp``: what Python users write by hand today: ``df.foreachPartition`` with one
+  confluent-kafka ``Producer`` per partition, ``produce()`` + ``poll(0)`` per row, ``flush()``.
 
-Each writer first does ``--warmup`` untimed full-size writes (the JVM sink needs a full run
-before its JIT settles; Python workers and cached producers warm up too), then ``--repeat``
-timed runs, writers taking turns; the best run counts. Records written are checked against the
-topic's end offsets. Prints rows/s per writer and the ratios.
+Workloads (16-byte keys): ``const100`` a constant 100-byte value; ``json200`` ~200-byte JSON
+events (``to_json`` of an id, a sha256 hex, a double, a small array, an event name and a time);
+``json1k`` and ``json10k`` the same event carrying a list of order lines (~1 KB, ~10 KB);
+``hex100`` (not in the default matrix) the former single workload, 100 hex characters of a
+sha512. Row counts are sized for about the same bytes per run.
 
-    python benchmarks/bench_spark.py [--rows N] [--bootstrap host:port] [--repeat 2]
+Measured per run: rows/s and MB/s (key + value bytes) from the wall time of ``save()``; client
+CPU seconds per million rows, read from the OS for the Spark JVM and every process under it (the
+Python workers, live or exited), the broker apart; peak RSS summed over the Python workers,
+sampled every 50 ms. Records written are checked against the topic's end offsets.
 
-Without --bootstrap (or KAFKA_BOOTSTRAP_SERVERS) a LocalKafka with the "bench" JVM profile is
-started for the run.
+    python benchmarks/bench_spark.py                      # the whole matrix
+    BENCH_QUICK=1 python benchmarks/bench_spark.py        # a short smoke run of every cell
+    python benchmarks/bench_spark.py --workloads hex100 --codecs lz4 \\
+        --writers ceiling,jvm-default,pykafka --rows 2000000   # the former single workload
+
+``--out DIR`` writes ``bench_spark.md`` (the table), ``bench_spark.png`` (the plot, needs
+matplotlib) and ``bench_spark.json`` there; the full matrix writes to ``benchmarks/results`` by
+default. Without --bootstrap (or KAFKA_BOOTSTRAP_SERVERS) a LocalKafka with the "bench" JVM
+profile is started for the run.
 """
 
 from __future__ import annotations
@@ -26,13 +40,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import json
 import os
 import pkgutil
+import platform
+import statistics
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
@@ -40,7 +58,61 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTITIONS = 6
 KEY_SIZE = 16
-VALUE_SIZE = 100
+WRITERS = ("ceiling", "jvm-default", "jvm-tuned", "pykafka", "confluent-fp")
+# Earlier names of writers, still accepted by --writers.
+WRITER_ALIASES = {"jvm-kafka": "jvm-default"}
+CODECS = ("lz4", "zstd")
+TUNED = {"kafka.batch.size": "262144"}
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    label: str
+    rows: int  # default rows per run
+    value_sql: str  # a Spark SQL expression over ``id`` giving the value (string or binary)
+
+
+def _event_sql(lines: int) -> str:
+    """A JSON event: realistic entropy (hashes, doubles, small ints, words from a vocabulary)."""
+    base = (
+        "'id', id, "
+        "'event', element_at(array('view','click','add_to_cart','purchase','signup'), "
+        "CAST(pmod(hash(id, 1), 5) AS INT) + 1), "
+        "'ts', date_format(timestamp_millis(1767225600000 + id * 37), "
+        "\"yyyy-MM-dd'T'HH:mm:ss.SSS'Z'\"), "
+        "'source', element_at(array('web','ios','android'), "
+        "CAST(pmod(hash(id, 5), 3) AS INT) + 1), "
+        "'user', sha2(CAST(id AS STRING), 256), "
+        "'score', rand(7), "
+        "'tags', array(pmod(hash(id, 2), 100), pmod(hash(id, 3), 1000), pmod(hash(id, 4), 7))"
+    )
+    if lines:
+        base += (
+            f", 'lines', transform(sequence(1, {lines}), i -> named_struct("
+            "'sku', concat('SKU-', lpad(CAST(pmod(hash(id, i), 100000) AS STRING), 6, '0')), "
+            "'qty', pmod(hash(i, id), 5) + 1, "
+            "'price', round(pmod(hash(id, i, 9), 100000) / 100.0, 2)))"
+        )
+    return f"to_json(named_struct({base}))"
+
+
+WORKLOADS = {
+    w.name: w
+    for w in (
+        Workload("const100", "100 B constant value", 1_500_000, "repeat('x', 100)"),
+        Workload("json200", "~200 B JSON event", 1_000_000, _event_sql(0)),
+        Workload("json1k", "~1 KB JSON event", 250_000, _event_sql(18)),
+        Workload("json10k", "~10 KB JSON event", 25_000, _event_sql(223)),
+        Workload(
+            "hex100",
+            "100 B of a sha512 hex",
+            2_000_000,
+            "substring(sha2(CAST(id AS STRING), 512), 1, 100)",
+        ),
+    )
+}
+DEFAULT_WORKLOADS = ("const100", "json200", "json1k", "json10k")
 
 
 @dataclass
@@ -64,29 +136,153 @@ class DiscardDataSource(DataSource):
         return _DiscardWriter()
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1, help="untimed full-size runs per writer")
-    parser.add_argument(
-        "--jars-dir",
-        default=os.environ.get(
-            "SPARK_KAFKA_JARS_DIR", os.path.join(ROOT, ".cache/spark-kafka/lib")
-        ),
-    )
-    parser.add_argument(
-        "--writers", default="ceiling,jvm-kafka,pykafka", help="comma-separated subset"
-    )
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra kafka.* option for both Kafka sinks (e.g. kafka.batch.size=262144)",
-    )
-    return parser.parse_args()
+def confluent_partition(conf: dict[str, str], topic: str) -> Callable[[Iterator[Any]], None]:
+    """The hand-written baseline: one confluent-kafka Producer per partition."""
+
+    def send(rows: Iterator[Any]) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer(conf)
+        errors: list[Any] = []
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+
+        for row in rows:
+            while True:
+                try:
+                    producer.produce(topic, value=row.value, key=row.key, on_delivery=on_delivery)
+                    break
+                except BufferError:  # local queue full: serve callbacks and try again
+                    producer.poll(0.1)
+            producer.poll(0)
+        left = producer.flush(120)
+        if left or errors:
+            raise RuntimeError(f"{left} records not delivered, errors: {errors[:3]}")
+
+    return send
+
+
+# -- measuring ------------------------------------------------------------------------------
+
+
+class ClientMeter:
+    """CPU of the Spark JVM and every process under it, and peak RSS of its Python workers.
+
+    A sampler thread reads every process of the tree from the OS each 50 ms: its own CPU time
+    (user + system, children apart: a worker that exits is counted through its last reading,
+    never twice through its parent) and, for Python processes, RSS. A run's CPU is the growth
+    of those readings; its peak RSS is the largest one of a Python worker that ran during it
+    (workers are reused across runs, so idle ones left by other writers are not counted).
+    """
+
+    def __init__(self, jvm_pid: int) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.jvm = psutil.Process(jvm_pid)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._cpu: dict[tuple[int, float], float] = {}
+        self._rss: dict[tuple[int, float], int] = {}
+        self._python: set[tuple[int, float]] = set()
+
+    def _read(self) -> None:
+        try:
+            tree = [self.jvm, *self.jvm.children(recursive=True)]
+        except self._psutil.Error:
+            tree = [self.jvm]
+        for proc in tree:
+            try:
+                with proc.oneshot():
+                    key = (proc.pid, proc.create_time())
+                    t = proc.cpu_times()
+                    cpu = t.user + t.system
+                    python = "python" in proc.name()
+                    rss = proc.memory_info().rss if python else 0
+            except self._psutil.Error:
+                continue
+            with self._lock:
+                self._cpu[key] = cpu
+                if python:
+                    self._python.add(key)
+                    self._rss[key] = max(self._rss.get(key, 0), rss)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self._read()
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[dict[str, float]]:
+        out: dict[str, float] = {}
+        self._read()
+        with self._lock:
+            cpu0 = dict(self._cpu)
+            self._rss.clear()
+        self._stop.clear()
+        thread = threading.Thread(target=self._sample, daemon=True)
+        thread.start()
+        start = time.perf_counter()
+        try:
+            yield out
+        finally:
+            out["wall_s"] = time.perf_counter() - start
+            self._stop.set()
+            thread.join()
+            self._read()
+            with self._lock:
+                grew = {k: v - cpu0.get(k, 0.0) for k, v in self._cpu.items()}
+                out["cpu_s"] = sum(grew.values())
+                active = [k for k in self._python if grew.get(k, 0.0) >= 0.02]
+                out["peak_rss_mb"] = max((self._rss.get(k, 0) for k in active), default=0) / 1e6
+
+
+def jvm_pid() -> int:
+    """The Spark driver JVM: the java process under this one."""
+    import psutil
+
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if proc.name() == "java" and any("SparkSubmit" in a for a in proc.cmdline()):
+                return int(proc.pid)
+    raise SystemExit("could not find the Spark driver JVM among this process's children")
+
+
+@dataclass
+class Result:
+    workload: str
+    codec: str
+    writer: str
+    rows: int
+    bytes: int
+    runs: list[dict[str, float]] = field(default_factory=list)
+    failed: str | None = None
+
+    @property
+    def best(self) -> dict[str, float] | None:
+        return min(self.runs, key=lambda r: r["wall_s"]) if self.runs else None
+
+    def rows_per_s(self) -> float:
+        best = self.best
+        return self.rows / best["wall_s"] if best else 0.0
+
+    def mb_per_s(self) -> float:
+        best = self.best
+        return self.bytes / best["wall_s"] / 1e6 if best else 0.0
+
+    def cpu_per_m(self) -> float:
+        """Client CPU s per million rows: the median over the runs (CPU time is less noisy
+        than wall time, and the best-wall run is not always the cheapest)."""
+        if not self.runs:
+            return 0.0
+        return statistics.median(r["cpu_s"] for r in self.runs) / self.rows * 1e6
+
+    def peak_rss_mb(self) -> float:
+        return max((r["peak_rss_mb"] for r in self.runs), default=0.0)
+
+
+# -- Spark and Kafka ------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -100,13 +296,15 @@ def kafka(bootstrap: str | None) -> Iterator[str]:
         yield local.bootstrap_servers
 
 
-def spark_session(jars_dir: str, need_jars: bool) -> Any:
+def spark_session(
+    jars_dir: str, need_jars: bool, master: str = "local[2]", conf: dict[str, str] | None = None
+) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName("pykafka-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -117,6 +315,8 @@ def spark_session(jars_dir: str, need_jars: bool) -> Any:
             f"-Dlog4j2.configurationFile={ROOT}/conf/log4j2-spark.properties",
         )
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     if need_jars:
         jars = sorted(glob.glob(os.path.join(jars_dir, "*.jar")))
         if not jars:
@@ -137,97 +337,317 @@ def spark_session(jars_dir: str, need_jars: bool) -> Any:
     return spark
 
 
-def dataframe(spark: Any, rows: int) -> Any:
-    """Cached, materialised (key, value) rows split over 2 tasks; generation is not timed."""
+def dataframe(spark: Any, workload: Workload, rows: int) -> tuple[Any, int]:
+    """Cached, materialised (key, value) rows split over 2 tasks, and their key+value bytes."""
     df = spark.range(0, rows, 1, 2).selectExpr(
         f"CAST(lpad(CAST(id AS STRING), {KEY_SIZE}, '0') AS BINARY) AS key",
-        f"CAST(substring(sha2(CAST(id AS STRING), 512), 1, {VALUE_SIZE}) AS BINARY) AS value",
+        f"CAST({workload.value_sql} AS BINARY) AS value",
     )
     df = df.cache()
-    assert df.count() == rows
-    return df
+    stats = df.selectExpr("count(*) AS n", "sum(length(key) + length(value)) AS b").first()
+    assert stats is not None and stats["n"] == rows
+    return df, int(stats["b"])
 
 
-def write(df: Any, writer: str, bootstrap: str, topic: str, extra: dict[str, str]) -> None:
-    options = {
+def kafka_options(bootstrap: str, topic: str, codec: str, extra: dict[str, str]) -> dict[str, str]:
+    return {
         "kafka.bootstrap.servers": bootstrap,
         "topic": topic,
         "kafka.acks": "all",
-        "kafka.compression.type": "lz4",
+        "kafka.compression.type": codec,
         "kafka.linger.ms": "5",
         **extra,
     }
-    fmt = {"ceiling": "bench_discard", "jvm-kafka": "kafka", "pykafka": "pykafka"}[writer]
-    out = df.write.format(fmt).mode("append")
-    if writer != "ceiling":
-        out = out.options(**options)
-    out.save()
+
+
+def write(df: Any, writer: str, options: dict[str, str]) -> None:
+    if writer == "ceiling":
+        df.write.format("bench_discard").mode("append").save()
+    elif writer == "confluent-fp":
+        conf = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
+        df.foreachPartition(confluent_partition(conf, options["topic"]))
+    else:
+        fmt = "pykafka" if writer == "pykafka" else "kafka"
+        extra = TUNED if writer == "jvm-tuned" else {}
+        df.write.format(fmt).mode("append").options(**{**options, **extra}).save()
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    """Keep the broker lean between cells (best effort)."""
+    from kafka_sink.testing.oracle import import_kafka_python
+
+    kafka_mod = import_kafka_python()
+    admin = kafka_mod.admin.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics(names, timeout_ms=30_000)
+    except Exception as exc:  # the next cell does not depend on it
+        print(f"  (deleting topics failed: {type(exc).__name__})")
+    finally:
+        admin.close()
+
+
+# -- the matrix -----------------------------------------------------------------------------
+
+
+def run_cell(
+    meter: ClientMeter,
+    bootstrap: str,
+    *,
+    df: Any,
+    nbytes: int,
+    rows: int,
+    workload: Workload,
+    codec: str,
+    writers: list[str],
+    args: argparse.Namespace,
+    extra: dict[str, str],
+) -> list[Result]:
+    from kafka_sink.testing.oracle import create_topic, end_offsets
+
+    results = {w: Result(workload.name, codec, w, rows, nbytes) for w in writers}
+    # Topics are created up front and given a few seconds: Spark's sink (kafka-clients 3.9)
+    # writing to a topic created a moment earlier sometimes got NOT_LEADER_OR_FOLLOWER and then
+    # OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms failed the job.
+    topics: dict[tuple[str, int], str] = {}
+    for run in range(-args.warmup, args.repeat):
+        for writer in writers:
+            if writer != "ceiling":
+                name = f"bench-{workload.name}-{codec}-{writer}-{uuid.uuid4().hex[:8]}"
+                create_topic(bootstrap, name, PARTITIONS)
+                topics[(writer, run)] = name
+    time.sleep(3.0)
+    for run in range(-args.warmup, args.repeat):
+        for writer in writers:
+            topic = topics.get((writer, run), "")
+            options = kafka_options(bootstrap, topic, codec, extra)
+            tag = "warm-up" if run < 0 else f"run {run + 1}  "
+            try:
+                with meter.measure() as m:
+                    write(df, writer, options)
+            except Exception as exc:  # report it and go on: one bad run must not hide the rest
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                print(f"    {tag} {writer:<12} FAILED: {type(exc).__name__}: {first}", flush=True)
+                results[writer].failed = f"{type(exc).__name__}: {first}"
+                continue
+            if writer != "ceiling":
+                written = sum(end_offsets(bootstrap, topic).values())
+                if written < rows:
+                    raise SystemExit(f"{writer}: only {written} of {rows} rows landed")
+            print(
+                f"    {tag} {writer:<12} {m['wall_s']:6.2f} s {rows / m['wall_s']:>11,.0f} rows/s "
+                f"cpu {m['cpu_s']:6.2f} s  rss {m['peak_rss_mb']:6.0f} MB",
+                flush=True,
+            )
+            if run >= 0:
+                results[writer].runs.append(m)
+    if topics:
+        delete_topics(bootstrap, list(topics.values()))
+    return [results[w] for w in writers]
+
+
+def _fmt_rate(x: float) -> str:
+    return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.0f}k"
+
+
+def table(results: list[Result], writers: list[str]) -> str:
+    """The markdown table: one row per cell and writer, ratios against the JVM sink's better
+    setting and the ceiling from the same run."""
+    lines = [
+        "| workload | codec | writer | rows/s | MB/s | client CPU s / 1M rows | "
+        "peak RSS of a Python worker (MB) | rows/s vs best JVM | rows/s vs ceiling |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    cells: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        cells.setdefault((r.workload, r.codec), []).append(r)
+    for (workload, codec), rs in cells.items():
+        by = {r.writer: r for r in rs}
+        jvm = [by[w] for w in ("jvm-default", "jvm-tuned") if w in by and by[w].runs]
+        best_jvm = max(jvm, key=Result.rows_per_s) if jvm else None
+        ceiling = by.get("ceiling")
+        for w in writers:
+            r = by.get(w)
+            if r is None:
+                continue
+            if not r.runs:
+                lines.append(f"| {workload} | {codec} | {w} | failed | | | | | |")
+                continue
+            vs_jvm = f"{r.rows_per_s() / best_jvm.rows_per_s():.2f}x" if best_jvm else "-"
+            vs_ceil = (
+                f"{r.rows_per_s() / ceiling.rows_per_s():.2f}x"
+                if ceiling is not None and ceiling.runs
+                else "-"
+            )
+            name = f"**{w}**" if w == "pykafka" else w
+            rss = f"{r.peak_rss_mb():.0f}" if r.peak_rss_mb() else "-"  # no Python worker ran
+            lines.append(
+                f"| {workload} | {codec} | {name} | {_fmt_rate(r.rows_per_s())} | "
+                f"{r.mb_per_s():.0f} | {r.cpu_per_m():.2f} | {rss} | "
+                f"{vs_jvm} | {vs_ceil} |"
+            )
+    return "\n".join(lines)
+
+
+def plot(results: list[Result], writers: list[str], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = list(dict.fromkeys((r.workload, r.codec) for r in results))
+    by = {(r.workload, r.codec, r.writer): r for r in results}
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    width = 0.8 / len(writers)
+    for i, w in enumerate(writers):
+        xs = [c + (i - (len(writers) - 1) / 2) * width for c in range(len(cells))]
+        rate = [by[(wl, co, w)].rows_per_s() if (wl, co, w) in by else 0 for wl, co in cells]
+        cpu = [by[(wl, co, w)].cpu_per_m() if (wl, co, w) in by else 0 for wl, co in cells]
+        axes[0].bar(xs, rate, width, label=w)
+        axes[1].bar(xs, cpu, width, label=w)
+    labels = [f"{wl}\n{co}" for wl, co in cells]
+    for ax, ylabel in zip(
+        axes, ("rows/s (log)", "client CPU s per 1M rows (log; lower is better)"), strict=True
+    ):
+        ax.set_xticks(range(len(cells)), labels, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def parse_args() -> argparse.Namespace:
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
+    parser.add_argument("--codecs", default=",".join(CODECS))
+    parser.add_argument("--writers", default=",".join(WRITERS), help="comma-separated subset")
+    parser.add_argument(
+        "--rows", type=int, default=None, help="rows per run for every workload (default: sized)"
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=float(os.environ.get("BENCH_SCALE", "0.05" if quick else "1")),
+        help="multiplies each workload's default rows",
+    )
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    parser.add_argument(
+        "--repeat", type=int, default=int(os.environ.get("BENCH_REPEAT", "1" if quick else "2"))
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=int(os.environ.get("BENCH_WARMUP", "0" if quick else "1")),
+        help="untimed full-size runs per writer and cell",
+    )
+    parser.add_argument(
+        "--jars-dir",
+        default=os.environ.get(
+            "SPARK_KAFKA_JARS_DIR", os.path.join(ROOT, ".cache/spark-kafka/lib")
+        ),
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra kafka.* option for every Kafka writer (e.g. kafka.linger.ms=0)",
+    )
+    parser.add_argument(
+        "--out",
+        default=os.environ.get("BENCH_OUT"),
+        help="directory for bench_spark.{md,png,json} (default: benchmarks/results for the "
+        "full default matrix, nowhere otherwise)",
+    )
+    args = parser.parse_args()
+    args.quick = quick
+    return args
 
 
 def main() -> int:
     args = parse_args()
-    writers = [w.strip() for w in args.writers.split(",") if w.strip()]
-    extra = dict(item.split("=", 1) for item in args.option)
-    from kafka_sink.testing.oracle import create_topic, end_offsets
-
-    with kafka(args.bootstrap) as bootstrap:
-        spark = spark_session(args.jars_dir, "jvm-kafka" in writers)
-        print(
-            f"bench_spark: {args.rows:,} rows, {KEY_SIZE}-byte keys, {VALUE_SIZE}-byte values, "
-            f"acks=all, lz4, {PARTITIONS} partitions, local[2], pyspark {spark.version}; "
-            f"Kafka at {bootstrap}",
-            flush=True,
+    writers = [WRITER_ALIASES.get(w.strip(), w.strip()) for w in args.writers.split(",")]
+    writers = [w for w in writers if w]
+    unknown = [w for w in writers if w not in WRITERS]
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown += [w for w in workloads if w not in WORKLOADS]
+    codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
+    if unknown:
+        raise SystemExit(
+            f"unknown writer or workload: {unknown}; writers {WRITERS}, workloads {list(WORKLOADS)}"
         )
-        df = dataframe(spark, args.rows)
-        best: dict[str, float] = {}
-        # Every topic is created up front and given a few seconds: Spark's sink (kafka-clients
-        # 3.9) writing to a topic created a moment earlier sometimes got NOT_LEADER_OR_FOLLOWER
-        # and then OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms failed the job.
-        topics: dict[tuple[str, int], str] = {}
-        for run in range(-args.warmup, args.repeat):
-            for writer in writers:
-                name = f"bench-{'warm' if run < 0 else run + 1}-{writer}-{uuid.uuid4().hex[:8]}"
-                create_topic(bootstrap, name, PARTITIONS)
-                topics[(writer, run)] = name
-        time.sleep(3.0)
-        for warm in range(-args.warmup, 0):
-            for writer in writers:
-                topic = topics[(writer, warm)]
-                start = time.perf_counter()
-                write(df, writer, bootstrap, topic, extra)
-                print(f"  warm-up {writer:<10} {time.perf_counter() - start:7.2f} s", flush=True)
-        for run in range(args.repeat):
-            for writer in writers:
-                topic = topics[(writer, run)]
-                start = time.perf_counter()
-                try:
-                    write(df, writer, bootstrap, topic, extra)
-                except Exception as exc:  # report it and go on: one bad run must not hide the rest
-                    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                    print(f"  run {run + 1}   {writer:<10} FAILED: {type(exc).__name__}: {first}")
-                    continue
-                elapsed = time.perf_counter() - start
-                if writer != "ceiling":
-                    written = sum(end_offsets(bootstrap, topic).values())
-                    if written < args.rows:
-                        raise SystemExit(f"{writer}: only {written} of {args.rows} rows landed")
-                rate = args.rows / elapsed
-                best[writer] = max(best.get(writer, 0.0), rate)
-                print(
-                    f"  run {run + 1}   {writer:<10} {elapsed:7.2f} s  {rate:>12,.0f} rows/s",
-                    flush=True,
+    extra = dict(item.split("=", 1) for item in args.option)
+    default_matrix = (
+        tuple(workloads) == DEFAULT_WORKLOADS
+        and tuple(writers) == WRITERS
+        and tuple(codecs) == CODECS
+        and args.scale == 1.0
+        and not args.quick
+        and args.rows is None
+    )
+    out = args.out or (os.path.join(ROOT, "benchmarks", "results") if default_matrix else None)
+
+    results: list[Result] = []
+    with kafka(args.bootstrap) as bootstrap:
+        need_jars = any(w.startswith("jvm-") for w in writers)
+        spark = spark_session(args.jars_dir, need_jars)
+        meter = ClientMeter(jvm_pid())
+        header = (
+            f"bench_spark: local[2], pyspark {spark.version}, Python "
+            f"{platform.python_version()}, {PARTITIONS} partitions, acks=all, linger.ms=5, "
+            f"{KEY_SIZE}-byte keys; best of {args.repeat} after {args.warmup} warm-up; "
+            f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
+        )
+        print(header + f"; Kafka at {bootstrap}", flush=True)
+        for name in workloads:
+            workload = WORKLOADS[name]
+            rows = args.rows or max(int(workload.rows * args.scale), 1000)
+            df, nbytes = dataframe(spark, workload, rows)
+            print(
+                f"{name}: {workload.label}, {rows:,} rows, {nbytes / rows:.0f} B per row "
+                "(key + value)",
+                flush=True,
+            )
+            for codec in codecs:
+                print(f"  {codec}", flush=True)
+                results += run_cell(
+                    meter,
+                    bootstrap,
+                    df=df,
+                    nbytes=nbytes,
+                    rows=rows,
+                    workload=workload,
+                    codec=codec,
+                    writers=writers,
+                    args=args,
+                    extra=extra,
                 )
+            df.unpersist(blocking=True)
+        load = os.getloadavg()[0]
         spark.stop()
 
+    md = table(results, writers)
     print()
-    print(f"{'writer':<10} {'best rows/s':>14}")
-    for writer in writers:
-        print(f"{writer:<10} {best[writer]:>14,.0f}" if writer in best else f"{writer:<10} failed")
-    print()
-    pairs = [("pykafka", "jvm-kafka"), ("pykafka", "ceiling"), ("jvm-kafka", "ceiling")]
-    for a, b in pairs:
-        if a in best and b in best:
-            print(f"{a} / {b}: {best[a] / best[b]:.2f}x")
+    print(md)
+    if out:
+        os.makedirs(out, exist_ok=True)
+        note = (
+            f"{header}; load average {load:.1f} at the end. Client CPU is the Spark JVM plus "
+            "its Python workers, from the OS (median over the runs); the broker is apart."
+        )
+        with open(os.path.join(out, "bench_spark.md"), "w") as f:
+            f.write(note + "\n\n" + md + "\n")
+        with open(os.path.join(out, "bench_spark.json"), "w") as f:
+            json.dump({"header": note, "results": [asdict(r) for r in results]}, f, indent=1)
+        try:
+            plot(results, writers, os.path.join(out, "bench_spark.png"), header)
+        except ImportError:
+            print("matplotlib is not installed: no plot (pip install -e '.[dev]')")
+        print(f"\nwrote {out}/bench_spark.md, .json and .png")
     return 0
 
 

@@ -41,7 +41,6 @@ from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.exactly_once import default_prefix
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import validate_schema
-from kafka_sink.spark.transaction_timeout import resolve_transaction_timeout_ms
 from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
 
 INTENTS_DIRNAME = "pykafka-intents"
@@ -100,6 +99,10 @@ def _exactly_once_plan(
     """Settle an exactly-once write on the driver (see the module docstring)."""
     if not options.exactly_once:
         return options, None
+    # Exactly-once only: the admin client (and the producer stack under it) stays out of the
+    # driver-side workers of an at-least-once write.
+    from kafka_sink.spark.transaction_timeout import resolve_transaction_timeout_ms
+
     timeout_ms = resolve_transaction_timeout_ms(options.producer_config)
     options = options.with_producer_setting("transaction.timeout.ms", str(timeout_ms))
     if streaming:

@@ -47,7 +47,10 @@ Invariants:
   ``<checkpointLocation>/pykafka-commits`` for a streaming query, local or in a store) is checked
   on the driver before any task runs: created, then a uniquely named probe file written and
   removed (``check_commit_dir``). An unwritable one fails with the location and the reason
-  (credentials masked) instead of after every record is in Kafka.
+  (credentials masked) instead of after every record is in Kafka. A streaming query's location
+  is probed once per driver-side Python process (Spark plans and commits every micro-batch in
+  long-lived workers): its first micro-batch pays the probe, not every one, which matters in an
+  object store, where a probe is two requests.
 - A ``commitLog`` that cannot be written here is refused: an unknown scheme when parsing, a
   store whose client is missing (HDFS without libhdfs) when checked. A default under a
   checkpoint the sink cannot write to logs one WARNING per driver saying that no commit files
@@ -132,6 +135,9 @@ _REFUSED_KAFKA_KEYS = {
 
 # Python import paths, resolved on the driver when the options are validated (and on executors).
 _PLUGIN_KEYS = frozenset({"interceptor.classes", "partitioner.class"})
+
+# Streaming commit locations this process has probed successfully (see check_commit_dir).
+_PROBED: set[str] = set()
 
 _DISABLED_WORDS = frozenset({"none", "false", "off", "disabled"})
 
@@ -302,7 +308,9 @@ class SinkOptions:
         Creates the directory, writes a uniquely named probe file into it and removes it, so a
         location that cannot be created or written fails before any task sends a record (the
         commit files are written on the driver only after the tasks are done). A default under
-        a checkpoint the sink cannot write to warns (once per driver) and returns None.
+        a checkpoint the sink cannot write to warns (once per driver) and returns None. For a
+        streaming query a location that passed is not probed again in this process: every
+        micro-batch calls this twice (planning and commit), and its commit writes there anyway.
         """
         location = self.commit_dir(streaming=streaming)
         if location is None:
@@ -313,6 +321,8 @@ class SinkOptions:
                         f"the scheme '{scheme}' is not one the commit log can be written to"
                     )
             return None
+        if streaming and location in _PROBED:
+            return location
         try:
             open_store(location).probe()
         except CommitStoreUnavailableError as exc:
@@ -326,6 +336,8 @@ class SinkOptions:
             return None
         except OSError as exc:
             raise SinkOptionError(self._commit_dir_message(location, exc)) from None
+        if streaming:
+            _PROBED.add(location)
         return location
 
     def _warn_no_default_log(self, why: str) -> None:

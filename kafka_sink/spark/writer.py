@@ -38,12 +38,12 @@ Exactly-once (``deliveryGuarantee=exactly-once``, ``EosPlan`` set on the driver 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -52,11 +52,6 @@ from pyspark.sql.datasource import (
 
 from kafka_sink.clock import SYSTEM_CLOCK
 from kafka_sink.errors import KafkaTimeoutError
-from kafka_sink.producer.config import ProducerConfig
-from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.spark import producer_cache
-from kafka_sink.spark.columns import TopicColumns, check_partitions, topic_columns
 from kafka_sink.spark.commit import (
     PartitionRange,
     PyKafkaCommitMessage,
@@ -79,6 +74,29 @@ from kafka_sink.spark.exactly_once import (
 )
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
+
+if TYPE_CHECKING:
+    # The executor-side modules (pyarrow, numpy, the producer) are imported inside write():
+    # the driver-side Python workers that plan and commit every micro-batch never load them.
+    import pyarrow as pa
+
+    from kafka_sink.producer.config import ProducerConfig
+    from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
+    from kafka_sink.producer.prepared import PreparedTransaction
+    from kafka_sink.spark.columns import TopicColumns
+    from kafka_sink.spark.producer_cache import BulkProducer
+
+    class TransactionalProducer(BulkProducer, Protocol):
+        """The part of a transactional ``KafkaProducer`` an exactly-once task uses."""
+
+        def init_transactions(self, timeout: float | None = None) -> None: ...
+
+        def begin_transaction(self) -> None: ...
+
+        def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction: ...
+
+        def abort_transaction(self, timeout: float | None = None) -> None: ...
+
 
 __all__ = ["EosPlan", "PyKafkaBatchWriter", "PyKafkaStreamWriter"]
 
@@ -112,18 +130,6 @@ class EosPlan:
             query_key=self.query_key,
             prefix=self.prefix,
         )
-
-
-class TransactionalProducer(producer_cache.BulkProducer, Protocol):
-    """The part of a transactional ``KafkaProducer`` an exactly-once task uses."""
-
-    def init_transactions(self, timeout: float | None = None) -> None: ...
-
-    def begin_transaction(self) -> None: ...
-
-    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction: ...
-
-    def abort_transaction(self, timeout: float | None = None) -> None: ...
 
 
 def _create_transactional(config: dict[str, str]) -> TransactionalProducer:
@@ -163,6 +169,14 @@ def _task_info() -> _TaskInfo:
         task_attempt_id=ctx.taskAttemptId(),
         batch_id=int(raw_batch) if raw_batch is not None else None,
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _producer_config(items: tuple[tuple[str, str], ...]) -> ProducerConfig:
+    """The parsed producer config, once per worker process and config (not per task)."""
+    from kafka_sink.producer.config import ProducerConfig
+
+    return ProducerConfig.from_mapping(dict(items))
 
 
 class _Offsets:
@@ -212,7 +226,7 @@ class _WriterCore:
 
     def _wait_bound(self) -> tuple[int, str]:
         """How long a task waits for acknowledgements (ms), and how that bound is made up."""
-        cfg = ProducerConfig.from_mapping(self.options.producer_config)
+        cfg = _producer_config(self.options.producer_items)
         bound_ms = cfg.delivery_timeout_ms + cfg.request_timeout_ms + _STALL_SLACK_MS
         how = (
             f"kafka.delivery.timeout.ms ({cfg.delivery_timeout_ms} ms) + kafka.request.timeout.ms "
@@ -237,10 +251,13 @@ class _WriterCore:
         return producer
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
+        from kafka_sink.spark import producer_cache
+        from kafka_sink.spark.columns import topic_columns
+
         task = _task_info()
         if self.eos is not None:
             return self._write_transactional(batches, task)
-        producer: producer_cache.BulkProducer | None = None
+        producer: BulkProducer | None = None
         pending: list[tuple[str, BulkSendFuture]] = []
         sent: list[tuple[str, BulkSendFuture]] = []
         offsets = _Offsets()
@@ -309,6 +326,9 @@ class _WriterCore:
         self, batches: Iterator[pa.RecordBatch], task: _TaskInfo
     ) -> PyKafkaCommitMessage:
         """One transaction for the attempt: written, prepared, handed to the driver."""
+        from kafka_sink.spark import producer_cache
+        from kafka_sink.spark.columns import topic_columns
+
         if self.streaming and task.batch_id is None and _in_spark_task():
             raise SinkError(
                 "exactly-once: this task has no streaming batch id (Spark's local property "
@@ -375,6 +395,8 @@ class _WriterCore:
         pending: list[tuple[str, BulkSendFuture]],
         exc: BaseException,
     ) -> None:
+        from kafka_sink.producer.futures import BulkSendFuture
+
         futures = [f for _topic, f in pending]
         queued = getattr(exc, "queued_future", None)
         if isinstance(queued, BulkSendFuture):
@@ -400,8 +422,10 @@ class _WriterCore:
 
     @staticmethod
     def _check_partitions(
-        producer: producer_cache.BulkProducer, group: TopicColumns, counts: dict[str, int]
+        producer: BulkProducer, group: TopicColumns, counts: dict[str, int]
     ) -> None:
+        from kafka_sink.spark.columns import check_partitions
+
         if group.partitions is None:
             return
         if group.topic not in counts:
@@ -429,7 +453,7 @@ class _WriterCore:
 
     def _await_acks(
         self,
-        producer: producer_cache.BulkProducer,
+        producer: BulkProducer,
         pending: list[tuple[str, BulkSendFuture]],
         sent: list[tuple[str, BulkSendFuture]],
         offsets: _Offsets,
@@ -480,7 +504,7 @@ class _WriterCore:
         ]
         if len(per_tp) > _MESSAGE_PARTITIONS:
             listed.append(f"and {len(per_tp) - _MESSAGE_PARTITIONS} more partition(s)")
-        cfg = ProducerConfig.from_mapping(self.options.producer_config)
+        cfg = _producer_config(self.options.producer_items)
         where = f"task for Spark partition {task.partition_id} (attempt {task.attempt_number})"
         pending = f"{records} record(s) in {batches} batch(es) not acknowledged by Kafka"
         if stalled_s is not None:

@@ -174,6 +174,40 @@ def test_writable_commit_log_is_created_and_left_empty(tmp_path) -> None:
     assert target.is_dir() and list(target.iterdir()) == []  # the probe file is gone
 
 
+def test_streaming_commit_log_is_probed_once_per_process(tmp_path, monkeypatch) -> None:
+    # Spark calls streamWriter() twice per micro-batch (planning, commit) in long-lived driver
+    # workers: probing every time cost two requests per micro-batch in an object store.
+    from kafka_sink.spark import commit_store
+
+    probes: list[str] = []
+    real_probe = commit_store.LocalCommitStore.probe
+
+    def counting_probe(self: commit_store.LocalCommitStore) -> None:
+        probes.append(self.location)
+        real_probe(self)
+
+    monkeypatch.setattr(commit_store.LocalCommitStore, "probe", counting_probe)
+    target = tmp_path / "commits"
+    opts = SinkOptions.from_options({**BASE, "commitlog": str(target)})
+    for _ in range(3):  # micro-batches 0..2 in the same driver-side worker
+        assert opts.check_commit_dir(streaming=True) == str(target)
+    assert probes == [str(target)]
+    for _ in range(2):  # each batch write job is checked on its own
+        assert opts.check_commit_dir(streaming=False) == str(target)
+    assert len(probes) == 3
+
+
+def test_streaming_commit_log_that_failed_is_probed_again(tmp_path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    opts = SinkOptions.from_options({**BASE, "commitlog": str(blocker / "commits")})
+    with pytest.raises(SinkOptionError, match="Not a directory"):
+        opts.check_commit_dir(streaming=True)
+    blocker.unlink()  # fixed before the query is restarted: the next check must see it
+    assert opts.check_commit_dir(streaming=True) == str(blocker / "commits")
+    assert (blocker / "commits").is_dir()
+
+
 def test_no_commit_log_means_nothing_to_check(tmp_path) -> None:
     (tmp_path / "afile").write_text("x")
     bad_ck = str(tmp_path / "afile" / "ck")

@@ -199,10 +199,10 @@ def _plan_options(**extra: str) -> SinkOptions:
 
 @pytest.fixture
 def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafka_sink.spark import datasource
+    from kafka_sink.spark import transaction_timeout
 
     monkeypatch.setattr(
-        datasource,
+        transaction_timeout,
         "resolve_transaction_timeout_ms",
         lambda config: int(config.get("transaction.timeout.ms", 600_000)),
     )
