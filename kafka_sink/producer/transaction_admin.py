@@ -6,7 +6,8 @@ prepared, or a job sweeping what a dead process left open):
 - :func:`complete_transaction` ends a :class:`~kafka_sink.producer.prepared.PreparedTransaction`
   with EndTxn, sent to the transaction coordinator with the prepared producer id and epoch;
 - :func:`list_transactions` lists the transactions whose transactional id starts with a prefix
-  (ListTransactions to every broker, then DescribeTransactions to each id's coordinator);
+  (ListTransactions to every broker, then DescribeTransactions to each id's coordinator; a
+  broker that died is waited for only until the controller fences it and its coordinators move);
 - :func:`abort_transactions` aborts the open ones among them.
 
 Each call is one-shot and blocking: it builds an
@@ -55,6 +56,7 @@ from kafka_sink.errors import (
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     InvalidTxnStateError,
+    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     ProducerFencedError,
@@ -422,15 +424,31 @@ def _id_pattern(prefix: str) -> str:
     return f"^{re.escape(prefix)}.*"
 
 
+class _NodeLeftError(Exception):
+    """A broker being listed left the cluster's metadata: list the live brokers again."""
+
+
 def _list(client: AdminClient, prefix: str, deadline: Deadline) -> list[TransactionListing]:
-    """ListTransactions to every broker, then DescribeTransactions for the ids it owns."""
-    found: dict[str, TransactionListing] = {}
-    for node in client.brokers(deadline):
-        ids = _list_node(client, node, prefix, deadline)
-        if ids:
-            for listing in _describe_all(client, node, ids, deadline):
-                found[listing.transactional_id] = listing
-    return [found[t] for t in sorted(found)]
+    """ListTransactions to every broker, then DescribeTransactions for the ids it owns.
+
+    A broker that cannot be reached is retried while the metadata still names it (it may
+    coordinate ids: skipping it would hide them). Once the controller fences it, it leaves the
+    metadata and its coordinators move to live brokers, so the whole listing starts again over
+    the live ones: a listing completes with one broker down instead of waiting for it.
+    """
+    while True:
+        deadline.check()
+        found: dict[str, TransactionListing] = {}
+        try:
+            for node in client.brokers(deadline):
+                ids = _list_node(client, node, prefix, deadline)
+                if ids:
+                    for listing in _describe_all(client, node, ids, deadline):
+                        found[listing.transactional_id] = listing
+        except _NodeLeftError as left:
+            log.info("%s: %s; listing the live brokers again", deadline.operation, left)
+            continue
+        return [found[t] for t in sorted(found)]
 
 
 def _list_node(client: AdminClient, node: int, prefix: str, deadline: Deadline) -> list[str]:
@@ -438,10 +456,16 @@ def _list_node(client: AdminClient, node: int, prefix: str, deadline: Deadline) 
 
     def attempt() -> list[str]:
         deadline.waiting_for = f"the list of transactions of node {node}"
-        version = client.api_version(node, ApiKey.LIST_TRANSACTIONS, deadline)
-        pattern = _id_pattern(prefix) if version >= 2 and prefix else None
-        request = ListTransactionsRequest(transactional_id_pattern=pattern)
-        response = client.request(node, request, deadline)
+        if node not in client.metadata.fetch().brokers:
+            raise _NodeLeftError(f"node {node} left the cluster")
+        try:
+            version = client.api_version(node, ApiKey.LIST_TRANSACTIONS, deadline)
+            pattern = _id_pattern(prefix) if version >= 2 and prefix else None
+            request = ListTransactionsRequest(transactional_id_pattern=pattern)
+            response = client.request(node, request, deadline)
+        except KafkaConnectionError:
+            client.metadata.request_update()  # has it been fenced meanwhile?
+            raise
         error = error_for_code(response.error_code)
         if error is not None:
             raise error

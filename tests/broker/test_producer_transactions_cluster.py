@@ -15,6 +15,7 @@ import pytest
 from txn_scenarios import new_id, values
 
 from kafka_sink import KafkaProducer
+from kafka_sink.producer.transaction_admin import abort_transactions, list_transactions
 from kafka_sink.testing.local_kafka import LocalKafka
 
 TopicFactory = Callable[..., str]
@@ -81,3 +82,41 @@ def test_commit_survives_the_loss_of_a_partition_leader_mid_transaction(
         assert all(f.exception(0) is None for f in futures)
     expected = {b"a-%d" % i for i in range(200)} | {b"b-%d" % i for i in range(200)}
     assert values(kafka_cluster.bootstrap_servers, topic, "read_committed") == expected
+
+
+def test_listing_and_sweeping_survive_the_loss_of_the_transaction_coordinator(
+    kafka_cluster: LocalKafka, cluster_topic_factory: TopicFactory
+) -> None:
+    # What the exactly-once sink's sweep does after a broker died: list the prefix's
+    # transactions (every broker is asked; the dead one must not stall the listing until its
+    # deadline) and abort the open one through its new coordinator.
+    topic = _topic(cluster_topic_factory)
+    prefix = new_id("sweep") + "-"
+    config = {
+        "bootstrap.servers": kafka_cluster.bootstrap_servers,
+        "transactional.id": prefix + "0",
+        "request.timeout.ms": 5000,
+        "retry.backoff.ms": 50,
+        "retry.backoff.max.ms": 500,
+    }
+    producer = KafkaProducer(config)
+    try:
+        producer.init_transactions(timeout=60)
+        tm = producer._txn
+        assert tm is not None and tm.coordinator is not None
+        producer.begin_transaction()
+        for i in range(50):
+            producer.send(topic, b"open-%d" % i, partition=i % 3)
+        producer.flush(60)
+        kafka_cluster.kill_node(tm.coordinator)
+        admin = {k: v for k, v in config.items() if k != "transactional.id"}
+        listed = list_transactions(admin, prefix, timeout=60)
+        assert [(t.transactional_id, t.state) for t in listed] == [(prefix + "0", "Ongoing")]
+        assert listed[0].coordinator_id != tm.coordinator
+        aborted = abort_transactions(admin, prefix, timeout=60)
+        assert [t.transactional_id for t in aborted] == [prefix + "0"]
+        after = list_transactions(admin, prefix, timeout=60)
+        assert [t.state for t in after] == ["CompleteAbort"]
+    finally:
+        producer.close(0)
+    assert values(kafka_cluster.bootstrap_servers, topic, "read_committed") == set()

@@ -1,5 +1,6 @@
-"""A Spark standalone cluster on 127.0.0.1 and a packed virtualenv to ship to it, for the tests.
+"""A Spark standalone cluster on loopback addresses and a packed virtualenv to ship, for the tests.
 
+- The master listens on 127.0.0.1 and worker i on 127.0.0.(i+1): distinct hosts to Spark.
 - ``StandaloneCluster``: one master and N workers started with pyspark's own launcher
   (``$SPARK_HOME/bin/spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker``),
   each in its own process group (``close()`` ends a worker's executors and their Python workers
@@ -52,7 +53,7 @@ class ClusterStartError(RuntimeError):
     pass
 
 
-def daemon_env(conf_dir: Path) -> dict[str, str]:
+def daemon_env(conf_dir: Path, host: str = "127.0.0.1") -> dict[str, str]:
     """The environment of the master and workers: Java, Spark, nothing from the test's Python."""
     java = shutil.which("java")
     path = [str(Path(java).resolve().parent)] if java else []
@@ -63,7 +64,7 @@ def daemon_env(conf_dir: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_CONF_DIR": str(conf_dir),
-        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOCAL_IP": host,
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
     }
     if "JAVA_HOME" in os.environ:
@@ -119,13 +120,16 @@ class StandaloneCluster:
             for i in range(self.workers):
                 work = self.workdir / f"worker-{i}"
                 work.mkdir(exist_ok=True)
+                # Each worker on its own loopback address, so that Spark sees distinct hosts (it
+                # never runs a speculative copy of a task on a host already running it).
+                host = f"127.0.0.{i + 1}"
                 self._spawn(
                     f"worker-{i}",
                     "org.apache.spark.deploy.worker.Worker",
                     [
                         self.url,
                         "--host",
-                        "127.0.0.1",
+                        host,
                         "--port",
                         "0",
                         "--webui-port",
@@ -138,6 +142,7 @@ class StandaloneCluster:
                         str(work),
                     ],
                     props,
+                    host,
                 )
             self._wait_for_workers(deadline)
         except BaseException:
@@ -145,7 +150,9 @@ class StandaloneCluster:
             raise
         return self
 
-    def _spawn(self, name: str, cls: str, args: list[str], props: Path) -> _Daemon:
+    def _spawn(
+        self, name: str, cls: str, args: list[str], props: Path, host: str = "127.0.0.1"
+    ) -> _Daemon:
         log = self._logs / f"{name}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
@@ -157,7 +164,7 @@ class StandaloneCluster:
                     str(props),
                 ],
                 cwd=str(self.workdir),
-                env=daemon_env(self._conf_dir),
+                env=daemon_env(self._conf_dir, host),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tarfile
 import time
+import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from standalone import (
     build_environment,
 )
 
+from kafka_sink.producer.transaction_admin import list_transactions
 from kafka_sink.records.murmur2 import partition_for_key
 from kafka_sink.testing.oracle import read_all
 
@@ -323,3 +326,66 @@ def test_stream_job_on_standalone_cluster(
         assert min(p[0] for p in parts) == lo
         assert max(p[1] for p in parts) == hi
         assert sum(p[2] for p in parts) == n
+
+
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+def test_speculative_copy_of_a_slow_task(
+    client: Client, kafka_cluster, cluster_topic_factory, tmp_path, guarantee
+) -> None:
+    """Two attempts of one partition write (the slow first one, then Spark's speculative copy):
+    with exactly-once a read_committed consumer reads every row once and nothing stays open; with
+    at-least-once the first attempt's rows are read twice (so the test can fail)."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = cluster_topic_factory(
+        partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"}
+    )
+    prefix = f"eos-spec-{uuid.uuid4().hex[:8]}"
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    conf = {
+        **client.conf(),
+        "spark.speculation": "true",
+        "spark.speculation.interval": "200ms",
+        "spark.speculation.quantile": "0.5",
+        "spark.speculation.multiplier": "1.5",
+        "spark.speculation.minTaskRuntime": "1s",
+    }
+    (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
+    zips = sorted(str(p) for p in (SPARK_HOME / "python" / "lib").glob("*.zip"))
+    env = client.environ(SPARK_CONF_DIR=str(conf_dir), PYTHONPATH=os.pathsep.join(zips))
+    script = str(Path(__file__).with_name("standalone_speculation.py"))
+    log_dir = tmp_path / "log"
+    args = [str(JOBS), bootstrap, topic, guarantee, prefix, str(log_dir)]
+    client.run(["./environment/bin/python", script, *args], env, f"speculation-{guarantee}")
+
+    rows = 2000
+    everything = read_all(bootstrap, topic, expected=rows)
+    written_by = {
+        (int(v.split(b":")[0]), int(v.split(b":")[1])) for v in (r.value for r in everything)
+    }
+    # Both attempts of partition 1 (ids 1000..1999) wrote rows.
+    assert {a for i, a in written_by if i >= 1000} >= {0, 1}, sorted(written_by)[-3:]
+    committed = read_all(bootstrap, topic, expected=rows, isolation_level="read_committed")
+    counts = Counter(int(r.value.split(b":")[0]) for r in committed)
+    assert set(counts) == set(range(rows))  # nothing lost either way
+    duplicated = sum(1 for c in counts.values() if c > 1)
+    [doc] = commit_docs(log_dir)
+    assert doc["delivery_guarantee"] == guarantee
+    if guarantee == "at-least-once":
+        assert duplicated > 0
+        return
+    assert duplicated == 0, f"{duplicated} rows read twice by a read_committed consumer"
+    # The winning copy's transaction was committed; the killed attempt's never was.
+    assert {
+        a
+        for i, a in ((int(r.value.split(b":")[0]), int(r.value.split(b":")[1])) for r in committed)
+        if i >= 1000
+    } == {1}
+    config = {"bootstrap.servers": bootstrap}
+    deadline = time.monotonic() + 60
+    while True:
+        states = [t.state for t in list_transactions(config, prefix + "-")]
+        if not any(s in ("Ongoing", "PrepareCommit", "PrepareAbort") for s in states):
+            break
+        assert time.monotonic() < deadline, f"transactions left open: {states}"
+        time.sleep(1)

@@ -88,6 +88,7 @@ class ScriptedCluster(FakeNetworkClient):
     # node -> the transactions its coordinator owns: (id, pid, epoch, state)
     owned: dict[int, list[tuple[str, int, int, str]]] = field(default_factory=dict)
     on_end_txn: Callable[[EndTxnRequest], None] | None = None
+    metadata: Any = None  # the admin client's metadata, set by the fixture
 
     def is_connection_failed(self, node_id: int) -> bool:
         return False
@@ -193,6 +194,7 @@ class ScriptedCluster(FakeNetworkClient):
 def cluster(monkeypatch: pytest.MonkeyPatch) -> ScriptedCluster:
     """The scripted cluster every call of this module's functions talks to."""
     scripted = ScriptedCluster(ManualClock())
+    scripted.metadata = _Metadata({}, nodes=(0, 1))
 
     def from_config(
         config: Mapping[str, object], clock: object = None
@@ -200,7 +202,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> ScriptedCluster:
         cfg = ProducerConfig.from_mapping(config)
         client = AdminClient(
             scripted,
-            _Metadata({}, nodes=(0, 1)),
+            scripted.metadata,
             scripted.clock,
             request_timeout_ms=cfg.request_timeout_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
@@ -485,6 +487,54 @@ def test_list_without_the_pattern_filter_filters_itself(cluster: ScriptedCluster
     assert {s.body.transactional_id_pattern for s in cluster.requests(ListTransactionsRequest)} == {
         None
     }
+
+
+def test_list_skips_a_broker_that_left_the_cluster_and_asks_the_new_coordinators(
+    cluster: ScriptedCluster,
+) -> None:
+    # Node 1 dies: its ListTransactions calls lose their connection until the controller fences
+    # it, which drops it from the metadata and moves its coordinators (here: to node 0). The
+    # listing must not wait for the dead node until the deadline; it lists the live ones again.
+    cluster.owned = {0: [("job-1", 10, 0, "Ongoing")], 1: [("job-2", 12, 3, "Ongoing")]}
+    original = cluster._answer
+    metadata = cluster.metadata
+    updates = 0
+
+    def answer(sent: Sent) -> Any:
+        if isinstance(sent.body, ListTransactionsRequest) and sent.request.node_id == 1:
+            return DROP
+        return original(sent)
+
+    def request_update() -> int:
+        nonlocal updates
+        updates += 1
+        if updates == 2:  # fenced: node 1 leaves, node 0 now coordinates its ids
+            metadata.cluster = _Metadata({}, nodes=(0,)).cluster
+            cluster.owned = {0: [("job-1", 10, 0, "Ongoing"), ("job-2", 12, 3, "Ongoing")]}
+        return 0
+
+    cluster._answer = answer  # type: ignore[method-assign]
+    metadata.request_update = request_update
+    found = list_transactions(CONFIG, "job-", timeout=30)
+    assert [(t.transactional_id, t.coordinator_id) for t in found] == [("job-1", 0), ("job-2", 0)]
+
+
+def test_list_keeps_trying_a_broker_still_in_the_cluster_until_the_deadline(
+    cluster: ScriptedCluster,
+) -> None:
+    # A broker that stays in the metadata may coordinate ids: skipping it would hide them.
+    cluster.owned = {0: [("job-1", 10, 0, "Ongoing")], 1: [("job-2", 12, 3, "Ongoing")]}
+    original = cluster._answer
+
+    def answer(sent: Sent) -> Any:
+        if isinstance(sent.body, ListTransactionsRequest) and sent.request.node_id == 1:
+            return DROP
+        return original(sent)
+
+    cluster._answer = answer  # type: ignore[method-assign]
+    with pytest.raises(KafkaTimeoutError) as caught:
+        list_transactions(CONFIG, "job-", timeout=5)
+    assert "the list of transactions of node 1" in str(caught.value)
 
 
 def test_abort_transactions_aborts_only_the_open_ones_with_their_epoch(

@@ -1,0 +1,232 @@
+"""deliveryGuarantee=exactly-once when a write fails as a whole: real Spark, a real 3-node Kafka
+(replication 3, min.insync.replicas 2) and an independent read_committed consumer (kafka-python).
+
+- A batch job that fails after some of its tasks succeeded (their transactions prepared, their
+  rows in the log): nothing of it is visible to read_committed, nothing stays open. With
+  at-least-once the succeeded tasks' rows are visible (a partial job), so the test can fail.
+- A micro-batch whose first task's transaction the broker aborts on ``transaction.timeout.ms``
+  while a slow task of the same batch still runs: the batch fails with a message naming the
+  batch, the partitions and the fix; the query, restarted from its checkpoint, runs the batch
+  again and a read_committed consumer reads every row exactly once. With at-least-once (which
+  has no transaction to time out) the same batch fails at the same point on an injected error,
+  and its re-run shows the first task's rows twice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sparkutil import commit_docs
+
+from kafka_sink.producer.transaction_admin import list_transactions
+from kafka_sink.testing.local_kafka import LocalKafka
+from kafka_sink.testing.oracle import end_offsets, import_kafka_python, read_all
+
+TopicFactory = Callable[..., str]
+
+ROWS = 3000
+PARTITIONS = 3
+
+
+def _topic(cluster_topic_factory: TopicFactory) -> str:
+    return cluster_topic_factory(
+        partitions=PARTITIONS, replication_factor=3, configs={"min.insync.replicas": "2"}
+    )
+
+
+def _stable_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    kafka = import_kafka_python()
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed"
+    )
+    try:
+        tps = [kafka.TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        return {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def _assert_nothing_open(bootstrap: str, topic: str, prefix: str) -> None:
+    """No transaction of the prefix open, and the last stable offset at the log end."""
+    config = {"bootstrap.servers": bootstrap}
+    open_left = [
+        t.transactional_id
+        for t in list_transactions(config, prefix + "-")
+        if t.state in ("Ongoing", "PrepareCommit", "PrepareAbort")
+    ]
+    assert open_left == []
+    deadline = time.monotonic() + 30
+    while _stable_offsets(bootstrap, topic) != end_offsets(bootstrap, topic):
+        assert time.monotonic() < deadline, "the last stable offset never reached the log end"
+        time.sleep(0.5)
+
+
+def _options(bootstrap: str, topic: str, guarantee: str, prefix: str) -> dict[str, str]:
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "topic": topic,
+        "deliveryGuarantee": guarantee,
+        "kafka.request.timeout.ms": "10000",
+    }
+    if guarantee == "exactly-once":
+        options["transactionalIdPrefix"] = prefix
+    return options
+
+
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+def test_a_batch_job_that_fails_after_some_tasks_succeeded(
+    spark: Any,
+    kafka_cluster: LocalKafka,
+    cluster_topic_factory: TopicFactory,
+    tmp_path: Path,
+    guarantee: str,
+) -> None:
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import StringType
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = _topic(cluster_topic_factory)
+    prefix = f"eos-fail-{uuid.uuid4().hex[:8]}"
+    per_partition = ROWS // PARTITIONS
+
+    @sf.udf(returnType=StringType(), useArrow=False)
+    def fail_last_partition(i: int) -> str:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.partitionId() == PARTITIONS - 1:
+            import time
+
+            # Every attempt fails, once the other tasks have had time to finish: the job fails
+            # after they succeeded.
+            time.sleep(3)
+            raise RuntimeError("injected failure of the last partition")
+        return f"row-{i}"
+
+    df = spark.range(0, ROWS, numPartitions=PARTITIONS).select(
+        fail_last_partition(sf.col("id")).alias("value")
+    )
+    log_dir = tmp_path / "log"
+    with pytest.raises(Exception, match="injected failure of the last partition"):
+        df.write.format("pykafka").mode("append").options(
+            **_options(bootstrap, topic, guarantee, prefix)
+        ).option("commitLog", str(log_dir)).save()
+
+    # The succeeded tasks' rows reached the log (else the scenario proves nothing).
+    everything = read_all(bootstrap, topic, expected=(PARTITIONS - 1) * per_partition)
+    assert len(everything) >= (PARTITIONS - 1) * per_partition
+    names = sorted(path.name for path in log_dir.glob("*.json"))
+    assert len(names) == 1 and names[0].endswith(".aborted.json"), names  # no commit document
+    [aborted] = commit_docs(log_dir)
+    assert aborted["delivery_guarantee"] == guarantee
+    if guarantee == "at-least-once":
+        visible = read_all(bootstrap, topic, expected=(PARTITIONS - 1) * per_partition)
+        assert len(visible) >= (PARTITIONS - 1) * per_partition  # a partial job is visible
+        return
+    _assert_nothing_open(bootstrap, topic, prefix)
+    assert read_all(bootstrap, topic, isolation_level="read_committed") == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+def test_a_transaction_that_times_out_before_the_commit(
+    spark: Any,
+    kafka_cluster: LocalKafka,
+    cluster_topic_factory: TopicFactory,
+    tmp_path: Path,
+    guarantee: str,
+) -> None:
+    from pyspark.errors import StreamingQueryException
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import StringType
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = _topic(cluster_topic_factory)
+    prefix = f"eos-timeout-{uuid.uuid4().hex[:8]}"
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "rows.txt").write_text("".join(f"{i}\n" for i in range(ROWS)), encoding="utf-8")
+    second_run = tmp_path / "second-run"
+    first_id = f"{prefix}-0-0"
+    exactly_once = guarantee == "exactly-once"
+
+    @sf.udf(returnType=StringType(), useArrow=False)
+    def slow_second_partition(line: str) -> str:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.partitionId() == 1 and not os.path.exists(second_run):
+            import time
+
+            if not exactly_once:
+                time.sleep(3)  # partition 0 has written its rows meanwhile
+                raise RuntimeError("injected failure of a slow task")  # every attempt
+            # Hold the batch open until the broker aborted partition 0's prepared transaction
+            # (transaction.timeout.ms; the test cluster's coordinators check every 2 s).
+            from kafka_sink.producer.transaction_admin import list_transactions
+
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                states = {
+                    t.transactional_id: t.state
+                    for t in list_transactions({"bootstrap.servers": bootstrap}, first_id)
+                }
+                if states.get(first_id) in ("PrepareAbort", "CompleteAbort"):
+                    break
+                time.sleep(0.5)
+        return line
+
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(ROWS * 5 // PARTITIONS))
+    try:
+        df = spark.readStream.text(str(inputs)).select(
+            slow_second_partition(sf.col("value")).alias("value")
+        )
+
+        def run() -> Any:
+            query = (
+                df.writeStream.format("pykafka")
+                .options(**_options(bootstrap, topic, guarantee, prefix))
+                .option("kafka.transaction.timeout.ms", "5000")
+                .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            try:
+                assert query.awaitTermination(240), "the query did not finish in 240 s"
+            except StreamingQueryException as exc:
+                return exc
+            return query.exception()
+
+        failure = run()
+        assert failure is not None, "the first run should have failed"
+        if exactly_once:
+            text = str(failure)
+            assert "exactly-once commit of batch 0 failed" in text, text
+            assert f"{topic}-" in text  # the partitions
+            assert "Fix: raise kafka.transaction.timeout.ms" in text
+            # Nothing of the failed batch is visible, and nothing of it holds readers back.
+            _assert_nothing_open(bootstrap, topic, prefix)
+            assert read_all(bootstrap, topic, isolation_level="read_committed") == []
+        second_run.touch()
+        assert run() is None  # the restart runs the batch again and delivers
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+    committed = read_all(bootstrap, topic, expected=ROWS, isolation_level="read_committed")
+    counts = Counter(int(r.value) for r in committed)
+    assert set(counts) == set(range(ROWS))  # nothing lost either way
+    duplicated = sum(1 for c in counts.values() if c > 1)
+    docs = commit_docs(tmp_path / "checkpoint" / "pykafka-commits", "[0-9]*.json")
+    assert [d["batch_id"] for d in docs if "failed_tasks" not in d] == [0]
+    if not exactly_once:
+        assert duplicated > 0
+        return
+    assert duplicated == 0, f"{duplicated} rows read twice by a read_committed consumer"
+    _assert_nothing_open(bootstrap, topic, prefix)
