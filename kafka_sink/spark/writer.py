@@ -632,6 +632,7 @@ class _WriterCore:
                 committer.abort(number, tasks)
         finally:
             committer.store.close()
+            committer.ops.close()
 
 
 def _in_spark_task() -> bool:
