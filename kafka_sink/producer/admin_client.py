@@ -1,4 +1,4 @@
-"""A blocking, one-shot client for coordinator requests that need no producer.
+"""A blocking client for coordinator requests that need no producer.
 
 Role: drives the net layer's NetworkClient from the caller's thread (no sender thread) for
 short administrative exchanges: wait for metadata, find a transaction coordinator, send one
@@ -16,6 +16,9 @@ Invariants:
   backoff (``retry.backoff.ms`` .. ``retry.backoff.max.ms``); an authentication failure ends the
   call at once, as it does for the producer's metadata waiters.
 - Topics are never auto-created by its metadata requests.
+- ``request_all`` sends a set of requests (each to its node) before awaiting any answer, and
+  reports each answer or failure apart; ``find_coordinators`` looks up many transactional ids
+  with one FindCoordinator where the broker supports v4 (KIP-699).
 """
 
 from __future__ import annotations
@@ -250,29 +253,26 @@ class AdminClient:
                 unreachable[node_id] = exc
         done: dict[int, ClientResponse] = {}
         timeouts: dict[int, int] = {}
-        for i, (node_id, body, version) in enumerate(requests):
+        # A node takes max.in.flight.requests.per.connection at a time: the rest are sent as
+        # answers come back.
+        queued = [i for i, (node, _b, _v) in enumerate(requests) if node not in unreachable]
+        for i, (node_id, _body, _version) in enumerate(requests):
             if node_id in unreachable:
                 out[i] = unreachable[node_id]
-                continue
-            now = self.clock.now_ms()
-            timeout_ms = max(min(self.request_timeout_ms, deadline.remaining_ms()), 1)
-            timeouts[i] = timeout_ms
-
-            def answered(response: ClientResponse, i: int = i) -> None:
-                done[i] = response
-
-            self.network.send(
-                ClientRequest(node_id, body, version, now, answered, request_timeout_ms=timeout_ms),
-                now,
-            )
         try:
-            while len(done) < len(timeouts):
+            while True:
+                queued = self._send_ready(
+                    requests, queued, done=done, timeouts=timeouts, out=out, deadline=deadline
+                )
+                if not queued and len(done) == len(timeouts):
+                    break
                 deadline.check()
-                self._poll(deadline.remaining_ms(), deadline)
+                wait_ms = _POLL_MS if queued else deadline.remaining_ms()
+                self._poll(min(wait_ms, deadline.remaining_ms()), deadline)
         except KafkaTimeoutError as exc:
             if not deadline.is_own(exc):
                 raise
-            for i in timeouts:
+            for i in [*timeouts, *queued]:
                 if i not in done:
                     out[i] = exc  # the answers that came are still told apart
         for i, response in done.items():
@@ -288,6 +288,39 @@ class AdminClient:
             else:
                 out[i] = KafkaConnectionError(f"the connection to node {node_id} was lost")
         return out
+
+    def _send_ready(
+        self,
+        requests: Sequence[tuple[int, Any, int | None]],
+        queued: list[int],
+        *,
+        done: dict[int, ClientResponse],
+        timeouts: dict[int, int],
+        out: list[Any],
+        deadline: Deadline,
+    ) -> list[int]:
+        """Send the queued requests whose node is ready; the ones still waiting."""
+        waiting: list[int] = []
+        for i in queued:
+            node_id, body, version = requests[i]
+            now = self.clock.now_ms()
+            if not self.network.ready(node_id, now):
+                if self.network.is_connection_failed(node_id):
+                    out[i] = KafkaConnectionError(f"node {node_id} cannot be reached")
+                else:
+                    waiting.append(i)
+                continue
+            timeout_ms = max(min(self.request_timeout_ms, deadline.remaining_ms()), 1)
+            timeouts[i] = timeout_ms
+
+            def answered(response: ClientResponse, i: int = i) -> None:
+                done[i] = response
+
+            self.network.send(
+                ClientRequest(node_id, body, version, now, answered, request_timeout_ms=timeout_ms),
+                now,
+            )
+        return waiting
 
     def _await_ready(self, node_id: int, deadline: Deadline) -> None:
         give_up_ms = self.clock.now_ms() + self.request_timeout_ms

@@ -7,14 +7,23 @@ prepared, or a job sweeping what a dead process left open):
   with EndTxn, sent to the transaction coordinator with the prepared producer id and epoch;
 - :func:`list_transactions` lists the transactions whose transactional id starts with a prefix
   (ListTransactions to every broker, then DescribeTransactions to each id's coordinator);
-- :func:`abort_transactions` aborts the open ones among them.
+- :func:`abort_transactions` aborts the open ones among them;
+- :func:`complete_transactions` ends many prepared transactions at once: one FindCoordinator
+  for all their ids (v4+), every EndTxn sent before any answer is awaited, one
+  :class:`Completion` per handle.
 
-Each call is one-shot and blocking: it builds an
+Each function is one-shot and blocking: it builds an
 :class:`~kafka_sink.producer.admin_client.AdminClient` from a producer-style config (Kafka's
 dotted keys: bootstrap, TLS and SASL settings mean what they mean for the producer; secrets stay
-out of logs, errors and ``repr``), does its work and closes it.
+out of logs, errors and ``repr``), does its work and closes it. :class:`TransactionAdmin` makes
+the same calls over one client kept open until ``close()`` (connections, API versions and
+finalized features negotiated once).
 
 Invariants:
+- :func:`complete_transactions` raises only for bad arguments: each handle's outcome (ended,
+  or the error :func:`complete_transaction` would raise for it, the deadline's timeout for those
+  still unanswered when it passed) is reported apart, so a caller knows what was and was not
+  ended. Retriable answers are retried together, after one backoff, within the one deadline.
 - Every wait is bounded by the caller's ``timeout`` in seconds (default: the config's
   ``max.block.ms``); when it passes, :class:`~kafka_sink.errors.KafkaTimeoutError` says what was
   being waited for and the last error seen.

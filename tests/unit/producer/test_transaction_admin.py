@@ -93,6 +93,18 @@ class ScriptedCluster(FakeNetworkClient):
     # Per-id coordinators (FindCoordinator v4+ answers every key); else ``coordinator``.
     coordinator_of: dict[str, int] = field(default_factory=dict)
     polls: int = 0
+    # Like max.in.flight.requests.per.connection: a node is not ready with this many unanswered.
+    max_in_flight: int | None = None
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        unanswered = sum(1 for r in self._due if r.request.node_id == node_id)
+        full = self.max_in_flight is not None and unanswered >= self.max_in_flight
+        return super().ready(node_id, now_ms) and not full
+
+    def send(self, request: ClientRequest, now_ms: int) -> None:
+        if not self.ready(request.node_id, now_ms):
+            raise AssertionError(f"request sent to node {request.node_id}, which is not ready")
+        self._send(request, now_ms)
 
     def is_connection_failed(self, node_id: int) -> bool:
         return False
@@ -106,7 +118,7 @@ class ScriptedCluster(FakeNetworkClient):
             ApiKey.API_VERSIONS: 3,
         }.get(api_key)
 
-    def send(self, request: ClientRequest, now_ms: int) -> None:
+    def _send(self, request: ClientRequest, now_ms: int) -> None:
         if request.version is None:
             request.api_version = self.api_version(request.node_id, request.api_key) or 0
         else:
@@ -694,3 +706,17 @@ def test_the_drivers_ops_use_one_client_and_name_what_did_and_did_not_commit(
     assert "lost (aborted by Kafka): ['sink-q-1-0']" in message
     ops.close()
     assert len(opened) == 1 and cluster.closed
+
+
+def test_complete_transactions_sends_no_more_than_a_connection_takes_at_once(
+    cluster: ScriptedCluster,
+) -> None:
+    # Six transactions on one coordinator that takes two requests at a time: the rest wait
+    # for answers instead of failing.
+    cluster.max_in_flight = 2
+    handles = [PreparedTransaction(f"sink-q-{i}-0", 100 + i, 1, [("t", i)]) for i in range(6)]
+    results = complete_transactions(CONFIG, handles)
+    assert [r.error for r in results] == [None] * 6
+    assert sorted(b.transactional_id for _, b, _ in _end_txns(cluster)) == sorted(
+        h.transactional_id for h in handles
+    )
