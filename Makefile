@@ -23,7 +23,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
-	bench-microbatch bench-transactions clean
+	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-eos-commit clean
 
 setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
 
@@ -92,6 +92,20 @@ bench-spark: setup $(SPARK_KAFKA)/.fetched
 # Median addBatch of a small streaming query (rate source, 2,000 rows/s) per sink.
 bench-microbatch: setup $(SPARK_KAFKA)/.fetched
 	$(PY) benchmarks/bench_microbatch.py
+
+# Exactly-once against at-least-once, same run and data (results/bench_spark_eos.*).
+bench-spark-eos: setup
+	$(PY) benchmarks/bench_spark.py --writers pykafka,pykafka-eos --codecs lz4 \
+		--out benchmarks/results --stem bench_spark_eos
+
+# What exactly-once adds to addBatch per micro-batch (results/bench_microbatch_eos.md).
+bench-microbatch-eos: setup
+	$(PY) benchmarks/bench_microbatch.py --sinks python-noop,pykafka,pykafka-eos \
+		--out benchmarks/results/bench_microbatch_eos.md
+
+# The driver's commit per batch and a task's producer set-up, without Spark.
+bench-eos-commit: setup
+	$(PY) benchmarks/bench_eos_commit.py --out benchmarks/results/bench_eos_commit.md
 
 clean:
 	rm -rf $(VENV) $(CACHE) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

@@ -9,7 +9,10 @@ every query running ``--seconds`` after its first ``--skip`` micro-batches (star
 - ``python-noop``: a Python Arrow stream writer that discards its batches: what Spark itself
   spends per micro-batch on any Python data source sink (a planning worker, Python tasks, a
   commit worker), the floor for pykafka;
-- ``pykafka``: this project's sink.
+- ``pykafka``: this project's sink;
+- ``pykafka-eos`` (not run by default): the same with ``deliveryGuarantee=exactly-once``; its
+  addBatch minus pykafka's is what exactly-once adds per micro-batch (``make
+  bench-microbatch-eos``, which also writes ``--out``).
 
 Prints, per sink, the median of each part of the query progress' ``durationMs`` (``addBatch`` is
 the sink's write: planning, tasks and commit) over every micro-batch that had rows, and the
@@ -37,6 +40,7 @@ from bench_spark import ROOT, kafka, spark_session
 from python_noop import NoopStreamDataSource
 
 SINKS = ("jvm-kafka", "python-noop", "pykafka")
+OPTIONAL_SINKS = ("pykafka-eos",)
 PARTS = ("addBatch", "triggerExecution", "queryPlanning", "walCommit", "commitOffsets")
 
 
@@ -57,6 +61,9 @@ def parse_args() -> argparse.Namespace:
         "build of this one, importable by the workers through PYTHONPATH)",
     )
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    parser.add_argument(
+        "--out", default=None, help="also write the summary to this file (e.g. a .md file)"
+    )
     parser.add_argument(
         "--jars-dir",
         default=os.environ.get(
@@ -83,7 +90,11 @@ def run_query(
             "CAST(substring(sha2(CAST(value AS STRING), 512), 1, 100) AS BINARY) AS value",
         )
     )
-    fmt = {"jvm-kafka": "kafka", "python-noop": "bench_noop_stream"}.get(sink, sink)
+    fmt = {
+        "jvm-kafka": "kafka",
+        "python-noop": "bench_noop_stream",
+        "pykafka-eos": "pykafka",
+    }.get(sink, sink)
     writer = df.writeStream.format(fmt).option(
         "checkpointLocation", os.path.join(tmp, f"ckpt-{sink}-{uuid.uuid4().hex[:8]}")
     )
@@ -97,6 +108,8 @@ def run_query(
                 "kafka.linger.ms": "5",
             }
         )
+    if sink == "pykafka-eos":
+        writer = writer.option("deliveryGuarantee", "exactly-once")
     query = writer.start()
     progress: dict[int, dict[str, Any]] = {}
     measuring_since: float | None = None
@@ -152,12 +165,12 @@ def main() -> int:
             sinks.append(source.name())
             collected[source.name()] = []
             firsts[source.name()] = []
-        print(
+        header = (
             f"bench_microbatch: rate source {args.rows_per_second} rows/s, default trigger, "
             f"local[2], pyspark {spark.version}; {args.rounds} round(s) of {args.seconds:.0f} s "
-            f"per sink; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}",
-            flush=True,
+            f"per sink; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
         )
+        print(header, flush=True)
         for rnd in range(args.rounds):
             for sink in sinks:
                 topic = f"bench-mb-{sink}-{uuid.uuid4().hex[:8]}"
@@ -176,26 +189,38 @@ def main() -> int:
                 )
         spark.stop()
 
-    print()
-    print("median ms per micro-batch   " + "".join(f"{s:>13}" for s in sinks))
-    for part in PARTS:
-        print(f"  {part:<26}" + "".join(f"{median(collected[s], part):>13.0f}" for s in sinks))
-    print(
+    lines = ["median ms per micro-batch   " + "".join(f"{s:>13}" for s in sinks)]
+    lines.extend(
+        f"  {part:<26}" + "".join(f"{median(collected[s], part):>13.0f}" for s in sinks)
+        for part in PARTS
+    )
+    lines.append(
         f"  {'addBatch, first batch':<26}"
         + "".join(f"{median(firsts[s], 'addBatch'):>13.0f}" for s in sinks)
     )
     add = {s: median(collected[s], "addBatch") for s in sinks}
-    print()
+    lines.append("")
     if {"pykafka", "python-noop"} <= add.keys():
         ours = add["pykafka"] - add["python-noop"]
-        print(f"addBatch pykafka - python-noop (ours): {ours:6.0f} ms")
+        lines.append(f"addBatch pykafka - python-noop (ours): {ours:6.0f} ms")
     if {"python-noop", "jvm-kafka"} <= add.keys():
-        print(
+        lines.append(
             f"addBatch python-noop - jvm-kafka (Spark's cost of a Python sink): "
             f"{add['python-noop'] - add['jvm-kafka']:6.0f} ms"
         )
     if {"pykafka", "jvm-kafka"} <= add.keys():
-        print(f"addBatch pykafka / jvm-kafka: {add['pykafka'] / add['jvm-kafka']:.2f}x")
+        lines.append(f"addBatch pykafka / jvm-kafka: {add['pykafka'] / add['jvm-kafka']:.2f}x")
+    if {"pykafka", "pykafka-eos"} <= add.keys():
+        lines.append(
+            f"addBatch pykafka-eos - pykafka (what exactly-once adds per micro-batch): "
+            f"{add['pykafka-eos'] - add['pykafka']:6.0f} ms"
+        )
+    print()
+    print("\n".join(lines))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(header + "\n\n```\n" + "\n".join(lines) + "\n```\n")
+        print(f"\nwrote {args.out}")
     return 0
 
 

@@ -11,7 +11,10 @@ these writers take turns, best of ``--repeat`` runs after ``--warmup`` untimed o
 - ``jvm-tuned``: the same with ``kafka.batch.size=262144``, what an expert sets;
 - ``pykafka``: this project's sink;
 - ``confluent-fp``: what Python users write by hand today: ``df.foreachPartition`` with one
-  confluent-kafka ``Producer`` per partition, ``produce()`` + ``poll(0)`` per row, ``flush()``.
+  confluent-kafka ``Producer`` per partition, ``produce()`` + ``poll(0)`` per row, ``flush()``;
+- ``pykafka-eos`` (not in the default matrix): this project's sink with
+  ``deliveryGuarantee=exactly-once`` (one transaction per task, committed by the driver), to be
+  compared with ``pykafka`` in the same run (``make bench-spark-eos``).
 
 Workloads (16-byte keys): ``const100`` a constant 100-byte value; ``json200`` ~200-byte JSON
 events (``to_json`` of an id, a sha256 hex, a double, a small array, an event name and a time);
@@ -59,6 +62,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTITIONS = 6
 KEY_SIZE = 16
 WRITERS = ("ceiling", "jvm-default", "jvm-tuned", "pykafka", "confluent-fp")
+# Accepted by --writers, never in the default matrix.
+OPTIONAL_WRITERS = ("pykafka-eos",)
+EOS = {"deliveryGuarantee": "exactly-once"}
 # Earlier names of writers, still accepted by --writers.
 WRITER_ALIASES = {"jvm-kafka": "jvm-default"}
 CODECS = ("lz4", "zstd")
@@ -367,8 +373,8 @@ def write(df: Any, writer: str, options: dict[str, str]) -> None:
         conf = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
         df.foreachPartition(confluent_partition(conf, options["topic"]))
     else:
-        fmt = "pykafka" if writer == "pykafka" else "kafka"
-        extra = TUNED if writer == "jvm-tuned" else {}
+        fmt = "pykafka" if writer.startswith("pykafka") else "kafka"
+        extra = TUNED if writer == "jvm-tuned" else EOS if writer == "pykafka-eos" else {}
         df.write.format(fmt).mode("append").options(**{**options, **extra}).save()
 
 
@@ -430,6 +436,7 @@ def run_cell(
                 results[writer].failed = f"{type(exc).__name__}: {first}"
                 continue
             if writer != "ceiling":
+                # Under exactly-once the end offsets also count one commit marker per partition.
                 written = sum(end_offsets(bootstrap, topic).values())
                 if written < rows:
                     raise SystemExit(f"{writer}: only {written} of {rows} rows landed")
@@ -443,6 +450,25 @@ def run_cell(
     if topics:
         delete_topics(bootstrap, list(topics.values()))
     return [results[w] for w in writers]
+
+
+def ratios(results: list[Result]) -> str:
+    """Exactly-once rows/s over at-least-once rows/s, per cell run with both."""
+    by = {(r.workload, r.codec, r.writer): r for r in results}
+    lines = []
+    for (workload, codec, writer), r in by.items():
+        alo = by.get((workload, codec, "pykafka"))
+        if writer != "pykafka-eos" or alo is None or not r.runs or not alo.runs:
+            continue
+        lines.append(
+            f"- {workload} {codec}: exactly-once {r.rows_per_s():,.0f} rows/s, at-least-once "
+            f"{alo.rows_per_s():,.0f} rows/s: {r.rows_per_s() / alo.rows_per_s():.2f}x"
+        )
+    return (
+        ("\nExactly-once / at-least-once (pykafka-eos / pykafka):\n" + "\n".join(lines) + "\n")
+        if lines
+        else ""
+    )
 
 
 def _fmt_rate(x: float) -> str:
@@ -563,6 +589,11 @@ def parse_args() -> argparse.Namespace:
         help="directory for bench_spark.{md,png,json} (default: benchmarks/results for the "
         "full default matrix, nowhere otherwise)",
     )
+    parser.add_argument(
+        "--stem",
+        default="bench_spark",
+        help="file names under --out: STEM.md, STEM.json, STEM.png (e.g. bench_spark_eos)",
+    )
     args = parser.parse_args()
     args.quick = quick
     return args
@@ -572,7 +603,7 @@ def main() -> int:
     args = parse_args()
     writers = [WRITER_ALIASES.get(w.strip(), w.strip()) for w in args.writers.split(",")]
     writers = [w for w in writers if w]
-    unknown = [w for w in writers if w not in WRITERS]
+    unknown = [w for w in writers if w not in WRITERS + OPTIONAL_WRITERS]
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown += [w for w in workloads if w not in WORKLOADS]
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
@@ -633,21 +664,23 @@ def main() -> int:
     md = table(results, writers)
     print()
     print(md)
+    print(ratios(results))
     if out:
         os.makedirs(out, exist_ok=True)
         note = (
             f"{header}; load average {load:.1f} at the end. Client CPU is the Spark JVM plus "
             "its Python workers, from the OS (median over the runs); the broker is apart."
         )
-        with open(os.path.join(out, "bench_spark.md"), "w") as f:
-            f.write(note + "\n\n" + md + "\n")
-        with open(os.path.join(out, "bench_spark.json"), "w") as f:
+        stem = os.path.join(out, args.stem)
+        with open(stem + ".md", "w") as f:
+            f.write(note + "\n\n" + md + "\n" + ratios(results))
+        with open(stem + ".json", "w") as f:
             json.dump({"header": note, "results": [asdict(r) for r in results]}, f, indent=1)
         try:
-            plot(results, writers, os.path.join(out, "bench_spark.png"), header)
+            plot(results, writers, stem + ".png", header)
         except ImportError:
             print("matplotlib is not installed: no plot (pip install -e '.[dev]')")
-        print(f"\nwrote {out}/bench_spark.md, .json and .png")
+        print(f"\nwrote {stem}.md, .json and .png")
     return 0
 
 

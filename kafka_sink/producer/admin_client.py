@@ -1,4 +1,4 @@
-"""A blocking, one-shot client for coordinator requests that need no producer.
+"""A blocking client for coordinator requests that need no producer.
 
 Role: drives the net layer's NetworkClient from the caller's thread (no sender thread) for
 short administrative exchanges: wait for metadata, find a transaction coordinator, send one
@@ -16,12 +16,15 @@ Invariants:
   backoff (``retry.backoff.ms`` .. ``retry.backoff.max.ms``); an authentication failure ends the
   call at once, as it does for the producer's metadata waiters.
 - Topics are never auto-created by its metadata requests.
+- ``request_all`` sends a set of requests (each to its node) before awaiting any answer, and
+  reports each answer or failure apart; ``find_coordinators`` looks up many transactional ids
+  with one FindCoordinator where the broker supports v4 (KIP-699).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
@@ -171,11 +174,15 @@ class AdminClient:
                 log.debug("%s: retrying after %s", deadline.operation, exc)
                 if on_moved is not None and isinstance(exc, MOVED):
                     on_moved()
-            until = self.clock.now_ms() + self._backoff.backoff_ms(attempts)
+            self.back_off(attempts, deadline)
             attempts += 1
-            while self.clock.now_ms() < until:
-                deadline.check()
-                self._poll(until - self.clock.now_ms(), deadline)
+
+    def back_off(self, attempts: int, deadline: Deadline) -> None:
+        """Wait the backoff after ``attempts`` failed attempts (polling, within the deadline)."""
+        until = self.clock.now_ms() + self._backoff.backoff_ms(attempts)
+        while self.clock.now_ms() < until:
+            deadline.check()
+            self._poll(until - self.clock.now_ms(), deadline)
 
     def brokers(self, deadline: Deadline) -> list[int]:
         """Node ids of every broker (waiting for the first metadata from the cluster)."""
@@ -221,6 +228,99 @@ class AdminClient:
                 f"{type(body).__name__} to node {node_id} got no answer within {timeout_ms} ms"
             )
         raise KafkaConnectionError(f"the connection to node {node_id} was lost")
+
+    def request_all(
+        self, requests: Sequence[tuple[int, Any, int | None]], deadline: Deadline
+    ) -> list[Any]:
+        """Send every ``(node_id, body, version)`` at once and wait for all answers.
+
+        Each slot of the result holds that request's response, or the error it failed with
+        (:class:`KafkaConnectionError` for an unreachable node or a lost connection,
+        :class:`KafkaTimeoutError` for a request that got no answer in ``request.timeout.ms``,
+        the net layer's error as is). When the deadline passes while answers are awaited, the
+        unanswered slots hold the deadline's own timeout (``deadline.is_own``); it raises only
+        while the nodes are still being connected to.
+        """
+        out: list[Any] = [None] * len(requests)
+        now = self.clock.now_ms()
+        for node_id in {node for node, _body, _version in requests}:
+            self.network.ready(node_id, now)  # starts every connection at once
+        unreachable: dict[int, KafkaError] = {}
+        for node_id in sorted({node for node, _body, _version in requests}):
+            try:
+                self._await_ready(node_id, deadline)
+            except KafkaConnectionError as exc:
+                unreachable[node_id] = exc
+        done: dict[int, ClientResponse] = {}
+        timeouts: dict[int, int] = {}
+        # A node takes max.in.flight.requests.per.connection at a time: the rest are sent as
+        # answers come back.
+        queued = [i for i, (node, _b, _v) in enumerate(requests) if node not in unreachable]
+        for i, (node_id, _body, _version) in enumerate(requests):
+            if node_id in unreachable:
+                out[i] = unreachable[node_id]
+        try:
+            while True:
+                queued = self._send_ready(
+                    requests, queued, done=done, timeouts=timeouts, out=out, deadline=deadline
+                )
+                if not queued and len(done) == len(timeouts):
+                    break
+                deadline.check()
+                wait_ms = _POLL_MS if queued else deadline.remaining_ms()
+                self._poll(min(wait_ms, deadline.remaining_ms()), deadline)
+        except KafkaTimeoutError as exc:
+            if not deadline.is_own(exc):
+                raise
+            for i in [*timeouts, *queued]:
+                if i not in done:
+                    out[i] = exc  # the answers that came are still told apart
+        for i, response in done.items():
+            node_id, body, _version = requests[i]
+            if response.response is not None:
+                out[i] = response.response
+            elif response.error is not None:
+                out[i] = response.error
+            elif response.timed_out:
+                out[i] = KafkaTimeoutError(
+                    f"{type(body).__name__} to node {node_id} got no answer within {timeouts[i]} ms"
+                )
+            else:
+                out[i] = KafkaConnectionError(f"the connection to node {node_id} was lost")
+        return out
+
+    def _send_ready(
+        self,
+        requests: Sequence[tuple[int, Any, int | None]],
+        queued: list[int],
+        *,
+        done: dict[int, ClientResponse],
+        timeouts: dict[int, int],
+        out: list[Any],
+        deadline: Deadline,
+    ) -> list[int]:
+        """Send the queued requests whose node is ready; the ones still waiting."""
+        waiting: list[int] = []
+        for i in queued:
+            node_id, body, version = requests[i]
+            now = self.clock.now_ms()
+            if not self.network.ready(node_id, now):
+                if self.network.is_connection_failed(node_id):
+                    out[i] = KafkaConnectionError(f"node {node_id} cannot be reached")
+                else:
+                    waiting.append(i)
+                continue
+            timeout_ms = max(min(self.request_timeout_ms, deadline.remaining_ms()), 1)
+            timeouts[i] = timeout_ms
+
+            def answered(response: ClientResponse, i: int = i) -> None:
+                done[i] = response
+
+            self.network.send(
+                ClientRequest(node_id, body, version, now, answered, request_timeout_ms=timeout_ms),
+                now,
+            )
+        return waiting
 
     def _await_ready(self, node_id: int, deadline: Deadline) -> None:
         give_up_ms = self.clock.now_ms() + self.request_timeout_ms
@@ -288,5 +388,47 @@ class AdminClient:
                     f"coordinator node {found.node_id} is not in the cluster metadata yet"
                 )
             return int(found.node_id)
+
+        return self.retrying(deadline, attempt)
+
+    def find_coordinators(
+        self, transactional_ids: Sequence[str], deadline: Deadline
+    ) -> dict[str, int]:
+        """The coordinator node of each id: one FindCoordinator for all of them (v4+, KIP-699),
+        else one request per id. A retriable error for any id retries the whole lookup."""
+        wanted = sorted(set(transactional_ids))
+        if not wanted:
+            return {}
+
+        def attempt() -> dict[str, int]:
+            deadline.waiting_for = (
+                f"the transaction coordinators of {len(wanted)} transactional id(s)"
+            )
+            brokers = self.brokers(deadline)
+            node = self.network.least_loaded_node(self.clock.now_ms())
+            if node is None:
+                node = brokers[0]
+            if self.api_version(node, ApiKey.FIND_COORDINATOR, deadline) < 4:
+                return {t: self.find_coordinator(t, deadline) for t in wanted}
+            body = FindCoordinatorRequest(key_type=KEY_TYPE_TRANSACTION, coordinator_keys=wanted)
+            response = self.request(node, body, deadline)
+            known = self.metadata.fetch().brokers
+            found: dict[str, int] = {}
+            for entry in response.coordinators:
+                error = error_for_code(entry.error_code, entry.error_message)
+                if error is not None:
+                    raise error
+                if entry.node_id not in known:
+                    self.metadata.request_update()
+                    raise KafkaConnectionError(
+                        f"coordinator node {entry.node_id} is not in the cluster metadata yet"
+                    )
+                found[entry.key] = int(entry.node_id)
+            missing = [t for t in wanted if t not in found]
+            if missing:
+                raise CoordinatorNotAvailableError(
+                    f"FindCoordinator answered for no coordinator of {missing}"
+                )
+            return found
 
         return self.retrying(deadline, attempt)

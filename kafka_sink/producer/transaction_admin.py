@@ -8,14 +8,23 @@ prepared, or a job sweeping what a dead process left open):
 - :func:`list_transactions` lists the transactions whose transactional id starts with a prefix
   (ListTransactions to every broker, then DescribeTransactions to each id's coordinator; a
   broker that died is waited for only until the controller fences it and its coordinators move);
-- :func:`abort_transactions` aborts the open ones among them.
+- :func:`abort_transactions` aborts the open ones among them;
+- :func:`complete_transactions` ends many prepared transactions at once: one FindCoordinator
+  for all their ids (v4+), every EndTxn sent before any answer is awaited, one
+  :class:`Completion` per handle.
 
-Each call is one-shot and blocking: it builds an
+Each function is one-shot and blocking: it builds an
 :class:`~kafka_sink.producer.admin_client.AdminClient` from a producer-style config (Kafka's
 dotted keys: bootstrap, TLS and SASL settings mean what they mean for the producer; secrets stay
-out of logs, errors and ``repr``), does its work and closes it.
+out of logs, errors and ``repr``), does its work and closes it. :class:`TransactionAdmin` makes
+the same calls over one client kept open until ``close()`` (connections, API versions and
+finalized features negotiated once).
 
 Invariants:
+- :func:`complete_transactions` raises only for bad arguments: each handle's outcome (ended,
+  or the error :func:`complete_transaction` would raise for it, the deadline's timeout for those
+  still unanswered when it passed) is reported apart, so a caller knows what was and was not
+  ended. Retriable answers are retried together, after one backoff, within the one deadline.
 - Every wait is bounded by the caller's ``timeout`` in seconds (default: the config's
   ``max.block.ms``); when it passes, :class:`~kafka_sink.errors.KafkaTimeoutError` says what was
   being waited for and the last error seen.
@@ -46,7 +55,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -65,7 +74,7 @@ from kafka_sink.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from kafka_sink.producer.admin_client import RETRIABLE, AdminClient, Deadline
+from kafka_sink.producer.admin_client import MOVED, RETRIABLE, AdminClient, Deadline
 from kafka_sink.producer.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
@@ -75,9 +84,12 @@ from kafka_sink.wire.messages import (
 )
 
 __all__ = [
+    "Completion",
+    "TransactionAdmin",
     "TransactionListing",
     "abort_transactions",
     "complete_transaction",
+    "complete_transactions",
     "list_transactions",
 ]
 
@@ -144,14 +156,18 @@ def _listing(state: Any, node_id: int) -> TransactionListing:
     )
 
 
+def _check_timeout(timeout: float | None) -> None:
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"timeout must be >= 0 seconds (or None), got {timeout}")
+
+
 def _run(
     config: Mapping[str, object],
     timeout: float | None,
     operation: str,
     body: Callable[[AdminClient, Deadline], T],
 ) -> T:
-    if timeout is not None and timeout < 0:
-        raise ValueError(f"timeout must be >= 0 seconds (or None), got {timeout}")
+    _check_timeout(timeout)
     client, cfg = AdminClient.from_config(config)
     try:
         timeout_ms = cfg.max_block_ms if timeout is None else int(timeout * 1000)
@@ -190,6 +206,14 @@ def _describe_one(
     return client.retrying(deadline, attempt, on_moved=moved)
 
 
+def _end_txn_version(client: AdminClient, node: int, deadline: Deadline) -> int:
+    """EndTxn v5 under Transactions V2 (finalized ``transaction.version`` >= 2), else <= v4."""
+    version = client.api_version(node, ApiKey.END_TXN, deadline)
+    if version < 5 or client.finalized_feature(node, "transaction.version", deadline) < _TV2_LEVEL:
+        version = min(version, _TV1_END_TXN_MAX)
+    return version
+
+
 def _end_transaction(
     client: AdminClient, prepared: PreparedTransaction, commit: bool, deadline: Deadline
 ) -> tuple[int, int] | None:
@@ -204,12 +228,7 @@ def _end_transaction(
         nonlocal node
         if node is None:
             node = client.find_coordinator(prepared.transactional_id, deadline)
-        version = client.api_version(node, ApiKey.END_TXN, deadline)
-        if (
-            version < 5
-            or client.finalized_feature(node, "transaction.version", deadline) < _TV2_LEVEL
-        ):
-            version = min(version, _TV1_END_TXN_MAX)
+        version = _end_txn_version(client, node, deadline)
         deadline.waiting_for = (
             f"the coordinator (node {node}) to {what} transaction {prepared.transactional_id!r}"
         )
@@ -274,8 +293,7 @@ def complete_transaction(
     :class:`~kafka_sink.errors.KafkaTimeoutError` when ``timeout`` passed, naming what it
     waited for.
     """
-    if not isinstance(prepared, PreparedTransaction):
-        raise TypeError(f"prepared must be a PreparedTransaction, got {type(prepared).__name__}")
+    _check_prepared(prepared)
     what = "commit" if commit else "abort"
     operation = (
         f"complete_transaction({what}) of {prepared.transactional_id!r} "
@@ -283,22 +301,166 @@ def complete_transaction(
     )
 
     def body(client: AdminClient, deadline: Deadline) -> tuple[int, int] | None:
-        if not prepared.partitions and not _holds_open(client, prepared, deadline):
-            log.info(
-                "transaction %r (producer id %s, epoch %s) wrote nothing: nothing to %s",
-                prepared.transactional_id,
-                prepared.producer_id,
-                prepared.producer_epoch,
-                what,
-            )
-            return None
-        try:
-            return _end_transaction(client, prepared, commit, deadline)
-        except _LOST as exc:
-            return _settle_refusal(client, prepared, commit, exc, deadline)
+        return _complete_one(client, prepared, commit, deadline)
 
     result: tuple[int, int] | None = _run(config, timeout, operation, body)
     return result
+
+
+def _check_prepared(prepared: object) -> None:
+    if not isinstance(prepared, PreparedTransaction):
+        raise TypeError(f"prepared must be a PreparedTransaction, got {type(prepared).__name__}")
+
+
+def _complete_one(
+    client: AdminClient, prepared: PreparedTransaction, commit: bool, deadline: Deadline
+) -> tuple[int, int] | None:
+    if not prepared.partitions and not _holds_open(client, prepared, deadline):
+        log.info(
+            "transaction %r (producer id %s, epoch %s) wrote nothing: nothing to %s",
+            prepared.transactional_id,
+            prepared.producer_id,
+            prepared.producer_epoch,
+            "commit" if commit else "abort",
+        )
+        return None
+    try:
+        return _end_transaction(client, prepared, commit, deadline)
+    except _LOST as exc:
+        return _settle_refusal(client, prepared, commit, exc, deadline)
+
+
+# -- complete_transactions: many at once ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Completion:
+    """How ending one transaction of :func:`complete_transactions` went.
+
+    ``error`` is None when it is ended (``epoch`` then holds what :func:`complete_transaction`
+    returns); else the error that call would have raised (``TransactionLostError`` for a commit
+    Kafka refused because the transaction is gone, ``KafkaTimeoutError`` when the deadline
+    passed before the coordinator answered, ...).
+    """
+
+    prepared: PreparedTransaction
+    epoch: tuple[int, int] | None = None
+    error: KafkaError | None = None
+
+
+def complete_transactions(
+    config: Mapping[str, object],
+    prepared: Sequence[PreparedTransaction],
+    commit: bool = True,
+    timeout: float | None = None,
+) -> list[Completion]:
+    """Commit (or abort) many prepared transactions at once, with one admin client.
+
+    The coordinators of all the ids are found with one FindCoordinator (v4+), then every EndTxn
+    is sent at once, each to its coordinator, and the answers are awaited together; retriable
+    answers are retried (together) after backoff, all within one ``timeout`` (seconds; None:
+    ``max.block.ms``). Each transaction ends exactly as with :func:`complete_transaction`; the
+    result holds one :class:`Completion` per handle, in order, and the call itself raises only
+    for bad arguments: a failure is reported per transaction, so the caller knows which ones
+    were ended and which were not.
+    """
+    for handle in prepared:
+        _check_prepared(handle)
+    what = "commit" if commit else "abort"
+    operation = f"complete_transactions({what}) of {len(prepared)} transaction(s)"
+
+    def body(client: AdminClient, deadline: Deadline) -> list[Completion]:
+        return _end_all(client, list(prepared), commit, deadline)
+
+    result: list[Completion] = _run(config, timeout, operation, body)
+    return result
+
+
+def _end_all(
+    client: AdminClient, items: list[PreparedTransaction], commit: bool, deadline: Deadline
+) -> list[Completion]:
+    """EndTxn for every handle at once; rounds of retries until each has a final answer."""
+    what = "commit" if commit else "abort"
+    results: dict[int, Completion] = {}
+    pending: dict[int, PreparedTransaction] = {}
+    for i, handle in enumerate(items):
+        if handle.partitions:
+            pending[i] = handle
+            continue
+        try:  # rare (a handle that wrote nothing): the one-by-one path decides
+            results[i] = Completion(handle, _complete_one(client, handle, commit, deadline))
+        except KafkaError as exc:
+            results[i] = Completion(handle, error=exc)
+    nodes: dict[str, int] = {}
+    attempts = 0
+    try:
+        while pending:
+            lookup = [h.transactional_id for h in pending.values()]
+            nodes.update(client.find_coordinators([t for t in lookup if t not in nodes], deadline))
+            order = sorted(pending)
+            requests: list[tuple[int, Any, int | None]] = []
+            for i in order:
+                handle = pending[i]
+                node = nodes[handle.transactional_id]
+                body = EndTxnRequest(
+                    handle.transactional_id, handle.producer_id, handle.producer_epoch, commit
+                )
+                requests.append((node, body, _end_txn_version(client, node, deadline)))
+            deadline.waiting_for = (
+                f"the coordinators to {what} {len(order)} transaction(s) "
+                f"({', '.join(repr(pending[i].transactional_id) for i in order[:5])}"
+                f"{', ...' if len(order) > 5 else ''})"
+            )
+            answers = client.request_all(requests, deadline)
+            for i, (node, _body, version), answer in zip(order, requests, answers, strict=True):
+                handle = pending[i]
+                error = (
+                    answer if isinstance(answer, KafkaError) else error_for_code(answer.error_code)
+                )
+                if error is None:
+                    log.info(
+                        "%s of transaction %r (producer id %s, epoch %s) done by node %s",
+                        what,
+                        handle.transactional_id,
+                        handle.producer_id,
+                        handle.producer_epoch,
+                        node,
+                    )
+                    epoch = None
+                    if version is not None and version >= 5 and answer.producer_id >= 0:
+                        epoch = (int(answer.producer_id), int(answer.producer_epoch))
+                    results[i] = Completion(handle, epoch)
+                    del pending[i]
+                elif isinstance(error, RETRIABLE) and not deadline.is_own(error):
+                    deadline.last_error = error
+                    if isinstance(error, MOVED):
+                        nodes.pop(handle.transactional_id, None)
+                else:
+                    del pending[i]
+                    results[i] = _refused(client, handle, commit, error, deadline)
+            if pending:
+                client.back_off(attempts, deadline)
+                attempts += 1
+    except KafkaError as exc:  # the deadline passed, or a lookup failed for good
+        for i, handle in pending.items():
+            results[i] = Completion(handle, error=exc)
+    return [results[i] for i in range(len(items))]
+
+
+def _refused(
+    client: AdminClient,
+    handle: PreparedTransaction,
+    commit: bool,
+    error: KafkaError,
+    deadline: Deadline,
+) -> Completion:
+    """The outcome of a final refusal, judged as :func:`complete_transaction` judges it."""
+    if not isinstance(error, _LOST):
+        return Completion(handle, error=error)
+    try:
+        return Completion(handle, _settle_refusal(client, handle, commit, error, deadline))
+    except KafkaError as exc:
+        return Completion(handle, error=exc)
 
 
 def _holds_open(client: AdminClient, prepared: PreparedTransaction, deadline: Deadline) -> bool:
@@ -610,3 +772,72 @@ def _abort_one(client: AdminClient, listing: TransactionListing, deadline: Deadl
     # transaction no longer holds back read_committed readers.
     client.retrying(deadline, still_ending)
     return True
+
+
+# -- a session: one admin client for several calls ----------------------------------------------
+
+
+class TransactionAdmin:
+    """The calls of this module over one admin client, kept open until :meth:`close`.
+
+    For a caller that makes several in a row (the Spark driver committing a batch: list, then
+    commit them all, then sweep): connections, API versions and the finalized features are
+    negotiated once. The client is opened on first use. Each call is bounded by its own
+    ``timeout`` (seconds; None: the config's ``max.block.ms``); not thread-safe.
+    """
+
+    def __init__(self, config: Mapping[str, object], timeout: float | None = None) -> None:
+        _check_timeout(timeout)
+        self._config = config
+        self._timeout = timeout
+        self._client: AdminClient | None = None
+        self._max_block_ms = 0
+
+    def _call(self, operation: str, body: Callable[[AdminClient, Deadline], T]) -> T:
+        if self._client is None:
+            self._client, cfg = AdminClient.from_config(self._config)
+            self._max_block_ms = cfg.max_block_ms
+        timeout_ms = self._max_block_ms if self._timeout is None else int(self._timeout * 1000)
+        return body(self._client, Deadline(self._client.clock, timeout_ms, operation))
+
+    def complete(
+        self, prepared: PreparedTransaction, commit: bool = True
+    ) -> tuple[int, int] | None:
+        """:func:`complete_transaction` over this session's client."""
+        _check_prepared(prepared)
+        what = "commit" if commit else "abort"
+        result: tuple[int, int] | None = self._call(
+            f"complete_transaction({what}) of {prepared.transactional_id!r} (producer id "
+            f"{prepared.producer_id}, epoch {prepared.producer_epoch})",
+            lambda client, deadline: _complete_one(client, prepared, commit, deadline),
+        )
+        return result
+
+    def complete_all(
+        self, prepared: Sequence[PreparedTransaction], commit: bool = True
+    ) -> list[Completion]:
+        """:func:`complete_transactions` over this session's client."""
+        for handle in prepared:
+            _check_prepared(handle)
+        what = "commit" if commit else "abort"
+        items = list(prepared)
+        result: list[Completion] = self._call(
+            f"complete_transactions({what}) of {len(items)} transaction(s)",
+            lambda client, deadline: _end_all(client, items, commit, deadline),
+        )
+        return result
+
+    def list(self, prefix: str) -> list[TransactionListing]:
+        """:func:`list_transactions` over this session's client."""
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
+        result: list[TransactionListing] = self._call(
+            f"list_transactions({prefix!r})",
+            lambda client, deadline: _list(client, prefix, deadline),
+        )
+        return result
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

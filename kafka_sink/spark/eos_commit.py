@@ -85,11 +85,18 @@ class TransactionOps:
 
     ``complete(prepared, commit)`` ends one transaction (raises ``TransactionLostError`` when a
     commit finds it gone); ``list_open(prefix)`` returns the transactions whose id starts with
-    ``prefix`` and that are open (Ongoing), as handles.
+    ``prefix`` and that are open (Ongoing), as handles. ``complete_all(handles, commit)``, when
+    given, ends them all at once: per handle None (ended) or the ``TransactionLostError`` of a
+    commit Kafka refused; any other failure raises, naming what was and was not ended.
+    ``close()`` releases what the ops hold (called once the commit or abort is over).
     """
 
     complete: Callable[[PreparedTransaction, bool], object]
     list_open: Callable[[str], list[PreparedTransaction]]
+    complete_all: (
+        Callable[[Sequence[PreparedTransaction], bool], list[TransactionLostError | None]] | None
+    ) = None
+    close: Callable[[], None] = lambda: None
 
 
 def _key(t: PreparedTransaction) -> tuple[str, int, int]:
@@ -244,6 +251,14 @@ class EosCommitter:
     def _commit_all(self, tasks: Iterable[TaskTransaction]) -> list[TaskTransaction]:
         """Commit each; the ones Kafka had already aborted (other errors propagate)."""
         lost: list[TaskTransaction] = []
+        if self.ops.complete_all is not None:
+            tasks = list(tasks)
+            outcomes = self.ops.complete_all([t.transaction for t in tasks], True)
+            for task, outcome in zip(tasks, outcomes, strict=True):
+                if outcome is not None:
+                    log.error("pykafka exactly-once: %s", outcome)
+                    lost.append(task)
+            return lost
         for task in tasks:
             try:
                 self.ops.complete(task.transaction, True)
@@ -327,21 +342,47 @@ def listing_ops(
     config: Mapping[str, object],
     timeout_s: float | None = None,
 ) -> TransactionOps:
-    """The production :class:`TransactionOps`: ``transaction_admin`` against the cluster."""
-    from kafka_sink.producer.transaction_admin import (
-        OPEN_STATES,
-        complete_transaction,
-        list_transactions,
-    )
+    """The production :class:`TransactionOps`: ``transaction_admin`` against the cluster.
+
+    One admin client serves every call until ``close()`` (the driver builds the ops per commit
+    or abort); a batch's commits are sent at once (``complete_transactions``), each bounded by
+    ``timeout_s`` (None: ``max.block.ms``).
+    """
+    from kafka_sink.producer.transaction_admin import OPEN_STATES, TransactionAdmin
+
+    admin = TransactionAdmin(config, timeout_s)
 
     def complete(prepared: PreparedTransaction, commit: bool) -> object:
-        return complete_transaction(config, prepared, commit=commit, timeout=timeout_s)
+        return admin.complete(prepared, commit)
+
+    def complete_all(
+        handles: Sequence[PreparedTransaction], commit: bool
+    ) -> list[TransactionLostError | None]:
+        outcomes = admin.complete_all(handles, commit)
+        failed = [
+            c
+            for c in outcomes
+            if c.error is not None and not isinstance(c.error, TransactionLostError)
+        ]
+        if failed:
+            what = "commit" if commit else "abort"
+            ended = [c.prepared.transactional_id for c in outcomes if c.error is None]
+            lost = [
+                c.prepared.transactional_id
+                for c in outcomes
+                if isinstance(c.error, TransactionLostError)
+            ]
+            raise KafkaError(
+                f"could not {what} {len(failed)} of {len(outcomes)} transaction(s): "
+                + "; ".join(f"{c.prepared.transactional_id!r}: {c.error}" for c in failed)
+                + f". Done: {ended or 'none'}"
+                + (f"; lost (aborted by Kafka): {lost}" if lost else "")
+            )
+        return [c.error if isinstance(c.error, TransactionLostError) else None for c in outcomes]
 
     def list_open(prefix: str) -> list[PreparedTransaction]:
-        return [
-            t.prepared()
-            for t in list_transactions(config, prefix, timeout=timeout_s)
-            if t.state in OPEN_STATES
-        ]
+        return [t.prepared() for t in admin.list(prefix) if t.state in OPEN_STATES]
 
-    return TransactionOps(complete=complete, list_open=list_open)
+    return TransactionOps(
+        complete=complete, list_open=list_open, complete_all=complete_all, close=admin.close
+    )

@@ -18,7 +18,13 @@ Invariants:
   or for the size limit; only ``evict`` and ``close_all`` close it.
 - ``evict`` removes a producer and closes it: after a delivery failure the next attempt on this
   worker starts from a fresh producer, never one left in a fatal state.
-- At most ``MAX_PRODUCERS`` are kept; beyond that the least recently used idle one is closed.
+- At most ``MAX_PRODUCERS`` at-least-once and ``MAX_TRANSACTIONAL_PRODUCERS`` transactional
+  producers are kept; beyond that the least recently used idle one of the same kind is closed.
+- Transactional producers (exactly-once, ``acquire_transactional``) are keyed by their whole
+  config too, which includes their ``transactional.id``: a task attempt of the next micro-batch
+  with the same id gets the producer warm (connections, metadata, API versions); it still calls
+  ``init_transactions()`` before its transaction. The caller evicts a transactional producer on
+  any failure, so one in a failed, fenced or aborting state is never handed out again.
 - The idle timeout of an entry is the one its latest ``acquire`` gave; -1 keeps it until the
   process exits, 0 closes it as soon as it is released. An idle close waits at most
   ``IDLE_CLOSE_TIMEOUT_S`` (nothing is queued: every task flushed before releasing).
@@ -34,9 +40,9 @@ import atexit
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.producer.futures import BulkSendFuture
@@ -46,8 +52,10 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT_MS",
     "IDLE_CLOSE_TIMEOUT_S",
     "MAX_PRODUCERS",
+    "MAX_TRANSACTIONAL_PRODUCERS",
     "BulkProducer",
     "acquire",
+    "acquire_transactional",
     "cached_count",
     "close_all",
     "close_idle",
@@ -57,6 +65,8 @@ __all__ = [
 ]
 
 MAX_PRODUCERS = 4
+#: Exactly-once tasks keep one per transactional id (Spark partition and attempt slot) they ran.
+MAX_TRANSACTIONAL_PRODUCERS = 8
 CLOSE_TIMEOUT_S = 30.0
 #: How long a cached producer may stay unused before it is closed (``producerIdleTimeoutMs``).
 DEFAULT_IDLE_TIMEOUT_MS = 540_000
@@ -67,6 +77,7 @@ CLOSER_THREAD_NAME = "pykafka-idle-producer-closer"
 _log = logging.getLogger("kafka_sink.spark")
 
 ConfigKey = tuple[tuple[str, str], ...]
+P = TypeVar("P", bound="BulkProducer")
 
 
 class BulkProducer(Protocol):
@@ -95,6 +106,7 @@ class _Entry:
     producer: BulkProducer
     idle_timeout_ms: int
     leases: int = 0
+    transactional: bool = False
     #: When the last lease ended (the cache's clock); meaningless while leased.
     idle_since_ms: int = 0
 
@@ -136,6 +148,35 @@ def acquire(
     Every ``acquire`` must be followed by one :func:`release` of the returned producer.
     ``idle_timeout_ms``: how long it may stay unused after that before it is closed (-1: never).
     """
+    producer: BulkProducer
+    producer, _reused = _acquire(config_items, idle_timeout_ms, _create, transactional=False)
+    return producer
+
+
+def acquire_transactional(
+    config_items: ConfigKey,
+    create: Callable[[dict[str, str]], P],
+    *,
+    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS,
+) -> tuple[P, bool]:
+    """Lease the transactional producer for this config (its ``transactional.id`` included).
+
+    Returns the producer and whether an earlier task used it (then it is warm, and its last
+    transaction was prepared: the caller runs ``init_transactions()`` again before the next).
+    ``create(config)`` builds one when none is cached. Release it as :func:`acquire`'s; on any
+    failure :func:`evict` it instead, so a producer in a failed state is never reused.
+    """
+    producer, reused = _acquire(config_items, idle_timeout_ms, create, transactional=True)
+    return producer, reused
+
+
+def _acquire(
+    config_items: ConfigKey,
+    idle_timeout_ms: int,
+    create: Callable[[dict[str, str]], Any],
+    *,
+    transactional: bool,
+) -> tuple[Any, bool]:
     if idle_timeout_ms < -1:
         raise ValueError(f"idle_timeout_ms must be -1 (never) or at least 0, not {idle_timeout_ms}")
     with _lock:
@@ -144,26 +185,31 @@ def acquire(
             entry.leases += 1
             entry.idle_timeout_ms = idle_timeout_ms
             _producers.move_to_end(config_items)
-            return entry.producer
-    created = _create(dict(config_items))
+            return entry.producer, True
+    created = create(dict(config_items))
     stale: list[BulkProducer] = []
+    reused = False
     with _lock:
         entry = _producers.get(config_items)
         if entry is not None:  # another thread built one meanwhile: use it, drop ours
             stale.append(created)
             entry.leases += 1
             entry.idle_timeout_ms = idle_timeout_ms
+            reused = True
         else:
-            entry = _Entry(created, idle_timeout_ms, leases=1)
+            entry = _Entry(created, idle_timeout_ms, leases=1, transactional=transactional)
             _producers[config_items] = entry
-        for key in [k for k, e in _producers.items() if e.leases == 0]:
-            if len(_producers) <= MAX_PRODUCERS:
+        limit = MAX_TRANSACTIONAL_PRODUCERS if transactional else MAX_PRODUCERS
+        kind = [k for k, e in _producers.items() if e.transactional == transactional]
+        for key in [k for k in kind if _producers[k].leases == 0]:
+            if len(kind) <= limit:
                 break
+            kind.remove(key)
             stale.append(_producers.pop(key).producer)
         _start_closer()
     for old in stale:
         _close_quietly(old)
-    return entry.producer
+    return entry.producer, reused
 
 
 def release(producer: BulkProducer) -> None:

@@ -25,13 +25,17 @@ Invariants:
 - No per-row Python on the send path except for headers (see ``columns.py``).
 
 Exactly-once (``deliveryGuarantee=exactly-once``, ``EosPlan`` set on the driver while planning):
-- A task attempt gets its own transactional producer (never the shared at-least-once cache
-  entry), with the id ``exactly_once.transactional_id(prefix, partition id, attempt number)``,
-  initialised lazily on its first record. It begins one transaction, writes its rows as above,
+- A task attempt gets a transactional producer of its own id,
+  ``exactly_once.transactional_id(prefix, partition id, attempt number)`` (never the shared
+  at-least-once cache entry), leased lazily on its first record from the worker's cache keyed by
+  config and id, so the same partition and attempt slot of the next micro-batch finds it warm;
+  ``init_transactions()`` runs for every task (a cached producer it fails for is replaced).
+  It begins one transaction, writes its rows as above,
   calls ``prepare_transaction()`` (every record acknowledged, nothing committed) and returns the
   ``PreparedTransaction`` in its commit message (None when it wrote nothing). It never commits.
-- On any failure it aborts its transaction (best-effort, bounded) and closes the producer; what
-  it could not abort the driver's sweep ends.
+- On any failure it aborts its transaction (best-effort, bounded) and evicts (closes) the
+  producer, so a failed or fenced producer is never reused; what it could not abort the
+  driver's sweep ends.
 - The driver commits the batch through ``eos_commit.EosCommitter`` before it writes the commit
   file and the log line, which name the guarantee.
 """
@@ -235,18 +239,50 @@ class _WriterCore:
         return bound_ms, how
 
     def _transactional_producer(self, task: _TaskInfo) -> TransactionalProducer:
-        """This attempt's own producer, its transaction begun (exactly-once)."""
+        """This attempt's producer, its transaction begun (exactly-once).
+
+        Leased from the worker's cache by config and transactional id: the same Spark
+        partition and attempt slot in the next micro-batch gets it warm. InitProducerId runs
+        every time (it fences older producers of the id and moves on from the transaction the
+        driver has since ended); a cached one it fails for is replaced by a new producer.
+        """
+        from kafka_sink.errors import KafkaError
+        from kafka_sink.spark import producer_cache
+
         assert self.eos is not None
         config = self.options.producer_config
         config["transactional.id"] = transactional_id(
             self.eos.prefix, task.partition_id, task.attempt_number
         )
-        producer = _create_transactional(config)
+        items = tuple(sorted(config.items()))
+        idle_ms = self.options.producer_idle_timeout_ms
+        producer, reused = producer_cache.acquire_transactional(
+            items, _create_transactional, idle_timeout_ms=idle_ms
+        )
         try:
-            producer.init_transactions()
+            try:
+                producer.init_transactions()
+            except KafkaError as exc:
+                if not reused:
+                    raise
+                # Fenced or otherwise unusable since its last task: start from a new one.
+                ensure_logging()
+                logger.info(
+                    "task %d (attempt %d): cached transactional producer %r could not be "
+                    "re-initialised (%s); replacing it",
+                    task.partition_id,
+                    task.attempt_number,
+                    config["transactional.id"],
+                    type(exc).__name__,
+                )
+                producer_cache.evict(producer, timeout_s=0.0)
+                producer, _ = producer_cache.acquire_transactional(
+                    items, _create_transactional, idle_timeout_ms=idle_ms
+                )
+                producer.init_transactions()
             producer.begin_transaction()
         except BaseException:
-            producer.close(0.0)
+            producer_cache.evict(producer, timeout_s=0.0)
             raise
         return producer
 
@@ -374,11 +410,14 @@ class _WriterCore:
         except BaseException:
             if producer is not None:
                 _abort_quietly(producer, task)
+                # Never reused after a failure: the next attempt on this worker starts afresh.
+                producer_cache.evict(producer, timeout_s=0.0)
             raise
         finally:
             if producer is not None:
-                # A prepared transaction stays open for the driver; close() does not end it.
-                producer.close(producer_cache.CLOSE_TIMEOUT_S)
+                # A prepared transaction stays open for the driver: the producer only waits
+                # in the cache (a no-op when evicted above); its next task re-initialises it.
+                producer_cache.release(producer)
         return PyKafkaCommitMessage(
             partition_id=task.partition_id,
             attempt_number=task.attempt_number,
@@ -593,6 +632,7 @@ class _WriterCore:
                 committer.abort(number, tasks)
         finally:
             committer.store.close()
+            committer.ops.close()
 
 
 def _in_spark_task() -> bool:

@@ -290,3 +290,30 @@ def test_commit_survives_the_loss_of_the_coordinator(
     after = _write_after(bootstrap, topic)
     assert _committed_values(bootstrap, topic, RECORDS + 2) == sorted(values + after)
     assert _only(config, prefix).state == "CompleteCommit"
+
+
+def test_complete_transactions_commits_more_than_a_connection_takes_at_once(
+    kafka_bootstrap: str, topic_factory: TopicFactory, prefix: str
+) -> None:
+    from kafka_sink.producer.producer import KafkaProducer
+    from kafka_sink.producer.transaction_admin import complete_transactions
+
+    # Seven transactions on one coordinator: more than max.in.flight.requests.per.connection.
+    topic = topic_factory(partitions=2)
+    config = {"bootstrap.servers": kafka_bootstrap}
+    handles = []
+    for i in range(7):
+        producer = KafkaProducer({**config, "transactional.id": f"{prefix}-{i}"})
+        try:
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            producer.send(topic, f"v{i}".encode(), partition=i % 2).get(30)
+            handles.append(producer.prepare_transaction(30))
+        finally:
+            producer.close(30)
+    results = complete_transactions(config, handles, timeout=60)
+    assert [r.error for r in results] == [None] * 7
+    assert [r.prepared for r in results] == handles
+    expected = sorted(f"v{i}".encode() for i in range(7))
+    assert _committed_values(kafka_bootstrap, topic, 7) == expected
+    assert all(t.state == "CompleteCommit" for t in list_transactions(config, prefix, timeout=30))

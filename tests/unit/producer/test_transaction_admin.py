@@ -30,8 +30,10 @@ from kafka_sink.producer.admin_client import AdminClient
 from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.prepared import PreparedTransaction
 from kafka_sink.producer.transaction_admin import (
+    Completion,
     abort_transactions,
     complete_transaction,
+    complete_transactions,
     list_transactions,
 )
 from kafka_sink.wire.api import ApiKey
@@ -89,6 +91,21 @@ class ScriptedCluster(FakeNetworkClient):
     owned: dict[int, list[tuple[str, int, int, str]]] = field(default_factory=dict)
     on_end_txn: Callable[[EndTxnRequest], None] | None = None
     metadata: Any = None  # the admin client's metadata, set by the fixture
+    # Per-id coordinators (FindCoordinator v4+ answers every key); else ``coordinator``.
+    coordinator_of: dict[str, int] = field(default_factory=dict)
+    polls: int = 0
+    # Like max.in.flight.requests.per.connection: a node is not ready with this many unanswered.
+    max_in_flight: int | None = None
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        unanswered = sum(1 for r in self._due if r.request.node_id == node_id)
+        full = self.max_in_flight is not None and unanswered >= self.max_in_flight
+        return super().ready(node_id, now_ms) and not full
+
+    def send(self, request: ClientRequest, now_ms: int) -> None:
+        if not self.ready(request.node_id, now_ms):
+            raise AssertionError(f"request sent to node {request.node_id}, which is not ready")
+        self._send(request, now_ms)
 
     def is_connection_failed(self, node_id: int) -> bool:
         return False
@@ -102,7 +119,7 @@ class ScriptedCluster(FakeNetworkClient):
             ApiKey.API_VERSIONS: 3,
         }.get(api_key)
 
-    def send(self, request: ClientRequest, now_ms: int) -> None:
+    def _send(self, request: ClientRequest, now_ms: int) -> None:
         if request.version is None:
             request.api_version = self.api_version(request.node_id, request.api_key) or 0
         else:
@@ -116,6 +133,7 @@ class ScriptedCluster(FakeNetworkClient):
             self.respond(sent, answer)
 
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
+        self.polls += 1
         if not self._due:
             self.clock.advance(max(timeout_ms, 1))
         return super().poll(timeout_ms, now_ms)
@@ -132,12 +150,16 @@ class ScriptedCluster(FakeNetworkClient):
                 return FindCoordinatorResponse(
                     error_code=0, node_id=node, host=f"b{node}", port=9092, coordinators=[]
                 )
-            entry = FindCoordinatorResponse.Coordinator(
-                key=body.coordinator_keys[0], node_id=node, host=f"b{node}", port=9092, error_code=0
-            )
-            if node < 0:
-                entry.error_code, entry.node_id = -node, -1
-            return FindCoordinatorResponse(coordinators=[entry])
+            entries = []
+            for key in body.coordinator_keys:
+                at = self.coordinator_of.get(key, node)
+                entry = FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=at, host=f"b{at}", port=9092, error_code=0
+                )
+                if at < 0:
+                    entry.error_code, entry.node_id = -at, -1
+                entries.append(entry)
+            return FindCoordinatorResponse(coordinators=entries)
         if isinstance(body, ApiVersionsRequest):
             feature = ApiVersionsResponse.FinalizedFeatureKey(
                 "transaction.version", self.transaction_version, self.transaction_version
@@ -637,3 +659,114 @@ def test_an_unreachable_cluster_times_out_naming_the_metadata_wait() -> None:
     assert "still waiting for the cluster metadata (the broker list)" in text
     assert f"127.0.0.1:{port}" in text  # the last connection error
     assert "hunter2" not in text
+
+
+# -- complete_transactions: many at once, one client ---------------------------------------------
+
+HANDLES = [
+    PreparedTransaction("sink-q-0-0", 100, 1, [("t", 0)]),
+    PreparedTransaction("sink-q-1-0", 101, 1, [("t", 1)]),
+    PreparedTransaction("sink-q-2-0", 102, 1, [("t", 2)]),
+]
+
+
+def test_complete_transactions_looks_up_once_and_sends_every_end_txn_before_awaiting_any(
+    cluster: ScriptedCluster,
+) -> None:
+    cluster.coordinator_of = {"sink-q-0-0": 0, "sink-q-1-0": 1, "sink-q-2-0": 1}
+    polls_at_send: list[int] = []
+    cluster.on_end_txn = lambda body: polls_at_send.append(cluster.polls)
+    results = complete_transactions(CONFIG, HANDLES)
+    assert results == [Completion(h, (h.producer_id, h.producer_epoch + 1)) for h in HANDLES]
+    (find,) = cluster.requests(FindCoordinatorRequest)
+    assert find.body.coordinator_keys == ["sink-q-0-0", "sink-q-1-0", "sink-q-2-0"]
+    # Each to its own coordinator, all sent before any answer was polled for.
+    assert [(n, b.transactional_id) for n, b, _ in _end_txns(cluster)] == [
+        (0, "sink-q-0-0"),
+        (1, "sink-q-1-0"),
+        (1, "sink-q-2-0"),
+    ]
+    assert len(set(polls_at_send)) == 1
+    assert len(cluster.requests(ApiVersionsRequest)) == 1  # finalized features asked once
+    assert cluster.closed
+
+
+def test_complete_transactions_retries_only_what_got_a_retriable_answer(
+    cluster: ScriptedCluster,
+) -> None:
+    cluster.end_txn = [NONE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, NONE, NONE]
+    results = complete_transactions(CONFIG, HANDLES)
+    assert [r.error for r in results] == [None, None, None]
+    sent = [b.transactional_id for _, b, _ in _end_txns(cluster)]
+    assert sent == ["sink-q-0-0", "sink-q-1-0", "sink-q-2-0", "sink-q-1-0", "sink-q-2-0"]
+    # NOT_COORDINATOR: the coordinator may have moved, so it is looked up again.
+    finds = cluster.requests(FindCoordinatorRequest)
+    assert [f.body.coordinator_keys for f in finds] == [
+        ["sink-q-0-0", "sink-q-1-0", "sink-q-2-0"],
+        ["sink-q-2-0"],
+    ]
+
+
+def test_complete_transactions_reports_each_failure_and_what_was_done(
+    cluster: ScriptedCluster,
+) -> None:
+    # The first commits, the second is gone (fenced), the third gets no answer before the
+    # deadline: each outcome is told apart, nothing raises.
+    cluster.end_txn = [NONE, PRODUCER_FENCED, SILENT]
+    results = complete_transactions(CONFIG, HANDLES, timeout=5)
+    assert results[0] == Completion(HANDLES[0], (100, 2))
+    assert isinstance(results[1].error, TransactionLostError)
+    assert "sink-q-1-0" in str(results[1].error)
+    assert isinstance(results[2].error, KafkaTimeoutError)
+    assert "did not finish within 5000 ms" in str(results[2].error)
+    assert "'sink-q-2-0'" in str(results[2].error)
+    assert cluster.clock.now_ms() <= 5_000 + 200  # bounded by the one deadline
+    assert cluster.closed
+
+
+def test_complete_transactions_with_nothing_sends_nothing(cluster: ScriptedCluster) -> None:
+    assert complete_transactions(CONFIG, []) == []
+    assert cluster.sent == []
+
+
+def test_the_drivers_ops_use_one_client_and_name_what_did_and_did_not_commit(
+    cluster: ScriptedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kafka_sink.spark.eos_commit import listing_ops
+
+    opened: list[object] = []
+    real = AdminClient.from_config
+
+    def counting(config: Mapping[str, object], clock: object = None) -> Any:
+        opened.append(config)
+        return real(config)
+
+    monkeypatch.setattr(AdminClient, "from_config", staticmethod(counting))
+    cluster.owned = {1: [("sink-q-0-0", 100, 1, "Ongoing")]}
+    ops = listing_ops(CONFIG, timeout_s=5)
+    assert [t.transactional_id for t in ops.list_open("sink-q-")] == ["sink-q-0-0"]
+    assert ops.complete_all is not None
+    assert ops.complete_all(HANDLES[:2], True) == [None, None]
+    cluster.end_txn = [NONE, PRODUCER_FENCED, SILENT]
+    with pytest.raises(KafkaError) as failed:
+        ops.complete_all(HANDLES, True)
+    message = str(failed.value)
+    assert "could not commit 1 of 3 transaction(s): 'sink-q-2-0'" in message
+    assert "Done: ['sink-q-0-0']" in message
+    assert "lost (aborted by Kafka): ['sink-q-1-0']" in message
+    ops.close()
+    assert len(opened) == 1 and cluster.closed
+
+
+def test_complete_transactions_sends_no_more_than_a_connection_takes_at_once(
+    cluster: ScriptedCluster,
+) -> None:
+    # Six transactions on one coordinator that takes two requests at a time: the rest wait
+    # for answers instead of failing.
+    cluster.max_in_flight = 2
+    handles = [PreparedTransaction(f"sink-q-{i}-0", 100 + i, 1, [("t", i)]) for i in range(6)]
+    results = complete_transactions(CONFIG, handles)
+    assert [r.error for r in results] == [None] * 6
+    assert sorted(b.transactional_id for _, b, _ in _end_txns(cluster)) == sorted(
+        h.transactional_id for h in handles
+    )

@@ -213,3 +213,56 @@ def test_a_sweep_that_cannot_list_does_not_fail_the_commit(kafka: FakeKafka) -> 
 def test_an_empty_batch_commits_with_an_empty_intent(kafka: FakeKafka) -> None:
     assert committer(kafka).commit(0, []) == COMMITTED
     assert [r.state for r in kafka.store.history] == [INTENT, DONE]
+
+
+def _batched(kafka: FakeKafka) -> tuple[EosCommitter, list[list[str]]]:
+    """A committer whose ops end a batch's transactions in one ``complete_all`` call."""
+    rounds: list[list[str]] = []
+
+    def complete_all(handles, commit: bool) -> list[TransactionLostError | None]:
+        rounds.append([h.transactional_id for h in handles])
+        out: list[TransactionLostError | None] = []
+        for h in handles:
+            try:
+                kafka.complete(h, commit)
+            except TransactionLostError as exc:
+                out.append(exc)
+            else:
+                out.append(None)
+        return out
+
+    ops = TransactionOps(kafka.complete, kafka.list_open, complete_all=complete_all)
+    return EosCommitter(kafka.store, ops, query_key="q1", prefix=PREFIX), rounds
+
+
+def test_a_batch_is_committed_in_one_complete_all_after_its_intent(kafka: FakeKafka) -> None:
+    c, rounds = _batched(kafka)
+    assert c.commit(5, tasks(kafka, txn(0), txn(1), txn(2))) == COMMITTED
+    assert rounds == [[f"{PREFIX}-0-0", f"{PREFIX}-1-0", f"{PREFIX}-2-0"]]
+    assert kafka.store_len_at == [1, 1, 1]  # the intent was durable before any EndTxn
+    assert kafka.store.last("q1").state == DONE
+
+
+def test_a_transaction_lost_in_complete_all_marks_the_intent_lost(kafka: FakeKafka) -> None:
+    c, _rounds = _batched(kafka)
+    kafka.lost.add(f"{PREFIX}-1-0")
+    with pytest.raises(SinkTransactionLostError, match=r"batch 6.*1 other transaction"):
+        c.commit(6, tasks(kafka, txn(0), txn(1)))
+    marked = kafka.store.last("q1")
+    assert marked is not None and marked.state == INTENT and marked.extra["lost"] == f"{PREFIX}-1-0"
+
+
+def test_a_complete_all_failure_leaves_the_intent_to_roll_forward(kafka: FakeKafka) -> None:
+    def failing(handles, commit: bool) -> list[TransactionLostError | None]:
+        raise KafkaError("could not commit 1 of 2 transaction(s): ... Done: [...]")
+
+    ops = TransactionOps(kafka.complete, kafka.list_open, complete_all=failing)
+    c = EosCommitter(kafka.store, ops, query_key="q1", prefix=PREFIX)
+    with pytest.raises(KafkaError, match="could not commit"):
+        c.commit(7, tasks(kafka, txn(0), txn(1)))
+    intent = kafka.store.last("q1")
+    assert intent is not None and intent.state == INTENT and "lost" not in intent.extra
+    # The re-run (same batch) finishes the recorded commits first.
+    assert committer(kafka).commit(7, tasks(kafka, txn(0, epoch=5), txn(1, epoch=5))) == (
+        ROLLED_FORWARD
+    )

@@ -189,3 +189,31 @@ def test_the_background_closer_ends_an_idle_producer_and_its_sender_thread(
         _wait_for(lambda: not again._thread.is_alive(), "the second producer to be closed")
     finally:
         producer_cache.close_all(timeout_s=5.0)
+
+
+def test_transactional_producers_are_reused_by_id_and_counted_apart(clock: ManualClock) -> None:
+    def key(i: int) -> tuple[tuple[str, str], ...]:
+        return (("bootstrap.servers", "a:1"), ("transactional.id", f"p-{i}-0"))
+
+    plain = _fake(producer_cache.acquire(KEY_A))
+    producer_cache.release(plain)
+    first, reused = producer_cache.acquire_transactional(key(0), FakeProducer)
+    assert not reused and first.config["transactional.id"] == "p-0-0"
+    producer_cache.release(first)
+    again, reused = producer_cache.acquire_transactional(key(0), FakeProducer)
+    assert again is first and reused
+    producer_cache.release(again)
+    made = [first]
+    for i in range(1, producer_cache.MAX_TRANSACTIONAL_PRODUCERS + 1):
+        p, reused = producer_cache.acquire_transactional(key(i), FakeProducer)
+        assert not reused
+        producer_cache.release(p)
+        made.append(p)
+    # The oldest transactional one went; the at-least-once producer is not in their count.
+    assert first.closed and not any(p.closed for p in made[1:]) and not plain.closed
+    assert producer_cache.cached_count() == producer_cache.MAX_TRANSACTIONAL_PRODUCERS + 1
+    producer_cache.evict(made[-1], timeout_s=0.0)
+    fresh, reused = producer_cache.acquire_transactional(
+        key(producer_cache.MAX_TRANSACTIONAL_PRODUCERS), FakeProducer
+    )
+    assert fresh is not made[-1] and not reused

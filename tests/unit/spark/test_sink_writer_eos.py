@@ -92,12 +92,41 @@ def test_a_task_writes_in_its_own_transaction_and_returns_it_prepared(fakes) -> 
     [producer] = fakes
     assert producer.config["transactional.id"] == "pykafka-w1-0-0"
     assert producer.config["acks"] == "all" and producer.config["enable.idempotence"] == "true"
-    assert producer.events == ["init", "begin", "prepare", "close"]  # never a commit
+    assert producer.events == ["init", "begin", "prepare"]  # never a commit, kept warm
     assert isinstance(message, PyKafkaCommitMessage)
     assert message.transaction == PreparedTransaction("pykafka-w1-0-0", 42, 3, (("t", 0), ("t", 1)))
     assert message.record_count == 5
     assert pickle.loads(pickle.dumps(message)) == message
-    assert producer_cache.cached_count() == 0  # not the shared at-least-once producer
+    # Cached under its own transactional id, never as the shared at-least-once producer.
+    assert producer_cache.cached_count() == 1
+
+
+def test_the_next_batch_reuses_the_warm_producer_and_re_initialises_it(fakes) -> None:
+    _writer().write(iter([_batch(2)]))
+    _writer().write(iter([_batch(1)]))
+    [producer] = fakes  # one producer for the same partition and attempt slot
+    assert producer.events == ["init", "begin", "prepare", "init", "begin", "prepare"]
+
+
+def test_a_cached_producer_that_cannot_re_initialise_is_replaced(
+    fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kafka_sink.errors import ProducerFencedError
+
+    _writer().write(iter([_batch(2)]))
+    first = fakes[0]
+
+    def fenced(timeout: float | None = None) -> None:
+        first.events.append("init-fenced")
+        raise ProducerFencedError("fenced")
+
+    monkeypatch.setattr(first, "init_transactions", fenced)
+    message = _writer().write(iter([_batch(1)]))
+    assert len(fakes) == 2
+    assert first.events[-2:] == ["init-fenced", "close"]
+    assert fakes[1].events == ["init", "begin", "prepare"]
+    assert message.transaction is not None
+    assert producer_cache.cached_count() == 1
 
 
 def test_each_attempt_gets_its_own_id(fakes, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,6 +151,7 @@ def test_a_failing_task_aborts_its_transaction(fakes) -> None:
         _writer().write(batches())
     [producer] = fakes
     assert producer.events == ["init", "begin", "abort", "close"]
+    assert producer_cache.cached_count() == 0  # a failed producer is never reused
 
 
 def test_a_delivery_failure_aborts_too(fakes, monkeypatch: pytest.MonkeyPatch) -> None:
