@@ -397,22 +397,35 @@ def _end_all(
         while pending:
             lookup = [h.transactional_id for h in pending.values()]
             nodes.update(client.find_coordinators([t for t in lookup if t not in nodes], deadline))
-            order = sorted(pending)
+            order: list[int] = []
             requests: list[tuple[int, Any, int | None]] = []
-            for i in order:
+            for i in sorted(pending):
                 handle = pending[i]
                 node = nodes[handle.transactional_id]
+                try:
+                    version = _end_txn_version(client, node, deadline)
+                except RETRIABLE as exc:
+                    # The coordinator died since FindCoordinator answered: look it up again
+                    # next round (its partitions move once the controller fences it).
+                    if deadline.is_own(exc):
+                        raise
+                    deadline.last_error = exc
+                    nodes.pop(handle.transactional_id, None)
+                    continue
                 body = EndTxnRequest(
                     handle.transactional_id, handle.producer_id, handle.producer_epoch, commit
                 )
-                requests.append((node, body, _end_txn_version(client, node, deadline)))
+                order.append(i)
+                requests.append((node, body, version))
             deadline.waiting_for = (
                 f"the coordinators to {what} {len(order)} transaction(s) "
                 f"({', '.join(repr(pending[i].transactional_id) for i in order[:5])}"
                 f"{', ...' if len(order) > 5 else ''})"
             )
             answers = client.request_all(requests, deadline)
-            for i, (node, _body, version), answer in zip(order, requests, answers, strict=True):
+            for i, (node, _body, sent_version), answer in zip(
+                order, requests, answers, strict=True
+            ):
                 handle = pending[i]
                 error = (
                     answer if isinstance(answer, KafkaError) else error_for_code(answer.error_code)
@@ -427,7 +440,7 @@ def _end_all(
                         node,
                     )
                     epoch = None
-                    if version is not None and version >= 5 and answer.producer_id >= 0:
+                    if sent_version is not None and sent_version >= 5 and answer.producer_id >= 0:
                         epoch = (int(answer.producer_id), int(answer.producer_epoch))
                     results[i] = Completion(handle, epoch)
                     del pending[i]

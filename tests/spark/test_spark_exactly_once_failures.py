@@ -10,6 +10,8 @@
   again and a read_committed consumer reads every row exactly once. With at-least-once (which
   has no transaction to time out) the same batch fails at the same point on an injected error,
   and its re-run shows the first task's rows twice.
+- The broker coordinating a micro-batch's transactions is killed once the driver recorded the
+  batch's intent, before its EndTxns: the commit finishes through the new coordinators.
 """
 
 from __future__ import annotations
@@ -229,4 +231,59 @@ def test_a_transaction_that_times_out_before_the_commit(
         assert duplicated > 0
         return
     assert duplicated == 0, f"{duplicated} rows read twice by a read_committed consumer"
+    _assert_nothing_open(bootstrap, topic, prefix)
+
+
+def test_the_coordinator_is_killed_during_the_commit(
+    spark: Any,
+    spark_env: Any,
+    kafka_cluster: LocalKafka,
+    cluster_topic_factory: TopicFactory,
+    tmp_path: Path,
+) -> None:
+    """The driver pauses once the batch's intent is durable (the test-only hook of eos_commit);
+    the broker coordinating the batch's transactions is killed; the commit then finishes through
+    the new coordinators. (At-least-once has no commit to interrupt: no contrast run here.)"""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = _topic(cluster_topic_factory)
+    prefix = f"eos-coord-{uuid.uuid4().hex[:8]}"
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "rows.txt").write_text("".join(f"{i}\n" for i in range(ROWS)), encoding="utf-8")
+    pause_dir = tmp_path / "pause"
+    pause_dir.mkdir()
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(ROWS * 5 // PARTITIONS))
+    try:
+        with spark_env({"PYKAFKA_TEST_COMMIT_PAUSE_DIR": str(pause_dir)}):
+            query = (
+                spark.readStream.text(str(inputs))
+                .writeStream.format("pykafka")
+                .options(**_options(bootstrap, topic, "exactly-once", prefix))
+                .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            try:
+                deadline = time.monotonic() + 180
+                while not (pause_dir / "paused-0").exists():
+                    assert query.isActive or (pause_dir / "paused-0").exists(), query.exception()
+                    assert time.monotonic() < deadline, "the commit never reached its pause"
+                    time.sleep(0.2)
+                listed = list_transactions({"bootstrap.servers": bootstrap}, prefix + "-")
+                coordinators = {t.coordinator_id for t in listed if t.state == "Ongoing"}
+                assert coordinators, listed  # the prepared transactions, awaiting the commit
+                for node in coordinators:
+                    kafka_cluster.kill_node(node)
+            finally:
+                (pause_dir / "resume-0").touch()
+            assert query.awaitTermination(240), "the query did not finish in 240 s"
+            assert query.exception() is None, query.exception()
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    committed = read_all(bootstrap, topic, expected=ROWS, isolation_level="read_committed")
+    counts = Counter(int(r.value) for r in committed)
+    assert set(counts) == set(range(ROWS))
+    assert all(c == 1 for c in counts.values()), "rows read twice by a read_committed consumer"
+    [doc] = commit_docs(tmp_path / "checkpoint" / "pykafka-commits", "[0-9]*.json")
+    assert doc["batch_id"] == 0 and doc["delivery_guarantee"] == "exactly-once"
     _assert_nothing_open(bootstrap, topic, prefix)

@@ -707,6 +707,31 @@ def test_complete_transactions_retries_only_what_got_a_retriable_answer(
     ]
 
 
+def test_complete_transactions_finds_a_new_coordinator_when_the_old_one_died(
+    cluster: ScriptedCluster,
+) -> None:
+    # FindCoordinator names node 1, which died since: connecting to it fails. Its ids are looked
+    # up again (the controller moves them once it fences the node) instead of failing them all.
+    cluster.coordinator_of = {"sink-q-0-0": 0, "sink-q-1-0": 1, "sink-q-2-0": 1}
+    original = cluster._answer
+
+    def answer(sent: Sent) -> Any:
+        if (
+            isinstance(sent.body, FindCoordinatorRequest)
+            and len(cluster.requests(FindCoordinatorRequest)) > 1
+        ):
+            cluster.coordinator_of = {k: 0 for k in cluster.coordinator_of}
+        return original(sent)
+
+    cluster._answer = answer  # type: ignore[method-assign]
+    cluster.ready = lambda node_id, now_ms: node_id != 1  # type: ignore[method-assign]
+    cluster.is_connection_failed = lambda node_id: node_id == 1  # type: ignore[method-assign]
+    results = complete_transactions(CONFIG, HANDLES, timeout=30)
+    assert [r.error for r in results] == [None, None, None]
+    assert {n for n, _, _ in _end_txns(cluster)} == {0}
+    assert len(cluster.requests(FindCoordinatorRequest)) == 2
+
+
 def test_complete_transactions_reports_each_failure_and_what_was_done(
     cluster: ScriptedCluster,
 ) -> None:
