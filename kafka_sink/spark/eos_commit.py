@@ -30,17 +30,13 @@ Invariants:
   are then written twice: the check above makes this window small).
 - Kafka is reached only through the injected :class:`TransactionOps`, so the state machine is
   tested with fakes.
-- Test-only fault hook: when ``$PYKAFKA_TEST_COMMIT_PAUSE_DIR`` names a directory, ``commit``
-  creates ``paused-<batch id>`` there once the intent is durable and waits (at most 120 s) for
-  ``resume-<batch id>`` before the first EndTxn, so a test can fail brokers at that point.
-  Unset (as in any real deployment), it costs one environment lookup per batch.
+- The test-only fault hook (``fault_hooks.pause_commit``) sits between the durable intent and
+  the first EndTxn.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,6 +50,7 @@ from kafka_sink.spark.exactly_once import (
     IntentStore,
     parse_transactional_id,
 )
+from kafka_sink.spark.fault_hooks import pause_commit
 
 __all__ = [
     "ALREADY_DONE",
@@ -169,7 +166,7 @@ class EosCommitter:
             self._sweep(keep=())
             raise SinkTransactionLostError(self._lost_message(batch_id, gone, committed=0))
         self.store.write(BatchRecord(self.query_key, batch_id, INTENT, prepared))
-        _pause_for_tests(batch_id)
+        pause_commit(batch_id)
         lost = self._commit_all(tasks)
         if lost:
             self.store.write(
@@ -393,20 +390,3 @@ def listing_ops(
     return TransactionOps(
         complete=complete, list_open=list_open, complete_all=complete_all, close=admin.close
     )
-
-
-_PAUSE_ENV = "PYKAFKA_TEST_COMMIT_PAUSE_DIR"
-_PAUSE_LIMIT_S = 120.0
-
-
-def _pause_for_tests(batch_id: int) -> None:
-    """The test-only fault hook of the module docstring."""
-    directory = os.environ.get(_PAUSE_ENV)
-    if not directory:
-        return
-    with open(os.path.join(directory, f"paused-{batch_id}"), "w", encoding="utf-8"):
-        pass
-    resume = os.path.join(directory, f"resume-{batch_id}")
-    deadline = time.monotonic() + _PAUSE_LIMIT_S
-    while not os.path.exists(resume) and time.monotonic() < deadline:
-        time.sleep(0.05)

@@ -76,6 +76,7 @@ from kafka_sink.spark.exactly_once import (
     MemoryIntentStore,
     transactional_id,
 )
+from kafka_sink.spark.fault_hooks import pause_commit
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 
@@ -580,6 +581,8 @@ class _WriterCore:
         ensure_logging()
         if self.eos is not None:
             self._end_transactions(messages, batch_id, ok=ok)
+        elif ok:
+            pause_commit(batch_id)  # test-only; see fault_hooks
         now_ms = int(time.time() * 1000)
         build = commit_document if ok else abort_document
         document = build(

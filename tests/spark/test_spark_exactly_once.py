@@ -1,4 +1,5 @@
-"""deliveryGuarantee=exactly-once against a real SparkSession and a real broker.
+"""deliveryGuarantee=exactly-once against a real SparkSession and a real 3-node Kafka cluster
+(replication 3, min.insync.replicas 2).
 
 Scenario (streaming, and a batch job): a task fails part-way on its first attempt, after some
 of its rows reached Kafka (a Python UDF upstream raises on attempt 0), then succeeds on retry
@@ -54,13 +55,16 @@ def _stable_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     ["stream/exactly-once", "stream/at-least-once", "batch/exactly-once"],
 )
 def test_a_task_retried_after_a_partial_write(
-    spark, kafka_bootstrap, topic_factory, tmp_path, case
+    spark, kafka_cluster, cluster_topic_factory, tmp_path, case
 ) -> None:
     mode, guarantee = case.split("/")
     from pyspark.sql import functions as sf
     from pyspark.sql.types import StringType
 
-    topic = topic_factory(partitions=3)
+    kafka_bootstrap = kafka_cluster.bootstrap_servers
+    topic = cluster_topic_factory(
+        partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"}
+    )
     prefix = f"eos-test-{uuid.uuid4().hex[:8]}"
     _write_inputs(tmp_path / "in")
 

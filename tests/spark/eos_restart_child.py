@@ -1,0 +1,56 @@
+"""A streaming query run until killed: the driver process of the exactly-once restart test.
+
+``python eos_restart_child.py BOOTSTRAP TOPIC INPUT CHECKPOINT GUARANTEE PREFIX``: one local[2]
+SparkSession reading one file per micro-batch from INPUT (availableNow, so a run that is not
+killed processes what is left and exits 0) and writing it to TOPIC with the given guarantee.
+Prints ``STARTED`` once the query runs. The test SIGKILLs this process's group at random points
+(and, with ``$PYKAFKA_TEST_COMMIT_PAUSE_DIR`` set, inside the driver's commit).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    bootstrap, topic, inputs, checkpoint, guarantee, prefix = sys.argv[1:7]
+    from pyspark.sql import SparkSession
+
+    from kafka_sink.spark.datasource import PyKafkaDataSource
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pykafka-eos-restart")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "512m")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(PyKafkaDataSource)
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "topic": topic,
+        "deliveryGuarantee": guarantee,
+        "kafka.request.timeout.ms": "10000",
+    }
+    if guarantee == "exactly-once":
+        options["transactionalIdPrefix"] = prefix
+    query = (
+        spark.readStream.option("maxFilesPerTrigger", 1)
+        .text(inputs)
+        .writeStream.format("pykafka")
+        .options(**options)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    print("STARTED", flush=True)
+    query.awaitTermination()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
