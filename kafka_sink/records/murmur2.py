@@ -30,24 +30,33 @@ __all__ = ["murmur2", "partition_for_key", "partitions_for_keys", "to_positive"]
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
-# Precompiled little-endian word readers for keys up to 255 bytes (send() hashes every key).
-_WORDS = tuple(struct.Struct(f"<{words}I") for words in range(64))
+# Precompiled little-endian word readers for keys up to 255 bytes (send() hashes every key);
+# the bound unpack_from methods save an attribute lookup per call.
+_WORDS = tuple(struct.Struct(f"<{words}I").unpack_from for words in range(64))
 
 
-def murmur2(data: bytes | bytearray | memoryview) -> int:
+def murmur2(
+    data: bytes | bytearray | memoryview,
+    *,
+    _seed: int = _SEED,
+    _m: int = _M,
+    _mask: int = _MASK,
+    _words: tuple[Any, ...] = _WORDS,
+) -> int:
     """Java's ``Utils.murmur2``: the signed 32-bit hash of ``data``."""
+    # The constants arrive as keyword defaults (locals, not globals): this runs once per keyed
+    # record on send()'s path.
     length = len(data)
-    h = _SEED ^ length
+    h = _seed ^ length
     words = length >> 2
-    m = _M
-    mask = _MASK
+    m = _m
+    mask = _mask
     if words:
-        unpack = _WORDS[words] if words < len(_WORDS) else struct.Struct(f"<{words}I")
-        for word in unpack.unpack_from(data):
+        unpack = _words[words] if words < 64 else struct.Struct(f"<{words}I").unpack_from
+        for word in unpack(data):
             k = (word * m) & mask
-            k ^= k >> 24
             # One mask for both products: masking distributes over XOR.
-            h = ((h * m) ^ (k * m)) & mask
+            h = ((h * m) ^ ((k ^ (k >> 24)) * m)) & mask
     tail = length & 3
     if tail:
         t = words << 2

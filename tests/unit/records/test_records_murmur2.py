@@ -62,6 +62,17 @@ def test_matches_kafka_python_on_random_keys() -> None:
     assert got.tolist() == [h % (2**31 - 1) for h in expected]
 
 
+def test_every_length_matches_kafka_python() -> None:
+    # Every tail (0-3 bytes) and word count, including past the precompiled readers (63 words).
+    rng = random.Random(11)
+    for length in [*range(65), 251, 252, 255, 256, 300, 1024]:
+        for _ in range(25):
+            key = rng.randbytes(length)
+            expected = kafka_python_murmur2(key)
+            for form in (key, bytearray(key), memoryview(key)):
+                assert murmur2(form) & 0xFFFFFFFF == expected, (length, key)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     keys=st.lists(st.binary(max_size=24), min_size=1, max_size=60),
