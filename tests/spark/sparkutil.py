@@ -1,17 +1,21 @@
-"""Helpers for the Spark tests: commit-log files and Kafka read-back, compared."""
+"""Helpers for the Spark tests: commit-log files and Kafka read-back, compared; what
+exactly-once leaves open."""
 
 from __future__ import annotations
 
 import glob
 import json
 import os
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kafka_sink.testing.oracle import ConsumedRecord
+from kafka_sink.producer.transaction_admin import list_transactions
+from kafka_sink.testing.oracle import ConsumedRecord, end_offsets, import_kafka_python
 
 KAFKA_OPTIONS = {"kafka.linger.ms": "5"}
+OPEN_OR_ENDING = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
 def commit_docs(directory: str | Path, pattern: str = "*.json") -> list[dict[str, Any]]:
@@ -37,3 +41,35 @@ def committed_ranges(doc: dict[str, Any]) -> dict[tuple[str, int], tuple[int, in
         (o["topic"], o["partition"]): (o["first_offset"], o["last_offset"], o["record_count"])
         for o in doc["offsets"]
     }
+
+
+def stable_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition -> last stable offset (what a read_committed consumer can reach)."""
+    kafka = import_kafka_python()
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed"
+    )
+    try:
+        tps = [kafka.TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        return {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def assert_nothing_left_open(
+    bootstrap: str, topic: str, prefix: str, timeout_s: float = 60
+) -> None:
+    """No transaction of the ids ``<prefix>-*`` open (one being ended is waited for) and, within
+    ``timeout_s``, the last stable offset at the log end on every partition of ``topic``."""
+    config = {"bootstrap.servers": bootstrap}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = {t.transactional_id: t.state for t in list_transactions(config, prefix + "-")}
+        still = {tid: s for tid, s in states.items() if s in OPEN_OR_ENDING}
+        if not still:
+            break
+        assert time.monotonic() < deadline, f"transactions left open: {still}"
+        time.sleep(0.5)
+    while stable_offsets(bootstrap, topic) != end_offsets(bootstrap, topic):
+        assert time.monotonic() < deadline, "the last stable offset never reached the log end"
+        time.sleep(0.5)

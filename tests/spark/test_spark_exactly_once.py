@@ -19,10 +19,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sparkutil import commit_docs
+from sparkutil import assert_nothing_left_open, commit_docs
 
-from kafka_sink.producer.transaction_admin import list_transactions
-from kafka_sink.testing.oracle import end_offsets, import_kafka_python, read_all
+from kafka_sink.testing.oracle import read_all
 
 ROWS_PER_FILE = 2000
 FAIL_FROM = 1500  # attempt 0 of the task holding ids 0..1999 raises on id 1500
@@ -36,18 +35,6 @@ def _write_inputs(directory: Path) -> None:
             for i in range(start, start + ROWS_PER_FILE):
                 f.write(json.dumps({"id": i}) + "\n")
         tmp.rename(directory / f"in{n}.json")
-
-
-def _stable_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    kafka = import_kafka_python()
-    consumer = kafka.KafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed"
-    )
-    try:
-        tps = [kafka.TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        return {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
-    finally:
-        consumer.close()
 
 
 @pytest.mark.parametrize(
@@ -134,13 +121,7 @@ def test_a_task_retried_after_a_partial_write(
         return
     assert duplicated == 0, f"{duplicated} rows read twice by a read_committed consumer"
     assert len(committed) == total
-    config = {"bootstrap.servers": kafka_bootstrap}
-    left_open = [t for t in list_transactions(config, prefix) if t.state == "Ongoing"]
-    assert left_open == []
     assert {t["transactional_id"] for t in doc["tasks"]} <= {
         f"{prefix}-{p}-{a}" for p in range(2) for a in range(2)
     }
-    deadline = time.monotonic() + 30
-    while _stable_offsets(kafka_bootstrap, topic) != end_offsets(kafka_bootstrap, topic):
-        assert time.monotonic() < deadline, "the last stable offset never reached the log end"
-        time.sleep(0.5)
+    assert_nothing_left_open(kafka_bootstrap, topic, prefix)

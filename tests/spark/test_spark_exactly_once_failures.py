@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkutil import commit_docs
+from sparkutil import assert_nothing_left_open, commit_docs
 
 from kafka_sink.producer.transaction_admin import list_transactions
 from kafka_sink.testing.local_kafka import LocalKafka
-from kafka_sink.testing.oracle import end_offsets, import_kafka_python, read_all
+from kafka_sink.testing.oracle import read_all
 
 TopicFactory = Callable[..., str]
 
@@ -41,33 +41,6 @@ def _topic(cluster_topic_factory: TopicFactory) -> str:
     return cluster_topic_factory(
         partitions=PARTITIONS, replication_factor=3, configs={"min.insync.replicas": "2"}
     )
-
-
-def _stable_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    kafka = import_kafka_python()
-    consumer = kafka.KafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed"
-    )
-    try:
-        tps = [kafka.TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        return {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
-    finally:
-        consumer.close()
-
-
-def _assert_nothing_open(bootstrap: str, topic: str, prefix: str) -> None:
-    """No transaction of the prefix open, and the last stable offset at the log end."""
-    config = {"bootstrap.servers": bootstrap}
-    open_left = [
-        t.transactional_id
-        for t in list_transactions(config, prefix + "-")
-        if t.state in ("Ongoing", "PrepareCommit", "PrepareAbort")
-    ]
-    assert open_left == []
-    deadline = time.monotonic() + 30
-    while _stable_offsets(bootstrap, topic) != end_offsets(bootstrap, topic):
-        assert time.monotonic() < deadline, "the last stable offset never reached the log end"
-        time.sleep(0.5)
 
 
 def _options(bootstrap: str, topic: str, guarantee: str, prefix: str) -> dict[str, str]:
@@ -132,7 +105,7 @@ def test_a_batch_job_that_fails_after_some_tasks_succeeded(
         visible = read_all(bootstrap, topic, expected=(PARTITIONS - 1) * per_partition)
         assert len(visible) >= (PARTITIONS - 1) * per_partition  # a partial job is visible
         return
-    _assert_nothing_open(bootstrap, topic, prefix)
+    assert_nothing_left_open(bootstrap, topic, prefix)
     assert read_all(bootstrap, topic, isolation_level="read_committed") == []
 
 
@@ -214,7 +187,7 @@ def test_a_transaction_that_times_out_before_the_commit(
             assert f"{topic}-" in text  # the partitions
             assert "Fix: raise kafka.transaction.timeout.ms" in text
             # Nothing of the failed batch is visible, and nothing of it holds readers back.
-            _assert_nothing_open(bootstrap, topic, prefix)
+            assert_nothing_left_open(bootstrap, topic, prefix)
             assert read_all(bootstrap, topic, isolation_level="read_committed") == []
         second_run.touch()
         assert run() is None  # the restart runs the batch again and delivers
@@ -231,7 +204,7 @@ def test_a_transaction_that_times_out_before_the_commit(
         assert duplicated > 0
         return
     assert duplicated == 0, f"{duplicated} rows read twice by a read_committed consumer"
-    _assert_nothing_open(bootstrap, topic, prefix)
+    assert_nothing_left_open(bootstrap, topic, prefix)
 
 
 def test_the_coordinator_is_killed_during_the_commit(
@@ -286,4 +259,4 @@ def test_the_coordinator_is_killed_during_the_commit(
     assert all(c == 1 for c in counts.values()), "rows read twice by a read_committed consumer"
     [doc] = commit_docs(tmp_path / "checkpoint" / "pykafka-commits", "[0-9]*.json")
     assert doc["batch_id"] == 0 and doc["delivery_guarantee"] == "exactly-once"
-    _assert_nothing_open(bootstrap, topic, prefix)
+    assert_nothing_left_open(bootstrap, topic, prefix)

@@ -22,9 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sparkutil import commit_docs
+from sparkutil import assert_nothing_left_open, commit_docs
 
-from kafka_sink.producer.transaction_admin import list_transactions
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import read_all
 
@@ -155,11 +154,4 @@ def test_driver_killed_at_random_points_and_restarted(
         assert duplicated > 0, f"no duplicates after {killed} kills (seed {seed})"
         return
     assert duplicated == 0, f"{duplicated} rows read twice (seed {seed})"
-    config = {"bootstrap.servers": bootstrap}
-    deadline = time.monotonic() + 60
-    while True:
-        states = [t.state for t in list_transactions(config, prefix + "-")]
-        if not any(s in ("Ongoing", "PrepareCommit", "PrepareAbort") for s in states):
-            break
-        assert time.monotonic() < deadline, f"transactions left open: {states}"
-        time.sleep(1)
+    assert_nothing_left_open(bootstrap, topic, prefix)

@@ -26,7 +26,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sparkutil import commit_docs, committed_ranges, observed_ranges
+from sparkutil import (
+    assert_nothing_left_open,
+    commit_docs,
+    committed_ranges,
+    observed_ranges,
+)
 from standalone import (
     ROOT,
     SPARK_HOME,
@@ -36,7 +41,6 @@ from standalone import (
     build_environment,
 )
 
-from kafka_sink.producer.transaction_admin import list_transactions
 from kafka_sink.records.murmur2 import partition_for_key
 from kafka_sink.testing.oracle import read_all
 
@@ -381,11 +385,4 @@ def test_speculative_copy_of_a_slow_task(
         for i, a in ((int(r.value.split(b":")[0]), int(r.value.split(b":")[1])) for r in committed)
         if i >= 1000
     } == {1}
-    config = {"bootstrap.servers": bootstrap}
-    deadline = time.monotonic() + 60
-    while True:
-        states = [t.state for t in list_transactions(config, prefix + "-")]
-        if not any(s in ("Ongoing", "PrepareCommit", "PrepareAbort") for s in states):
-            break
-        assert time.monotonic() < deadline, f"transactions left open: {states}"
-        time.sleep(1)
+    assert_nothing_left_open(bootstrap, topic, prefix)
