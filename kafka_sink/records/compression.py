@@ -31,7 +31,6 @@ Invariant: ``decompress(t, compress(t, data, level)) == data`` for every codec a
 from __future__ import annotations
 
 import struct
-import threading
 import zlib
 from collections.abc import Callable
 from enum import IntEnum
@@ -185,19 +184,8 @@ def _lz4_compress(data: bytes | bytearray | memoryview, level: int) -> bytes:
     return b"".join(parts)
 
 
-_ZSTD_CONTEXTS = threading.local()
-
-
 def _zstd_compress(data: bytes | bytearray | memoryview, level: int) -> bytes:
-    # A ZstdCompressor is not safe to share between threads, and a new one per batch costs
-    # about as much again as compressing 256 KiB; each thread keeps one per level.
-    contexts: dict[int, zstandard.ZstdCompressor] | None = getattr(_ZSTD_CONTEXTS, "by_level", None)
-    if contexts is None:
-        contexts = _ZSTD_CONTEXTS.by_level = {}
-    context = contexts.get(level)
-    if context is None:
-        context = contexts[level] = zstandard.ZstdCompressor(level=level)
-    result: bytes = context.compress(data)
+    result: bytes = zstandard.ZstdCompressor(level=level).compress(data)
     return result
 
 
@@ -208,6 +196,9 @@ def compressor(ctype: CompressionType, level: int | None = None) -> Compressor:
     """A one-argument compress function for ``ctype`` at ``level`` (checked once, here).
 
     Hot loops (one call per batch) use this to skip the per-call codec and level dispatch.
+    For zstd the function keeps one compression context for all its calls (a new context per
+    batch costs about as much again as compressing 256 KiB), so it must not be shared between
+    threads; take one per thread or per encoding call.
     """
     ctype = CompressionType(ctype)
     effective = validate_level(ctype, level)
@@ -216,6 +207,9 @@ def compressor(ctype: CompressionType, level: int | None = None) -> Compressor:
     if ctype is CompressionType.SNAPPY:
         return _snappy_compress
     assert effective is not None
+    if ctype is CompressionType.ZSTD:
+        context: Compressor = zstandard.ZstdCompressor(level=effective).compress
+        return context
     if ctype is CompressionType.GZIP:
         return partial(_gzip_compress, level=effective)
     if ctype is CompressionType.LZ4:
