@@ -7,6 +7,7 @@ The library's network layer is not involved: each test frames requests with
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
@@ -15,9 +16,12 @@ from typing import Any
 
 import cramjam
 import kafka.codec
+import pyarrow as pa
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from kafka_sink.records.batch import RecordBatchBuilder
+from kafka_sink.records.columnar import seal_columns
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.testing.oracle import read_all
 from kafka_sink.wire import messages as m
@@ -351,3 +355,53 @@ def test_transaction_v1_flow_commits(
     assert ended.error_code == 0
     records = read_all(kafka_bootstrap, topic, expected=1, isolation_level="read_committed")
     assert [(r.key, r.value) for r in records] == [(b"k", b"in-txn")]
+
+
+def _confluent_read(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes, bytes]]:
+    """Key and value of the first ``expected`` records of partition 0, read by librdkafka."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(out) < expected:
+            assert time.monotonic() < deadline, f"librdkafka read {len(out)} of {expected}"
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            out.append((msg.key(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD], ids=["lz4", "zstd"])
+def test_columnar_multi_block_batch_read_back_by_kafka_python_and_librdkafka(
+    client: Client,
+    kafka_bootstrap: str,
+    topic_factory: Callable[..., str],
+    codec: CompressionType,
+) -> None:
+    # One batch of ~300 KB (several 64 KiB LZ4 blocks), sealed by the columnar encoder the Spark
+    # sink uses: noise rows (blocks LZ4 stores raw) then text rows (blocks it compresses). The
+    # broker validates the batch, then two independent decoders read it back.
+    values = [os.urandom(1000) for _ in range(100)] + [b"order %d " % i * 100 for i in range(200)]
+    keys = [b"key-%d" % i for i in range(300)]
+    (sealed,) = seal_columns(
+        pa.array(values, pa.binary()),
+        pa.array(keys, pa.binary()),
+        timestamps_ms=TIMESTAMP_MS,
+        compression_type=codec,
+        batch_size=1 << 20,
+    )
+    assert sealed.record_count == 300
+    version = negotiated(client)[ApiKey.PRODUCE]
+    topic = topic_factory()
+    partition = produce(client, topic, sealed.encode(), version)
+    assert (partition.error_code, partition.base_offset) == (0, 0)
+    records = read_all(kafka_bootstrap, topic, expected=300)
+    assert [(r.key, r.value) for r in records] == list(zip(keys, values, strict=True))
+    assert _confluent_read(kafka_bootstrap, topic, 300) == list(zip(keys, values, strict=True))

@@ -7,6 +7,7 @@ import os
 import struct
 
 import cramjam
+import lz4.block
 import lz4.frame
 import pytest
 import zstandard
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_sink.errors import ConfigError, CorruptRecordError
-from kafka_sink.records.compression import CompressionType, compress, decompress
+from kafka_sink.records.compression import CompressionType, compress, compressor, decompress
 from kafka_sink.records.crc import crc32c
 
 CODECS = list(CompressionType)
@@ -94,6 +95,68 @@ def test_lz4_frame_matches_java_header_and_blocks_are_independent() -> None:
     info = lz4.frame.get_frame_info(out)
     assert info["block_linked"] is False
     assert lz4.frame.decompress(out) == data
+
+
+def _lz4_blocks(frame: bytes) -> list[tuple[bool, bytes]]:
+    """The blocks of a Java-style LZ4 frame (7-byte header, no checksums): (raw?, payload)."""
+    pos = 7
+    blocks: list[tuple[bool, bytes]] = []
+    while True:
+        (size,) = struct.unpack_from("<I", frame, pos)
+        pos += 4
+        if size == 0:
+            assert pos == len(frame)  # the end mark, and no content checksum after it
+            return blocks
+        raw = bool(size & 0x80000000)
+        size &= 0x7FFFFFFF
+        blocks.append((raw, frame[pos : pos + size]))
+        pos += size
+
+
+def test_lz4_cuts_64k_blocks_each_decodable_alone() -> None:
+    # Every block decodes on its own (independent) to its 64 KiB of input, as Kafka's reader
+    # and lz4-java's decompressor read them; the last block holds the remainder.
+    data = (os.urandom(100) * 3000)[: 300 * 1024 + 17]
+    blocks = _lz4_blocks(compress(CompressionType.LZ4, data))
+    assert len(blocks) == 5
+    out = b""
+    for raw, payload in blocks:
+        assert not raw
+        out += lz4.block.decompress(payload, uncompressed_size=64 * 1024)
+    assert out == data
+
+
+@pytest.mark.parametrize("level", [9, 12])
+def test_lz4_incompressible_blocks_are_stored_raw(level: int) -> None:
+    # A block that does not shrink is stored as is with bit 31 of its size set (Java does the
+    # same); the frame still decodes with a standard LZ4 frame reader.
+    noise = os.urandom(100 * 1024)
+    text = b"kafka " * 20000
+    data = noise + text
+    frame = compress(CompressionType.LZ4, data, level)
+    blocks = _lz4_blocks(frame)
+    assert [raw for raw, _ in blocks] == [True, False, False, False]  # 220,000 bytes
+    assert blocks[0][1] == noise[: 64 * 1024]
+    assert lz4.frame.decompress(frame) == data
+    assert decompress(CompressionType.LZ4, frame) == data
+
+
+def test_lz4_empty_input_is_an_empty_frame() -> None:
+    frame = compress(CompressionType.LZ4, b"")
+    assert frame == b"\x04\x22\x4d\x18\x60\x40\x82\x00\x00\x00\x00"
+    assert lz4.frame.decompress(frame) == b""
+
+
+def test_zstd_compressor_reused_across_calls_and_levels() -> None:
+    # compressor() keeps one zstd context for all its calls; output must not depend on what the
+    # context compressed before.
+    a, b = os.urandom(50) * 400, b"zstd " * 5000
+    first = compress(CompressionType.ZSTD, a)
+    reused = compressor(CompressionType.ZSTD)
+    reused(b)
+    assert reused(a) == first
+    assert first == zstandard.ZstdCompressor(level=3).compress(a)
+    assert decompress(CompressionType.ZSTD, first) == a
 
 
 def test_snappy_xerial_framing_with_32k_blocks() -> None:
