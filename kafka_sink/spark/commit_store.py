@@ -27,6 +27,7 @@ Invariants:
   ``<name>.replaced-<ms>`` first.
 - Messages never contain credentials: user-info passwords are cut from displayed URIs, and the
   values of the credential variables above are masked in every store error.
+- ``read`` tells a missing file (None) from one that cannot be read (:class:`CommitStoreError`).
 - Nothing here is pickled; a store is built where it is used (on the driver) and dropped.
 """
 
@@ -102,6 +103,9 @@ class CommitStore(Protocol):
 
     def write(self, name: str, data: bytes) -> str:
         """Write ``data`` as ``<location>/<name>`` whole; returns where it went."""
+
+    def read(self, name: str) -> bytes | None:
+        """The bytes of ``<location>/<name>``; None when there is no such file."""
 
 
 def as_local_path(location: str) -> str | None:
@@ -240,6 +244,15 @@ class LocalCommitStore:
             raise
         return path
 
+    def read(self, name: str) -> bytes | None:
+        try:
+            with open(os.path.join(self.location, name), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CommitStoreError(_reason(exc)) from None
+
 
 # -- pyarrow.fs stores ----------------------------------------------------------------------
 
@@ -261,6 +274,21 @@ class ArrowCommitStore:
     def write(self, name: str, data: bytes) -> str:
         self._call(lambda: self._write(name, data))
         return f"{self.location}/{name}"
+
+    def read(self, name: str) -> bytes | None:
+        found: list[bytes | None] = []
+        self._call(lambda: found.append(self._read(name)))
+        return found[0]
+
+    def _read(self, name: str) -> bytes | None:
+        from pyarrow.fs import FileType
+
+        path = f"{self.root}/{name}"
+        if self.fs.get_file_info(path).type != FileType.File:
+            return None
+        with self.fs.open_input_stream(path) as stream:
+            data: bytes = stream.read()
+        return data
 
     def _probe(self) -> None:
         from pyarrow.fs import FileType

@@ -12,9 +12,12 @@ maximum (``transaction_timeout``), the transactional-id prefix and the intent st
 fixed (streaming: the query id, read from the checkpoint's ``metadata`` file, which Spark writes
 when the query starts; batch: the write id), and a streaming query's unfinished intent is
 finished (``EosCommitter.recover``) so that the batch's tasks never re-initialise an id whose
-transaction an intent still names. Intents are kept under ``<checkpointLocation>/pykafka-intents``
-(streaming) or ``<commitLog>/pykafka-intents`` (batch, local ``commitLog``), else in the commit
-process only.
+transaction an intent still names. Intents are kept in the compacted topic ``intentTopic``
+(``intentStore=kafka``, the default; the topic is created or checked here, so a missing ACL fails
+before any task runs), or with ``intentStore=checkpoint`` under
+``<checkpointLocation>/pykafka-intents`` (streaming, local checkpoint only) or
+``<commitLog>/pykafka-intents`` (batch, local ``commitLog``), else in the commit process only.
+The checkpoint may be remote with the Kafka store: the query id is read through ``commit_store``.
 
 Invariants:
 - ``name()`` is a classmethod returning ``"pykafka"`` (``"kafka"`` belongs to Spark's own sink).
@@ -29,17 +32,16 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from kafka_sink.spark.commit_store import as_local_path, display_location
+from kafka_sink.spark.commit_store import as_local_path, display_location, join, open_store
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.exactly_once import default_prefix
-from kafka_sink.spark.options import SinkOptions
+from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.schema import validate_schema
 from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
 
@@ -105,52 +107,74 @@ def _exactly_once_plan(
 
     timeout_ms = resolve_transaction_timeout_ms(options.producer_config)
     options = options.with_producer_setting("transaction.timeout.ms", str(timeout_ms))
+    in_kafka = options.intent_store == INTENT_STORE_KAFKA
+    intent_dir: str | None = None
     if streaming:
-        checkpoint = _local_checkpoint(options)
+        checkpoint = _checkpoint(options, local_only=not in_kafka)
         query_key = _query_id(checkpoint)
-        intent_dir: str | None = os.path.join(checkpoint, INTENTS_DIRNAME)
+        if not in_kafka:
+            intent_dir = join(checkpoint, INTENTS_DIRNAME)
     else:
         query_key = write_id
         local_log = as_local_path(options.commit_log) if options.commit_log else None
-        intent_dir = os.path.join(local_log, INTENTS_DIRNAME) if local_log else None
+        if local_log and not in_kafka:
+            intent_dir = join(local_log, INTENTS_DIRNAME)
     prefix = options.transactional_id_prefix or default_prefix(query_key)
-    eos = EosPlan(prefix=prefix, query_key=query_key, intent_dir=intent_dir)
+    eos = EosPlan(
+        prefix=prefix,
+        query_key=query_key,
+        intent_dir=intent_dir,
+        intent_topic=options.intent_topic if in_kafka else None,
+    )
+    # Opening the store creates or checks the intent topic before any task runs.
     if streaming:
         committer = eos.committer(options.producer_config)
         try:
             committer.recover()
         finally:
             committer.store.close()
+            committer.ops.close()
+    elif in_kafka:
+        eos.open_store(options.producer_config).close()
     return options, eos
 
 
-def _local_checkpoint(options: SinkOptions) -> str:
+def _checkpoint(options: SinkOptions, *, local_only: bool) -> str:
     location = options.checkpoint_location
-    local = as_local_path(location) if location else None
-    if local is None:
-        where = f" ({display_location(location)})" if location else ""
+    if location is None:
         raise SinkOptionError(
             "deliveryGuarantee=exactly-once for a streaming query needs option "
-            f"'checkpointLocation' on a local or mounted directory{where}: the sink keeps its "
-            "commit intents there and reads the query id from it. Fix: "
-            ".option('checkpointLocation', '/path') on writeStream (a store URI is not "
-            "supported yet in this mode)"
+            "'checkpointLocation': the sink reads the query id from it. Fix: "
+            ".option('checkpointLocation', '<directory or store URI>') on writeStream"
         )
-    return local
+    local = as_local_path(location)
+    if local is not None:
+        return local
+    if local_only:
+        raise SinkOptionError(
+            "intentStore=checkpoint keeps exactly-once commit intents next to the checkpoint and "
+            f"needs 'checkpointLocation' on a local or mounted directory, but it is "
+            f"{display_location(location)}. Fix: use intentStore=kafka (the default), which "
+            "keeps them in a compacted topic of the cluster and works with any checkpoint"
+        )
+    return location
 
 
 def _query_id(checkpoint: str) -> str:
     """The streaming query's id, from the ``metadata`` file Spark writes in its checkpoint."""
-    path = os.path.join(checkpoint, "metadata")
+    where = join(checkpoint, "metadata")
     try:
-        with open(path, encoding="utf-8") as f:
-            query_id = json.loads(f.readline())["id"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        data = open_store(checkpoint).read("metadata")
+        if data is None:
+            raise OSError("no such file")
+        query_id = json.loads(data.decode("utf-8").splitlines()[0])["id"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise SinkOptionError(
-            f"deliveryGuarantee=exactly-once could not read the query id from {path} ({exc}); "
-            "Spark writes that file when the query starts. Fix: check that "
-            "'checkpointLocation' is the query's checkpoint and readable by the driver"
+            f"deliveryGuarantee=exactly-once could not read the query id from "
+            f"{display_location(where)} ({exc}); Spark writes that file when the query starts. "
+            "Fix: check that 'checkpointLocation' is the query's checkpoint and readable by the "
+            "driver"
         ) from None
     if not isinstance(query_id, str) or not query_id:
-        raise SinkOptionError(f"no query id in {path}")
+        raise SinkOptionError(f"no query id in {display_location(where)}")
     return query_id

@@ -29,8 +29,9 @@ Transactional ids. A write uses ``<prefix>-<partition id>-<slot>``, where the pr
   ids per job.
 
 Invariants:
-- :class:`BatchRecord` and :class:`IntentStore` are the interface the durable store implements;
-  ``write`` is durable when it returns, ``last`` returns the latest record of a query.
+- :class:`BatchRecord` and :class:`IntentStore` are the interface the durable stores implement
+  (files here, a compacted topic in ``intent_store``); ``write`` is durable when it returns,
+  ``last`` returns the latest record of a query, ``delete`` forgets a query.
 - ``transactional_id`` and ``parse_transactional_id`` round-trip; ids of other writes (another
   prefix, or a prefix that merely starts with ours) do not parse.
 """
@@ -88,6 +89,9 @@ class IntentStore(Protocol):
     def last(self, query_key: str) -> BatchRecord | None: ...
 
     def write(self, record: BatchRecord) -> None: ...
+
+    def delete(self, query_key: str) -> None:
+        """Forget ``query_key`` (a batch job's key once its commit is over)."""
 
     def close(self) -> None: ...
 
@@ -177,6 +181,10 @@ class MemoryIntentStore:
             self._records[record.query_key] = record
             self.history.append(record)
 
+    def delete(self, query_key: str) -> None:
+        with self._lock:
+            self._records.pop(query_key, None)
+
     def close(self) -> None:
         pass
 
@@ -184,8 +192,9 @@ class MemoryIntentStore:
 class FileIntentStore:
     """One JSON file per query in a local directory, replaced atomically and fsynced.
 
-    Durable on the driver's disk only: enough where the checkpoint is local (it does not survive
-    the loss of the driver host); the Kafka-topic store is the one for remote checkpoints.
+    Durable on the driver's disk only (``intentStore=checkpoint``): as durable as a local
+    checkpoint, which does not survive the loss of the driver host either; the Kafka-topic
+    store (``intent_store``) is the default and the one for remote checkpoints.
     """
 
     def __init__(self, directory: str) -> None:
@@ -211,6 +220,16 @@ class FileIntentStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        self._sync_directory()
+
+    def delete(self, query_key: str) -> None:
+        try:
+            os.unlink(self._path(query_key))
+        except FileNotFoundError:
+            return
+        self._sync_directory()
+
+    def _sync_directory(self) -> None:
         fd = os.open(self.directory, os.O_RDONLY)
         try:
             os.fsync(fd)

@@ -16,6 +16,11 @@ Accepted keys (Spark lower-cases them before we see them):
 - ``transactionalIdPrefix``: exactly-once only; the start of every transactional id the write
   uses (default: ``pykafka-<query id>`` for a streaming query, ``pykafka-<write id>`` for a batch
   job; see ``exactly_once``).
+- ``intentStore``: exactly-once only; where the driver records each batch's commit intent:
+  ``kafka`` (default, a compacted topic on the cluster, survives the loss of the driver host) or
+  ``checkpoint`` (files under a local ``checkpointLocation``).
+- ``intentTopic``: exactly-once with ``intentStore=kafka``; the topic (default
+  ``pykafka-commit-intents``, created compacted when missing; see ``intent_store``).
 - ``includeHeaders``: accepted for compatibility with ``format("kafka")`` option sets and ignored
   (a ``headers`` column is always written, as in Spark's sink).
 - Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
@@ -101,12 +106,20 @@ _SINK_KEYS = frozenset(
         "produceridletimeoutms",
         "deliveryguarantee",
         "transactionalidprefix",
+        "intentstore",
+        "intenttopic",
     }
 )
 
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
 DELIVERY_GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+INTENT_STORE_KAFKA = "kafka"
+INTENT_STORE_CHECKPOINT = "checkpoint"
+INTENT_STORES = (INTENT_STORE_KAFKA, INTENT_STORE_CHECKPOINT)
+DEFAULT_INTENT_TOPIC = "pykafka-commit-intents"
+# Kafka's legal topic names (Topic.java): 1-249 of these characters.
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._\-]{1,249}")
 # Characters Kafka accepts in a transactional id are not restricted, but the sink builds ids
 # from the prefix and lists them back by prefix: keep it to what reads back unambiguously.
 _PREFIX_RE = re.compile(r"[A-Za-z0-9._\-]{1,200}")
@@ -164,6 +177,10 @@ class SinkOptions:
     delivery_guarantee: str = AT_LEAST_ONCE
     #: ``transactionalIdPrefix`` as given (exactly-once); None: derived from the query/write id.
     transactional_id_prefix: str | None = None
+    #: ``intentStore`` (exactly-once): ``kafka`` or ``checkpoint``.
+    intent_store: str = INTENT_STORE_KAFKA
+    #: ``intentTopic`` (exactly-once, ``intentStore=kafka``).
+    intent_topic: str = DEFAULT_INTENT_TOPIC
 
     @property
     def exactly_once(self) -> bool:
@@ -181,6 +198,8 @@ class SinkOptions:
         idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS
         guarantee = AT_LEAST_ONCE
         prefix: str | None = None
+        store: str | None = None
+        intent_topic: str | None = None
         for raw_key, raw_value in options.items():
             key = raw_key.strip().lower()
             value = str(raw_value)
@@ -222,6 +241,10 @@ class SinkOptions:
                 guarantee = _delivery_guarantee(value)
             elif key == "transactionalidprefix":
                 prefix = _transactional_id_prefix(value)
+            elif key == "intentstore":
+                store = _intent_store(value)
+            elif key == "intenttopic":
+                intent_topic = _intent_topic(value)
             elif key in _SINK_KEYS or key in _SPARK_KEYS:
                 continue
             else:
@@ -235,11 +258,21 @@ class SinkOptions:
             producer.setdefault(pkey, default)
         if guarantee == EXACTLY_ONCE:
             _force_exactly_once_settings(producer)
-        elif prefix is not None:
+        else:
+            for name, given in (
+                ("transactionalIdPrefix", prefix),
+                ("intentStore", store),
+                ("intentTopic", intent_topic),
+            ):
+                if given is not None:
+                    raise SinkOptionError(
+                        f"option '{name}' is only used with deliveryGuarantee=exactly-once; set "
+                        ".option('deliveryGuarantee', 'exactly-once') or remove it"
+                    )
+        if intent_topic is not None and store == INTENT_STORE_CHECKPOINT:
             raise SinkOptionError(
-                "option 'transactionalIdPrefix' is only used with "
-                "deliveryGuarantee=exactly-once; set .option('deliveryGuarantee', "
-                "'exactly-once') or remove it"
+                "option 'intentTopic' names the topic of intentStore=kafka, but intentStore is "
+                "'checkpoint'; remove one of them"
             )
         return cls(
             topic=topic,
@@ -251,6 +284,8 @@ class SinkOptions:
             producer_idle_timeout_ms=idle_timeout_ms,
             delivery_guarantee=guarantee,
             transactional_id_prefix=prefix,
+            intent_store=store or INTENT_STORE_KAFKA,
+            intent_topic=intent_topic or DEFAULT_INTENT_TOPIC,
         )
 
     def with_producer_setting(self, key: str, value: str) -> SinkOptions:
@@ -391,7 +426,8 @@ class SinkOptions:
             f"query_name={self.query_name!r}, "
             f"producerIdleTimeoutMs={self.producer_idle_timeout_ms}, "
             f"deliveryGuarantee={self.delivery_guarantee!r}, "
-            f"transactionalIdPrefix={self.transactional_id_prefix!r})"
+            f"transactionalIdPrefix={self.transactional_id_prefix!r}, "
+            f"intentStore={self.intent_store!r}, intentTopic={self.intent_topic!r})"
         )
 
 
@@ -430,6 +466,28 @@ def _transactional_id_prefix(value: str) -> str:
         raise SinkOptionError(
             "option 'transactionalIdPrefix' must be 1 to 200 characters among letters, digits, "
             f"'.', '_' and '-' (the sink appends '-<partition>-<slot>' to it); got {value!r}"
+        )
+    return text
+
+
+def _intent_store(value: str) -> str:
+    text = value.strip().lower()
+    if text not in INTENT_STORES:
+        raise SinkOptionError(
+            f"option 'intentStore' must be one of {', '.join(INTENT_STORES)} (case-insensitive): "
+            "'kafka' keeps exactly-once commit intents in a compacted topic of the cluster "
+            "(survives the loss of the driver host), 'checkpoint' in files under a local "
+            f"checkpointLocation; got {value!r}"
+        )
+    return text
+
+
+def _intent_topic(value: str) -> str:
+    text = value.strip()
+    if _TOPIC_RE.fullmatch(text) is None or text in (".", ".."):
+        raise SinkOptionError(
+            "option 'intentTopic' must be a Kafka topic name (1 to 249 letters, digits, '.', '_' "
+            f"and '-'); got {value!r}"
         )
     return text
 
@@ -476,6 +534,7 @@ def _unknown_option_message(key: str) -> str:
     )
     return (
         f"unknown option '{key}' for format('pykafka').{hint} Known options: topic, commitLog, "
-        "producerIdleTimeoutMs, deliveryGuarantee, transactionalIdPrefix, kafka.* (producer "
+        "producerIdleTimeoutMs, deliveryGuarantee, transactionalIdPrefix, intentStore, "
+        "intentTopic, kafka.* (producer "
         "config), includeHeaders, and Spark's path, checkpointLocation, queryName."
     )

@@ -120,21 +120,29 @@ class EosPlan:
     prefix: str
     #: The intent store's key: the streaming query id, or the batch job's write id.
     query_key: str
-    #: Local directory of the intent store; None: in-process only (see ``_MEMORY_STORES``).
+    #: Local directory of the intent store (``intentStore=checkpoint``); None with neither this
+    #: nor ``intent_topic``: in-process only (see ``_MEMORY_STORES``).
     intent_dir: str | None
+    #: The intent topic (``intentStore=kafka``); takes precedence over ``intent_dir``.
+    intent_topic: str | None = None
 
-    def open_store(self) -> IntentStore:
+    def open_store(self, producer_config: dict[str, str]) -> IntentStore:
+        if self.intent_topic is not None:
+            from kafka_sink.spark.intent_store import KafkaIntentStore
+
+            return KafkaIntentStore.open(producer_config, self.intent_topic)
         if self.intent_dir is not None:
             return FileIntentStore(self.intent_dir)
         return _MEMORY_STORES.setdefault(self.query_key, MemoryIntentStore())
 
     def committer(self, producer_config: dict[str, str]) -> EosCommitter:
-        return EosCommitter(
-            self.open_store(),
-            listing_ops(producer_config),
-            query_key=self.query_key,
-            prefix=self.prefix,
-        )
+        store = self.open_store(producer_config)
+        try:
+            ops = listing_ops(producer_config)
+        except BaseException:
+            store.close()
+            raise
+        return EosCommitter(store, ops, query_key=self.query_key, prefix=self.prefix)
 
 
 def _create_transactional(config: dict[str, str]) -> TransactionalProducer:
@@ -628,14 +636,28 @@ class _WriterCore:
             number = 0 if batch_id is None else batch_id
             if ok:
                 committer.commit(number, tasks)
-                if self.eos.intent_dir is None:
-                    # Spark calls nothing more for this write once commit() returns.
-                    _MEMORY_STORES.pop(self.eos.query_key, None)
+                if batch_id is None:
+                    # Spark calls nothing more for a batch job once commit() returns.
+                    _forget_batch_job(committer.store, self.eos.query_key)
             else:
                 committer.abort(number, tasks)
         finally:
             committer.store.close()
             committer.ops.close()
+
+
+def _forget_batch_job(store: IntentStore, write_id: str) -> None:
+    """Drop a committed batch job's record, so the store does not grow with every job."""
+    _MEMORY_STORES.pop(write_id, None)
+    try:
+        store.delete(write_id)
+    except (OSError, SinkError) as exc:  # the job is committed; the record is only bookkeeping
+        logger.warning(
+            "pykafka exactly-once: the job is committed, but its intent record %r could not "
+            "be deleted: %s",
+            write_id,
+            exc,
+        )
 
 
 def _in_spark_task() -> bool:

@@ -101,3 +101,43 @@ def test_timeout_above_the_maximum_fails_naming_both() -> None:
     config = {**BASE, "transaction.timeout.ms": "3600000"}
     with pytest.raises(SinkOptionError, match=r"3600000 ms, above .*\(900000 ms\).*at most 900000"):
         resolve_transaction_timeout_ms(config, lambda c: 900_000)
+
+
+def test_the_intent_store_defaults_to_the_kafka_topic() -> None:
+    opts = SinkOptions.from_options({**BASE, "deliveryGuarantee": "exactly-once"})
+    assert (opts.intent_store, opts.intent_topic) == ("kafka", "pykafka-commit-intents")
+    assert "intentStore='kafka'" in repr(opts)
+
+
+def test_intent_store_and_topic_options() -> None:
+    opts = SinkOptions.from_options(
+        {**BASE, "deliveryGuarantee": "exactly-once", "intentStore": " Checkpoint "}
+    )
+    assert opts.intent_store == "checkpoint"
+    opts = SinkOptions.from_options(
+        {**BASE, "deliveryGuarantee": "exactly-once", "intentTopic": "etl.intents"}
+    )
+    assert (opts.intent_store, opts.intent_topic) == ("kafka", "etl.intents")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"intentStore": "zookeeper"}, r"'intentStore' must be one of kafka, checkpoint"),
+        ({"intentTopic": "bad topic"}, r"'intentTopic' must be a Kafka topic name"),
+        ({"intentTopic": "x" * 250}, r"'intentTopic' must be a Kafka topic name"),
+        (
+            {"intentStore": "checkpoint", "intentTopic": "t"},
+            r"'intentTopic' names the topic of intentStore=kafka",
+        ),
+    ],
+)
+def test_bad_intent_store_options_are_refused(extra: dict[str, str], message: str) -> None:
+    with pytest.raises(SinkOptionError, match=message):
+        SinkOptions.from_options({**BASE, "deliveryGuarantee": "exactly-once", **extra})
+
+
+@pytest.mark.parametrize("key", ["intentStore", "intentTopic"])
+def test_intent_options_need_exactly_once(key: str) -> None:
+    with pytest.raises(SinkOptionError, match=f"'{key}' is only used with deliveryGuarantee"):
+        SinkOptions.from_options({**BASE, key: "kafka" if key == "intentStore" else "t"})

@@ -15,7 +15,7 @@ from kafka_sink.spark import eos_commit, producer_cache
 from kafka_sink.spark import writer as writer_module
 from kafka_sink.spark.commit import PyKafkaCommitMessage
 from kafka_sink.spark.eos_commit import TransactionOps
-from kafka_sink.spark.exactly_once import DONE, FileIntentStore
+from kafka_sink.spark.exactly_once import DONE, INTENT, FileIntentStore, MemoryIntentStore
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
@@ -188,10 +188,20 @@ def test_driver_commit_commits_every_prepared_transaction_then_logs(
     m0 = writer.write(iter([_batch(2)]))
     open_now = [m0.transaction]
     calls = _fake_ops(monkeypatch, open_now)
+    written: list[str] = []
+    real_write = FileIntentStore.write
+
+    def recording_write(self: FileIntentStore, record: Any) -> None:
+        written.append(record.state)
+        real_write(self, record)
+
+    monkeypatch.setattr(FileIntentStore, "write", recording_write)
     with caplog.at_level("INFO", logger="kafka_sink.spark"):
         writer.commit([m0])
     assert calls == [("commit", "pykafka-w1-0-0")]
-    assert FileIntentStore(str(tmp_path)).last("w1").state == DONE
+    assert written == [INTENT, DONE]
+    # A batch job's record is dropped once its commit is over: Spark never repeats it.
+    assert FileIntentStore(str(tmp_path)).last("w1") is None
     assert any("exactly-once" in r.getMessage() for r in caplog.records)
 
 
@@ -241,6 +251,16 @@ def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
         "listing_ops",
         lambda config, timeout_s=None: TransactionOps(lambda t, c: None, lambda p: []),
     )
+    from kafka_sink.spark.intent_store import KafkaIntentStore
+
+    opened: list[str] = []
+
+    def open_topic(config: Any, topic: str, timeout_s: float | None = None) -> MemoryIntentStore:
+        opened.append(topic)
+        return MemoryIntentStore()
+
+    monkeypatch.setattr(KafkaIntentStore, "open", open_topic)
+    return opened
 
 
 def test_streaming_plan_reads_the_query_id_from_the_checkpoint(no_broker, tmp_path: Path) -> None:
@@ -250,8 +270,50 @@ def test_streaming_plan_reads_the_query_id_from_the_checkpoint(no_broker, tmp_pa
     options, eos = _exactly_once_plan(
         _plan_options(checkpointLocation=str(tmp_path)), streaming=True, write_id="w"
     )
-    assert eos == EosPlan("pykafka-5f0c-query", "5f0c-query", str(tmp_path / "pykafka-intents"))
+    # The default store: the compacted topic, opened (created or checked) while planning.
+    assert eos == EosPlan("pykafka-5f0c-query", "5f0c-query", None, "pykafka-commit-intents")
+    assert no_broker == ["pykafka-commit-intents"]
     assert options.producer_config["transaction.timeout.ms"] == "600000"
+
+
+def test_streaming_plan_with_the_checkpoint_store(no_broker, tmp_path: Path) -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+
+    (tmp_path / "metadata").write_text('{"id":"5f0c-query"}\n')
+    _, eos = _exactly_once_plan(
+        _plan_options(checkpointLocation=str(tmp_path), intentStore="Checkpoint"),
+        streaming=True,
+        write_id="w",
+    )
+    assert eos == EosPlan("pykafka-5f0c-query", "5f0c-query", str(tmp_path / "pykafka-intents"))
+    assert no_broker == []
+
+
+def test_the_checkpoint_store_needs_a_local_checkpoint(no_broker) -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+    from kafka_sink.spark.errors import SinkOptionError
+
+    options = _plan_options(checkpointLocation="s3a://bucket/ck", intentStore="checkpoint")
+    with pytest.raises(SinkOptionError, match="Fix: use intentStore=kafka"):
+        _exactly_once_plan(options, streaming=True, write_id="w")
+
+
+def test_a_remote_checkpoint_is_read_through_its_store(
+    no_broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kafka_sink.spark import datasource
+
+    class Remote:
+        def read(self, name: str) -> bytes | None:
+            assert name == "metadata"
+            return b'{"id":"remote-q"}\n'
+
+    monkeypatch.setattr(datasource, "open_store", lambda location: Remote())
+    _, eos = datasource._exactly_once_plan(
+        _plan_options(checkpointLocation="s3a://bucket/ck"), streaming=True, write_id="w"
+    )
+    assert eos is not None and eos.query_key == "remote-q"
+    assert eos.intent_topic == "pykafka-commit-intents"
 
 
 def test_streaming_plan_keeps_a_given_prefix(no_broker, tmp_path: Path) -> None:
@@ -278,6 +340,11 @@ def test_batch_plan_uses_the_write_id(no_broker) -> None:
     from kafka_sink.spark.datasource import _exactly_once_plan
 
     _, eos = _exactly_once_plan(_plan_options(), streaming=False, write_id="20261122-ab")
+    assert eos == EosPlan("pykafka-20261122-ab", "20261122-ab", None, "pykafka-commit-intents")
+    assert no_broker == ["pykafka-commit-intents"]
+    _, eos = _exactly_once_plan(
+        _plan_options(intentStore="checkpoint"), streaming=False, write_id="20261122-ab"
+    )
     assert eos == EosPlan("pykafka-20261122-ab", "20261122-ab", None)
 
 

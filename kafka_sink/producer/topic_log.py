@@ -1,0 +1,356 @@
+"""A small topic as a durable log: create it, append one record, read a range back.
+
+Role: what the exactly-once intent store needs from Kafka, without a producer or a consumer:
+``ensure_topic`` (Metadata, CreateTopics, DescribeConfigs), ``append`` (one Produce with
+``acks=all``), ``offsets`` (ListOffsets) and ``read`` (Fetch). Blocking, on the caller's thread,
+through :class:`~kafka_sink.producer.admin_client.AdminClient`, so bootstrap, TLS and SASL
+settings mean what they mean for the producer and secrets stay out of messages.
+
+Invariants:
+- Every call is bounded by one deadline (``timeout_ms``, default ``max.block.ms``); its timeout
+  names the operation and the last error seen.
+- Retriable broker errors (a moved leader, NOT_ENOUGH_REPLICAS, a lost connection) are retried
+  with backoff after a metadata refresh; other errors raise at once.
+- ``append`` returns only once the partition leader acknowledged the record with ``acks=all``:
+  it is then on every in-sync replica (at least ``min.insync.replicas``). The record goes without
+  a producer id, so a retry after a lost answer may store it twice; callers append records whose
+  repetition is harmless (the intent store keeps the latest per key).
+- ``read`` yields the data records with ``start <= offset < end`` in offset order, reading
+  uncommitted data (the log is written without transactions); offsets compaction removed are
+  simply absent. A start below the log start offset reads from the log start.
+- Fetch is sent at v12 at most, where topics travel by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
+
+from kafka_sink.errors import (
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from kafka_sink.producer.admin_client import AdminClient, Deadline
+from kafka_sink.records.batch import Record, RecordBatchBuilder
+from kafka_sink.records.compression import CompressionType
+from kafka_sink.records.fetched import fetched_records
+from kafka_sink.records.murmur2 import murmur2
+from kafka_sink.wire.api import ApiKey
+from kafka_sink.wire.messages import (
+    CreateTopicsRequest,
+    DescribeConfigsRequest,
+    FetchRequest,
+    ListOffsetsRequest,
+    ProduceRequest,
+)
+from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_TOPIC
+from kafka_sink.wire.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+__all__ = ["TopicLog"]
+
+T = TypeVar("T")
+
+_POLL_MS = 100
+_LAST_NAMED_FETCH_VERSION = 12
+_FETCH_MAX_BYTES = 4 * 1024 * 1024
+
+
+class TopicLog:
+    """Blocking access to small topics of one cluster (one connection pool, closed by close())."""
+
+    def __init__(self, client: AdminClient, *, timeout_ms: int) -> None:
+        self.client = client
+        self.timeout_ms = timeout_ms
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, object], timeout_s: float | None = None) -> TopicLog:
+        client, cfg = AdminClient.from_config(config)
+        timeout_ms = cfg.max_block_ms if timeout_s is None else int(timeout_s * 1000)
+        return cls(client, timeout_ms=timeout_ms)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def brokers(self) -> list[int]:
+        """Node ids of the cluster's brokers."""
+        return self.client.brokers(self._deadline("listing the brokers"))
+
+    def partition_count(self, topic: str) -> int | None:
+        """Partitions of ``topic``; None when the cluster does not have it."""
+        deadline = self._deadline(f"looking up topic {topic!r}")
+        return self._retrying(deadline, lambda: self._partition_count(topic, deadline))
+
+    def ensure_topic(
+        self,
+        topic: str,
+        *,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+    ) -> int:
+        """Create ``topic`` unless it exists (a concurrent creator wins quietly); its partitions."""
+        deadline = self._deadline(f"creating topic {topic!r}")
+
+        def attempt() -> int:
+            found = self._partition_count(topic, deadline)
+            if found is not None:
+                return found
+            node = self.client.brokers(deadline)[0]
+            request = CreateTopicsRequest(
+                topics=[
+                    CreateTopicsRequest.CreatableTopic(
+                        name=topic,
+                        num_partitions=partitions,
+                        replication_factor=replication_factor,
+                        assignments=[],
+                        configs=[
+                            CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                            for k, v in sorted(configs.items())
+                        ],
+                    )
+                ],
+                timeout_ms=max(deadline.remaining_ms(), 1),
+            )
+            deadline.waiting_for = f"CreateTopics({topic!r}) on node {node}"
+            response = self.client.request(node, request, deadline)
+            for result in response.topics:
+                error = error_for_code(result.error_code, result.error_message)
+                if error is not None and not isinstance(error, TopicAlreadyExistsError):
+                    raise error
+            self.client.metadata.request_update()
+            # Until the metadata shows leaders, the next attempt finds the topic "missing" and
+            # CreateTopics answers TOPIC_ALREADY_EXISTS: retried as a moved leader.
+            raise KafkaConnectionError(f"topic {topic!r} has no leaders in the metadata yet")
+
+        return self._retrying(deadline, attempt)
+
+    def topic_config(self, topic: str, keys: list[str]) -> dict[str, str]:
+        """The current values of ``keys`` for ``topic`` (DescribeConfigs)."""
+        deadline = self._deadline(f"reading the configuration of topic {topic!r}")
+
+        def attempt() -> dict[str, str]:
+            node = self.client.brokers(deadline)[0]
+            request = DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsRequest.DescribeConfigsResource(
+                        resource_type=RESOURCE_TYPE_TOPIC,
+                        resource_name=topic,
+                        configuration_keys=keys,
+                    )
+                ],
+                include_synonyms=False,
+                include_documentation=False,
+            )
+            deadline.waiting_for = f"DescribeConfigs({topic!r}) on node {node}"
+            response = self.client.request(node, request, deadline)
+            out: dict[str, str] = {}
+            for result in response.results:
+                error = error_for_code(result.error_code, result.error_message)
+                if error is not None:
+                    raise error
+                for entry in result.configs:
+                    if entry.value is not None:
+                        out[entry.name] = entry.value
+            return out
+
+        return self._retrying(deadline, attempt)
+
+    @staticmethod
+    def partition_for(key: bytes, partitions: int) -> int:
+        """The partition Kafka's default partitioner gives ``key`` (murmur2, as in Java)."""
+        return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+    # -- data -------------------------------------------------------------------------------
+
+    def append(self, topic: str, partition: int, key: bytes, value: bytes | None) -> int:
+        """Append one record with ``acks=all``; its offset once every in-sync replica has it."""
+        builder = RecordBatchBuilder(
+            compression_type=CompressionType.ZSTD, batch_size=max(len(value or b"") * 2, 1 << 16)
+        )
+        builder.append(int(time.time() * 1000), key, value)
+        batch = builder.seal().encode()
+        deadline = self._deadline(f"appending to {topic}-{partition}")
+
+        def attempt() -> int:
+            leader = self._leader(topic, partition, deadline)
+            request = ProduceRequest(
+                acks=-1,
+                timeout_ms=max(min(self.client.request_timeout_ms, deadline.remaining_ms()), 1),
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name=topic,
+                        partition_data=[
+                            ProduceRequest.PartitionProduceData(index=partition, records=batch)
+                        ],
+                    )
+                ],
+            )
+            deadline.waiting_for = f"Produce to {topic}-{partition} on node {leader}"
+            response = self.client.request(leader, request, deadline)
+            answer = response.responses[0].partition_responses[0]
+            error = error_for_code(answer.error_code, answer.error_message)
+            if error is not None:
+                raise error
+            return int(answer.base_offset)
+
+        return self._retrying(deadline, attempt)
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, end offset) of ``topic-partition``."""
+        deadline = self._deadline(f"listing the offsets of {topic}-{partition}")
+
+        def attempt() -> tuple[int, int]:
+            leader = self._leader(topic, partition, deadline)
+            found = []
+            for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+                request = ListOffsetsRequest(
+                    topics=[
+                        ListOffsetsRequest.ListOffsetsTopic(
+                            name=topic,
+                            partitions=[
+                                ListOffsetsRequest.ListOffsetsPartition(
+                                    partition_index=partition, timestamp=timestamp
+                                )
+                            ],
+                        )
+                    ],
+                )
+                deadline.waiting_for = f"ListOffsets({topic}-{partition}) on node {leader}"
+                response = self.client.request(leader, request, deadline)
+                answer = response.topics[0].partitions[0]
+                error = error_for_code(answer.error_code)
+                if error is not None:
+                    raise error
+                found.append(int(answer.offset))
+            return found[0], found[1]
+
+        return self._retrying(deadline, attempt)
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
+        """The records of ``topic-partition`` at ``start <= offset < end``, in offset order."""
+        deadline = self._deadline(f"reading {topic}-{partition} from offset {start} to {end}")
+        position = start
+        while position < end:
+            records, following = self._retrying(
+                deadline, functools.partial(self._fetch, topic, partition, position, deadline)
+            )
+            if following <= position:
+                return  # the leader has nothing at or after ``position``
+            position = following
+            for record in records:
+                if record.offset >= end:
+                    return
+                yield record
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _fetch(
+        self, topic: str, partition: int, offset: int, deadline: Deadline
+    ) -> tuple[list[Record], int]:
+        leader = self._leader(topic, partition, deadline)
+        version = min(
+            self.client.api_version(leader, ApiKey.FETCH, deadline), _LAST_NAMED_FETCH_VERSION
+        )
+        request = FetchRequest(
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=_FETCH_MAX_BYTES,
+            topics=[
+                FetchRequest.FetchTopic(
+                    topic=topic,
+                    partitions=[
+                        FetchRequest.FetchPartition(
+                            partition=partition,
+                            fetch_offset=offset,
+                            partition_max_bytes=_FETCH_MAX_BYTES,
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+        )
+        deadline.waiting_for = f"Fetch({topic}-{partition} at {offset}) on node {leader}"
+        response = self.client.request(leader, request, deadline, version)
+        error = error_for_code(response.error_code)
+        if error is not None:
+            raise error
+        data = response.responses[0].partitions[0]
+        try:
+            fetched = fetched_records(data, offset, read_committed=False, topic=topic)
+        except OffsetOutOfRangeError:
+            if offset >= data.log_start_offset >= 0 or data.log_start_offset < 0:
+                raise
+            return [], data.log_start_offset  # compaction or retention moved the start
+        if fetched.next_offset == offset and not fetched.records:
+            # No batch at or after ``offset``: compaction emptied the rest of a cleaned segment
+            # (the next batch starts the active segment), or there is nothing more at all.
+            return [], max(offset, fetched.high_watermark)
+        return fetched.records, fetched.next_offset
+
+    def _partition_count(self, topic: str, deadline: Deadline) -> int | None:
+        """Partitions of ``topic`` once each has a leader; None when the cluster has no such topic
+        (judged on metadata fetched after this call began, never on an older snapshot)."""
+        metadata = self.client.metadata
+        metadata.add_topic(topic)
+        fresh = False
+        while True:
+            parts = metadata.partitions_for(topic)
+            if parts and all(p.leader_id >= 0 for p in parts):
+                return len(parts)
+            error = metadata.topic_error(topic)
+            if fresh and isinstance(error, UnknownTopicOrPartitionError):
+                return None
+            if error is not None and not error.retriable:
+                raise error
+            self._await_metadata(f"the metadata of topic {topic!r}", deadline)
+            fresh = True
+
+    def _await_metadata(self, what: str, deadline: Deadline) -> None:
+        """Poll until the metadata is updated once more (bounded by ``deadline``)."""
+        metadata = self.client.metadata
+        deadline.waiting_for = what
+        version = metadata.request_update()
+        while metadata.version <= version:
+            deadline.check()
+            self.client.network.poll(
+                max(min(_POLL_MS, deadline.remaining_ms()), 0), self.client.clock.now_ms()
+            )
+            last = metadata.last_error()
+            if last is not None:
+                deadline.last_error = last
+
+    def _leader(self, topic: str, partition: int, deadline: Deadline) -> int:
+        count = self._partition_count(topic, deadline)
+        if count is None:
+            raise KafkaError(f"topic {topic!r} does not exist")
+        node = self.client.metadata.leader_for(topic, partition)
+        if node is None:
+            self.client.metadata.request_update()
+            raise KafkaConnectionError(f"no leader for {topic}-{partition} yet")
+        return int(node.node_id)
+
+    def _deadline(self, operation: str) -> Deadline:
+        return Deadline(self.client.clock, self.timeout_ms, operation)
+
+    def _retrying(self, deadline: Deadline, step: Callable[[], T]) -> T:
+        attempts = 0
+        while True:
+            try:
+                return step()
+            except KafkaError as exc:
+                if deadline.is_own(exc) or not exc.retriable:
+                    raise
+                deadline.last_error = exc
+                if exc.invalid_metadata or isinstance(exc, BrokerResponseError):
+                    self.client.metadata.request_update()
+            self.client.back_off(attempts, deadline)
+            attempts += 1

@@ -1,0 +1,247 @@
+"""The exactly-once intent store on a compacted Kafka topic (``intentStore=kafka``, the default).
+
+Role: an :class:`~kafka_sink.spark.exactly_once.IntentStore` whose records live in a topic of
+the cluster the sink writes to (default ``pykafka-commit-intents``), so a driver restarted on
+another host (with a checkpoint in an object store) finds the intent its predecessor recorded.
+The sink already has the cluster's address and credentials; no other service is involved.
+
+Layout: one record per :class:`BatchRecord` step, key = the query key (streaming query id) in
+UTF-8, value = the record as JSON (``format`` 1), compressed with zstd. A query's records all
+go to one partition (murmur2 of the key, as Kafka's default partitioner), so the latest record
+of a key is its current state and compaction keeps exactly that one.
+
+The topic, when missing, is created with ``cleanup.policy=compact``, 1 partition, replication
+``min(3, brokers)`` and ``min.insync.replicas`` one less than that (at least 1), and segments
+rolled every 10 minutes so the cleaner can keep it small. An existing topic is used as it is,
+after checking that its ``cleanup.policy`` is ``compact`` (a deleting policy would lose the
+state of a query idle for longer than ``retention.ms``).
+
+Invariants:
+- ``write`` returns once the record is on every in-sync replica (``acks=all``); a failure
+  raises, and the committer then stops before its next step.
+- ``last(key)`` returns the record with the highest offset for ``key``. It reads backwards in
+  growing windows from the end of the partition, so finding a recent record costs one or two
+  small fetches however long the log is; in a process that has read or written the key before,
+  it reads only what was appended since (the position is cached per cluster, topic and key).
+  A key with no record costs one pass over the partition.
+- A query has one writer at a time (Spark refuses to run two instances of a query id); the
+  cached position never hides a newer record, since every ``last`` reads up to the end offset.
+- Errors name the topic, what was refused and the fix (ACLs, creating the topic, the option).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kafka_sink.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+)
+from kafka_sink.producer.topic_log import TopicLog
+from kafka_sink.spark.errors import SinkError
+from kafka_sink.spark.exactly_once import BatchRecord, record_from_json, record_to_json
+
+__all__ = ["FORMAT", "IntentStoreError", "KafkaIntentStore", "topic_settings"]
+
+FORMAT = 1
+# The first backward window, in offsets; each further window is four times the previous one.
+_FIRST_WINDOW = 32
+_WINDOW_GROWTH = 4
+_SEGMENT_MS = "600000"
+
+
+class IntentStoreError(SinkError):
+    """The intent topic cannot be created, read or written: the message says why and the fix."""
+
+
+@dataclass(frozen=True)
+class _Position:
+    next_offset: int
+    record: BatchRecord | None
+
+
+# (bootstrap servers, topic, partition, key) -> what this process last knew of the key.
+_POSITIONS: dict[tuple[str, str, int, str], _Position] = {}
+# (bootstrap servers, topic) -> partitions, for topics this process has checked.
+_CHECKED: dict[tuple[str, str], int] = {}
+_lock = threading.Lock()
+
+
+def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
+    """Replication factor and topic configs of a new intent topic on ``brokers`` brokers."""
+    replication = max(1, min(3, brokers))
+    return replication, {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": str(max(1, replication - 1)),
+        "segment.ms": _SEGMENT_MS,
+    }
+
+
+class KafkaIntentStore:
+    """Intents of exactly-once writes, kept in a compacted topic of the sink's cluster."""
+
+    def __init__(self, log: TopicLog, topic: str, *, cluster: str, partitions: int) -> None:
+        self.log = log
+        self.topic = topic
+        self.cluster = cluster
+        self.partitions = partitions
+
+    @classmethod
+    def open(
+        cls, producer_config: Mapping[str, str], topic: str, *, timeout_s: float | None = None
+    ) -> KafkaIntentStore:
+        """Connect, and create or check ``topic`` (once per process and cluster)."""
+        cluster = producer_config.get("bootstrap.servers", "")
+        log = TopicLog.from_config(producer_config, timeout_s)
+        try:
+            with _lock:
+                partitions = _CHECKED.get((cluster, topic))
+            if partitions is None:
+                partitions = _prepare_topic(log, topic)
+                with _lock:
+                    _CHECKED[(cluster, topic)] = partitions
+            return cls(log, topic, cluster=cluster, partitions=partitions)
+        except BaseException:
+            log.close()
+            raise
+
+    def close(self) -> None:
+        self.log.close()
+
+    # -- IntentStore --------------------------------------------------------------------------
+
+    def last(self, query_key: str) -> BatchRecord | None:
+        key = query_key.encode("utf-8")
+        partition = TopicLog.partition_for(key, self.partitions)
+        slot = (self.cluster, self.topic, partition, query_key)
+        try:
+            end = self.log.offsets(self.topic, partition)[1]
+            with _lock:
+                known = _POSITIONS.get(slot)
+            if known is not None and known.next_offset <= end:
+                found = self._forward(partition, key, known, end)
+            else:
+                found = self._backward(partition, key, end)
+        except KafkaError as exc:
+            raise IntentStoreError(self._failure("read", exc)) from exc
+        with _lock:
+            _POSITIONS[slot] = _Position(end, found)
+        return found
+
+    def delete(self, query_key: str) -> None:
+        """Drop ``query_key``'s state (a tombstone; compaction then removes the key)."""
+        key = query_key.encode("utf-8")
+        partition = TopicLog.partition_for(key, self.partitions)
+        try:
+            self.log.append(self.topic, partition, key, None)
+        except KafkaError as exc:
+            raise IntentStoreError(self._failure("write", exc)) from exc
+        with _lock:
+            _POSITIONS.pop((self.cluster, self.topic, partition, query_key), None)
+
+    def write(self, record: BatchRecord) -> None:
+        key = record.query_key.encode("utf-8")
+        partition = TopicLog.partition_for(key, self.partitions)
+        value = json.dumps({"format": FORMAT, **record_to_json(record)}, sort_keys=True)
+        try:
+            offset = self.log.append(self.topic, partition, key, value.encode("utf-8"))
+        except KafkaError as exc:
+            raise IntentStoreError(self._failure("write", exc)) from exc
+        with _lock:
+            # Whatever lies below ``offset`` is older than this record.
+            _POSITIONS[(self.cluster, self.topic, partition, record.query_key)] = _Position(
+                offset + 1, record
+            )
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _forward(
+        self, partition: int, key: bytes, known: _Position, end: int
+    ) -> BatchRecord | None:
+        found = known.record
+        if known.next_offset >= end:
+            return found
+        for record in self.log.read(self.topic, partition, known.next_offset, end):
+            if record.key == key:
+                found = _decode(record.value)
+        return found
+
+    def _backward(self, partition: int, key: bytes, end: int) -> BatchRecord | None:
+        high = end
+        window = _FIRST_WINDOW
+        while high > 0:
+            low = max(0, high - window)
+            latest: bytes | None = None
+            seen = False
+            for record in self.log.read(self.topic, partition, low, high):
+                if record.key == key:
+                    latest, seen = record.value, True
+            if seen:
+                return _decode(latest)
+            high = low
+            window *= _WINDOW_GROWTH
+        return None
+
+    def _failure(self, what: str, exc: KafkaError) -> str:
+        return f"the exactly-once intent store could not {what} topic {self.topic!r}: {exc}. " + (
+            _fix_for(exc, self.topic)
+        )
+
+
+_FIX = (
+    "The sink's principal needs READ, WRITE and DESCRIBE on topic '{topic}' (and CREATE, unless "
+    "the topic exists: cleanup.policy=compact, 1 partition, replicated like "
+    "__transaction_state). Fix: grant them, or set option 'intentTopic' to a topic it may use, "
+    "or use intentStore=checkpoint where the checkpoint is a local directory"
+)
+
+
+def _fix_for(exc: KafkaError, topic: str) -> str:
+    if isinstance(exc, (TopicAuthorizationFailedError, ClusterAuthorizationFailedError)):
+        return _FIX.format(topic=topic)
+    return (
+        "Check that the brokers in kafka.bootstrap.servers are reachable from the driver and "
+        "healthy (the topic's partition needs a leader and min.insync.replicas in-sync replicas)"
+    )
+
+
+def _prepare_topic(log: TopicLog, topic: str) -> int:
+    try:
+        partitions = log.partition_count(topic)
+        if partitions is None:
+            replication, configs = topic_settings(len(log.brokers()))
+            partitions = log.ensure_topic(
+                topic, partitions=1, replication_factor=replication, configs=configs
+            )
+            return partitions
+        policy = log.topic_config(topic, ["cleanup.policy"]).get("cleanup.policy", "")
+    except KafkaError as exc:
+        raise IntentStoreError(
+            f"the exactly-once intent store could not look up or create topic {topic!r}: {exc}. "
+            + _fix_for(exc, topic)
+        ) from exc
+    if "compact" not in {p.strip() for p in policy.split(",")}:
+        raise IntentStoreError(
+            f"topic {topic!r} has cleanup.policy={policy!r}: the exactly-once intent store needs "
+            "a compacted topic (a deleting policy drops the state of a query idle for longer "
+            f"than retention.ms). Fix: kafka-configs --alter --entity-type topics --entity-name "
+            f"{topic} --add-config cleanup.policy=compact, or set option 'intentTopic' to "
+            "another topic (the sink creates a missing one compacted)"
+        )
+    return partitions
+
+
+def _decode(value: bytes | None) -> BatchRecord | None:
+    if value is None:
+        return None  # a tombstone: the key was deleted
+    data = json.loads(value)
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise IntentStoreError(
+            f"an intent record has format {data.get('format') if isinstance(data, dict) else '?'}"
+            f", which this version of the sink does not read (it reads format {FORMAT})"
+        )
+    return record_from_json(data)
