@@ -5,7 +5,8 @@ it). Shuffle partitions are 2 and the UI is off: this machine has two cores shar
 Python workers run the interpreter running the tests, unless PYSPARK_PYTHON says otherwise.
 
 ``local_s3`` (session, started only by the tests that ask for it): a real S3-compatible server
-(S3Proxy, ``kafka_sink.testing.s3``). ``spark_env`` gives the Python workers Spark starts for
+(S3Proxy, ``kafka_sink.testing.s3``), with a ``bucket`` and ``aws`` (this process's AWS
+variables pointing at it). ``spark_env`` gives the Python workers Spark starts for
 pykafka extra environment variables (the AWS ones, for instance) for one test: the data source is
 registered again with them in the SparkContext's environment, and again without them after.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,6 +63,23 @@ def local_s3() -> Iterator[LocalS3]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def bucket(local_s3: LocalS3) -> str:
+    """A bucket of the session's S3 server."""
+    name = f"commits-{uuid.uuid4().hex[:8]}"
+    local_s3.create_bucket(name)
+    return name
+
+
+@pytest.fixture
+def aws(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> LocalS3:
+    """This process's environment points the AWS SDK at the server (the driver's view)."""
+    for key, value in local_s3.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    return local_s3
 
 
 @pytest.fixture

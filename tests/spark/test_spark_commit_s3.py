@@ -31,22 +31,6 @@ from kafka_sink.testing.s3 import LocalS3
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9"}  # never contacted: nothing here sends
 
 
-@pytest.fixture(scope="module")
-def bucket(local_s3: LocalS3) -> str:
-    name = f"commits-{uuid.uuid4().hex[:8]}"
-    local_s3.create_bucket(name)
-    return name
-
-
-@pytest.fixture
-def aws(local_s3: LocalS3, monkeypatch) -> LocalS3:
-    """This process's environment points the AWS SDK at the server (the driver's view)."""
-    for key, value in local_s3.env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
-    return local_s3
-
-
 @dataclass
 class S3Spark:
     spark: Any
