@@ -68,7 +68,7 @@ def _schema() -> Any:
 
 
 def _prepare_tasks(
-    bootstrap: str, topic: str, prefix: str, run: str, producers: list[KafkaProducer]
+    bootstrap: str, topic: str, prefix: str, producers: list[KafkaProducer]
 ) -> list[PyKafkaCommitMessage]:
     """Two tasks (Spark partitions 0 and 1, attempt 0) write their rows and prepare."""
     messages = []
@@ -108,6 +108,7 @@ def _die_after_the_first_end_txn(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("store", ["kafka", "checkpoint"])
 def test_the_driver_host_is_lost_between_two_end_txns(
     store: str,
+    *,
     aws: LocalS3,
     bucket: str,
     kafka_bootstrap: str,
@@ -142,7 +143,7 @@ def test_the_driver_host_is_lost_between_two_end_txns(
         writer = PyKafkaDataSource(options).streamWriter(_schema(), False)
         assert writer.eos is not None and writer.eos.query_key == query_id
         prefix = writer.eos.prefix
-        first = _prepare_tasks(kafka_bootstrap, topic, prefix, run, producers)
+        first = _prepare_tasks(kafka_bootstrap, topic, prefix, producers)
         with monkeypatch.context() as patch:
             _die_after_the_first_end_txn(patch)
             with pytest.raises(_DriverDied):
@@ -154,7 +155,7 @@ def test_the_driver_host_is_lost_between_two_end_txns(
 
         # A new driver plans the restarted query; Spark re-runs batch 0 and commits it.
         writer = PyKafkaDataSource(options).streamWriter(_schema(), False)
-        rerun = _prepare_tasks(kafka_bootstrap, topic, prefix, run, producers)
+        rerun = _prepare_tasks(kafka_bootstrap, topic, prefix, producers)
         PyKafkaDataSource(options).streamWriter(_schema(), False).commit(rerun, 0)
     finally:
         for producer in producers:

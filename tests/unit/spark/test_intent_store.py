@@ -178,3 +178,38 @@ def _encoded(record: BatchRecord) -> bytes:
     from kafka_sink.spark.exactly_once import record_to_json
 
     return json.dumps({"format": 1, **record_to_json(record)}).encode()
+
+
+class _RefusingLog(FakeTopicLog):
+    def __init__(self, error: Exception, policy: str = "compact") -> None:
+        super().__init__()
+        self.error = error
+        self.policy = policy
+
+    def partition_count(self, topic: str) -> int | None:
+        raise self.error
+
+    def topic_config(self, topic: str, keys: list[str]) -> dict[str, str]:
+        return {"cleanup.policy": self.policy}
+
+
+def test_a_missing_acl_names_the_topic_the_acls_and_the_options() -> None:
+    from kafka_sink.errors import TopicAuthorizationFailedError
+
+    log = _RefusingLog(TopicAuthorizationFailedError("not authorized"))
+    with pytest.raises(IntentStoreError) as caught:
+        intent_store._prepare_topic(log, "pykafka-commit-intents")  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "TOPIC_AUTHORIZATION_FAILED" in message and "'pykafka-commit-intents'" in message
+    assert "READ, WRITE and DESCRIBE" in message and "CREATE" in message
+    assert "'intentTopic'" in message and "intentStore=checkpoint" in message
+
+
+def test_a_topic_that_is_not_compacted_is_refused() -> None:
+    class Existing(_RefusingLog):
+        def partition_count(self, topic: str) -> int | None:
+            return 1
+
+    with pytest.raises(IntentStoreError, match=r"cleanup.policy='delete'.*Fix: kafka-configs"):
+        intent_store._prepare_topic(Existing(RuntimeError(), "delete"), "t")  # type: ignore[arg-type]
+    assert intent_store._prepare_topic(Existing(RuntimeError(), "compact,delete"), "t") == 1  # type: ignore[arg-type]
