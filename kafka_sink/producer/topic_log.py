@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kafka_sink.errors import (
     BrokerResponseError,
@@ -104,7 +104,6 @@ class TopicLog:
             found = self._partition_count(topic, deadline)
             if found is not None:
                 return found
-            node = self.client.brokers(deadline)[0]
             request = CreateTopicsRequest(
                 topics=[
                     CreateTopicsRequest.CreatableTopic(
@@ -120,8 +119,7 @@ class TopicLog:
                 ],
                 timeout_ms=max(deadline.remaining_ms(), 1),
             )
-            deadline.waiting_for = f"CreateTopics({topic!r}) on node {node}"
-            response = self.client.request(node, request, deadline)
+            response = self._ask_any_broker(request, f"CreateTopics({topic!r})", deadline)
             for result in response.topics:
                 error = error_for_code(result.error_code, result.error_message)
                 if error is not None and not isinstance(error, TopicAlreadyExistsError):
@@ -138,7 +136,6 @@ class TopicLog:
         deadline = self._deadline(f"reading the configuration of topic {topic!r}")
 
         def attempt() -> dict[str, str]:
-            node = self.client.brokers(deadline)[0]
             request = DescribeConfigsRequest(
                 resources=[
                     DescribeConfigsRequest.DescribeConfigsResource(
@@ -150,8 +147,7 @@ class TopicLog:
                 include_synonyms=False,
                 include_documentation=False,
             )
-            deadline.waiting_for = f"DescribeConfigs({topic!r}) on node {node}"
-            response = self.client.request(node, request, deadline)
+            response = self._ask_any_broker(request, f"DescribeConfigs({topic!r})", deadline)
             out: dict[str, str] = {}
             for result in response.results:
                 error = error_for_code(result.error_code, result.error_message)
@@ -295,6 +291,11 @@ class TopicLog:
             # (the next batch starts the active segment), or there is nothing more at all.
             return [], max(offset, fetched.high_watermark)
         return fetched.records, fetched.next_offset
+
+    def _ask_any_broker(self, request: Any, what: str, deadline: Deadline) -> Any:
+        node = self.client.brokers(deadline)[0]
+        deadline.waiting_for = f"{what} on node {node}"
+        return self.client.request(node, request, deadline)
 
     def _partition_count(self, topic: str, deadline: Deadline) -> int | None:
         """Partitions of ``topic`` once each has a leader; None when the cluster has no such topic

@@ -276,15 +276,18 @@ def test_streaming_plan_reads_the_query_id_from_the_checkpoint(no_broker, tmp_pa
     assert options.producer_config["transaction.timeout.ms"] == "600000"
 
 
-def test_streaming_plan_with_the_checkpoint_store(no_broker, tmp_path: Path) -> None:
+def _streaming_plan(checkpoint: Path, query_id: str, **options: str) -> EosPlan | None:
     from kafka_sink.spark.datasource import _exactly_once_plan
 
-    (tmp_path / "metadata").write_text('{"id":"5f0c-query"}\n')
+    (checkpoint / "metadata").write_text(f'{{"id":"{query_id}"}}\n')
     _, eos = _exactly_once_plan(
-        _plan_options(checkpointLocation=str(tmp_path), intentStore="Checkpoint"),
-        streaming=True,
-        write_id="w",
+        _plan_options(checkpointLocation=str(checkpoint), **options), streaming=True, write_id="w"
     )
+    return eos
+
+
+def test_streaming_plan_with_the_checkpoint_store(no_broker, tmp_path: Path) -> None:
+    eos = _streaming_plan(tmp_path, "5f0c-query", intentStore="Checkpoint")
     assert eos == EosPlan("pykafka-5f0c-query", "5f0c-query", str(tmp_path / "pykafka-intents"))
     assert no_broker == []
 
@@ -317,14 +320,7 @@ def test_a_remote_checkpoint_is_read_through_its_store(
 
 
 def test_streaming_plan_keeps_a_given_prefix(no_broker, tmp_path: Path) -> None:
-    from kafka_sink.spark.datasource import _exactly_once_plan
-
-    (tmp_path / "metadata").write_text('{"id":"q9"}')
-    _, eos = _exactly_once_plan(
-        _plan_options(checkpointLocation=str(tmp_path), transactionalIdPrefix="orders"),
-        streaming=True,
-        write_id="w",
-    )
+    eos = _streaming_plan(tmp_path, "q9", transactionalIdPrefix="orders")
     assert eos is not None and (eos.prefix, eos.query_key) == ("orders", "q9")
 
 
