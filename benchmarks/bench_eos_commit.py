@@ -9,20 +9,28 @@ transaction per batch, and an ``EosCommitter`` (in-memory intents) commits the b
 - ``batched``: ``eos_commit.listing_ops``, what the sink uses: one admin client per commit, one
   FindCoordinator for all ids, every EndTxn sent at once.
 
+and, with the batched ops, each intent store (``--stores``): ``memory`` (no store cost), ``file``
+(``intentStore=checkpoint``: a JSON file replaced and fsynced) and ``kafka`` (``intentStore=kafka``,
+the default: opened per commit as the driver does, in a process that keeps its caches, as Spark's
+long-lived driver-side worker does).
+
 Printed: the median driver commit per batch (list, intent, EndTxns, done, the sweep's list), the
 median re-initialisation of a warm producer between batches (InitProducerId only), and for
 comparison a new producer up to its first acknowledged record in a transaction (what a task
 paid when it built its producer every time).
 
-    python benchmarks/bench_eos_commit.py [--tasks 2,6] [--batches 8] [--out FILE]
+    python benchmarks/bench_eos_commit.py [--tasks 2,6] [--batches 8] [--stores memory,file,kafka]
+        [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -38,8 +46,11 @@ from kafka_sink.producer.transaction_admin import (
     list_transactions,
 )
 from kafka_sink.spark.eos_commit import EosCommitter, TaskTransaction, TransactionOps, listing_ops
-from kafka_sink.spark.exactly_once import MemoryIntentStore
+from kafka_sink.spark.exactly_once import FileIntentStore, IntentStore, MemoryIntentStore
+from kafka_sink.spark.intent_store import KafkaIntentStore
 from kafka_sink.testing.oracle import create_topic
+
+MEMORY = MemoryIntentStore()
 
 
 def per_call_ops(config: Mapping[str, object]) -> TransactionOps:
@@ -52,15 +63,23 @@ def per_call_ops(config: Mapping[str, object]) -> TransactionOps:
     return TransactionOps(complete=complete, list_open=list_open)
 
 
-def run(bootstrap: str, topic: str, tasks: int, kind: str, batches: int) -> str:
+def open_store(kind: str, config: dict[str, str], directory: str) -> IntentStore:
+    if kind == "kafka":
+        return KafkaIntentStore.open(config, "bench-eos-intents")
+    if kind == "file":
+        return FileIntentStore(directory)
+    return MEMORY
+
+
+def run(bootstrap: str, topic: str, tasks: int, kind: str, *, batches: int, store_kind: str) -> str:
     config = {"bootstrap.servers": bootstrap}
     prefix = f"bench-eos-{kind}-{tasks}-{uuid.uuid4().hex[:6]}"
+    directory = tempfile.mkdtemp(prefix="bench-eos-intents-")
     producers = [
         KafkaProducer({**config, "transactional.id": f"{prefix}-{i}-0"}) for i in range(tasks)
     ]
     commits: list[float] = []
     reinits: list[float] = []
-    store = MemoryIntentStore()
     try:
         for p in producers:
             p.init_transactions(30)
@@ -74,18 +93,22 @@ def run(bootstrap: str, topic: str, tasks: int, kind: str, batches: int) -> str:
                 p.begin_transaction()
                 p.send(topic, b"x" * 100, partition=i % 6)
                 prepared.append(TaskTransaction(i, p.prepare_transaction(30)))
-            ops = per_call_ops(config) if kind == "per-call" else listing_ops(config)
-            committer = EosCommitter(store, ops, query_key="q", prefix=prefix)
             t0 = time.perf_counter()
+            store = open_store(store_kind, config, directory)
+            ops = per_call_ops(config) if kind == "per-call" else listing_ops(config)
+            committer = EosCommitter(store, ops, query_key=prefix, prefix=prefix)
             committer.commit(batch, prepared)
-            commits.append(time.perf_counter() - t0)
             ops.close()
+            store.close()
+            commits.append(time.perf_counter() - t0)
     finally:
         for p in producers:
             p.close(10)
+        shutil.rmtree(directory, ignore_errors=True)
     steady = commits[1:]  # the first batch also connects
     return (
-        f"{tasks} task(s), {kind:<8}: driver commit median {statistics.median(steady) * 1000:5.0f} "
+        f"{tasks} task(s), {kind:<8}, {store_kind:<6} store: driver commit median "
+        f"{statistics.median(steady) * 1000:5.0f} "
         f"ms (min {min(steady) * 1000:4.0f}); warm producer re-init median "
         f"{statistics.median(reinits) * 1000:4.0f} ms"
     )
@@ -114,6 +137,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="2,6")
     parser.add_argument("--batches", type=int, default=8)
+    parser.add_argument("--stores", default="memory,file,kafka")
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -126,8 +150,11 @@ def main() -> int:
         topic = f"bench-eos-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, topic, 6)
         for tasks in (int(t) for t in args.tasks.split(",")):
-            for kind in ("per-call", "batched"):
-                lines.append(run(bootstrap, topic, tasks, kind, args.batches))
+            runs = [("per-call", "memory")] + [("batched", s) for s in args.stores.split(",")]
+            for kind, store_kind in runs:
+                lines.append(
+                    run(bootstrap, topic, tasks, kind, batches=args.batches, store_kind=store_kind)
+                )
                 print(lines[-1], flush=True)
         lines.append(fresh_producer(bootstrap, topic))
         print(lines[-1], flush=True)
