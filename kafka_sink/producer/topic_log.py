@@ -2,7 +2,7 @@
 
 Role: what the exactly-once intent store needs from Kafka, without a producer or a consumer:
 ``ensure_topic`` (Metadata, CreateTopics, DescribeConfigs), ``append`` (one Produce with
-``acks=all``), ``offsets`` (ListOffsets) and ``read`` (Fetch). Blocking, on the caller's thread,
+``acks=all``), ``end_offset`` (ListOffsets) and ``read`` (Fetch). Blocking, on the caller's thread,
 through :class:`~kafka_sink.producer.admin_client.AdminClient`, so bootstrap, TLS and SASL
 settings mean what they mean for the producer and secrets stay out of messages.
 
@@ -51,7 +51,7 @@ from kafka_sink.wire.messages import (
     ProduceRequest,
 )
 from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_TOPIC
-from kafka_sink.wire.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafka_sink.wire.messages.list_offsets import LATEST_TIMESTAMP
 
 __all__ = ["TopicLog"]
 
@@ -200,34 +200,31 @@ class TopicLog:
 
         return self._retrying(deadline, attempt)
 
-    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        """(log start offset, end offset) of ``topic-partition``."""
-        deadline = self._deadline(f"listing the offsets of {topic}-{partition}")
+    def end_offset(self, topic: str, partition: int) -> int:
+        """The offset the next record appended to ``topic-partition`` gets (ListOffsets)."""
+        deadline = self._deadline(f"listing the end offset of {topic}-{partition}")
 
-        def attempt() -> tuple[int, int]:
+        def attempt() -> int:
             leader = self._leader(topic, partition, deadline)
-            found = []
-            for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
-                request = ListOffsetsRequest(
-                    topics=[
-                        ListOffsetsRequest.ListOffsetsTopic(
-                            name=topic,
-                            partitions=[
-                                ListOffsetsRequest.ListOffsetsPartition(
-                                    partition_index=partition, timestamp=timestamp
-                                )
-                            ],
-                        )
-                    ],
-                )
-                deadline.waiting_for = f"ListOffsets({topic}-{partition}) on node {leader}"
-                response = self.client.request(leader, request, deadline)
-                answer = response.topics[0].partitions[0]
-                error = error_for_code(answer.error_code)
-                if error is not None:
-                    raise error
-                found.append(int(answer.offset))
-            return found[0], found[1]
+            request = ListOffsetsRequest(
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name=topic,
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsPartition(
+                                partition_index=partition, timestamp=LATEST_TIMESTAMP
+                            )
+                        ],
+                    )
+                ],
+            )
+            deadline.waiting_for = f"ListOffsets({topic}-{partition}) on node {leader}"
+            response = self.client.request(leader, request, deadline)
+            answer = response.topics[0].partitions[0]
+            error = error_for_code(answer.error_code)
+            if error is not None:
+                raise error
+            return int(answer.offset)
 
         return self._retrying(deadline, attempt)
 

@@ -348,21 +348,31 @@ def listing_ops(
 ) -> TransactionOps:
     """The production :class:`TransactionOps`: ``transaction_admin`` against the cluster.
 
-    One admin client serves every call until ``close()`` (the driver builds the ops per commit
-    or abort); a batch's commits are sent at once (``complete_transactions``), each bounded by
-    ``timeout_s`` (None: ``max.block.ms``).
+    One admin client, built on the first call, serves every call until ``close()`` (the driver
+    builds the ops per planning, commit or abort); a batch's commits are sent at once
+    (``complete_transactions``), each bounded by ``timeout_s`` (None: ``max.block.ms``).
     """
     from kafka_sink.producer.transaction_admin import OPEN_STATES, TransactionAdmin
 
-    admin = TransactionAdmin(config, timeout_s)
+    built: list[TransactionAdmin] = []
+
+    def admin_client() -> TransactionAdmin:
+        # Built on first use: planning a batch with nothing to recover needs no client.
+        if not built:
+            built.append(TransactionAdmin(config, timeout_s))
+        return built[0]
+
+    def close() -> None:
+        if built:
+            built.pop().close()
 
     def complete(prepared: PreparedTransaction, commit: bool) -> object:
-        return admin.complete(prepared, commit)
+        return admin_client().complete(prepared, commit)
 
     def complete_all(
         handles: Sequence[PreparedTransaction], commit: bool
     ) -> list[TransactionLostError | None]:
-        outcomes = admin.complete_all(handles, commit)
+        outcomes = admin_client().complete_all(handles, commit)
         failed = [
             c
             for c in outcomes
@@ -385,8 +395,8 @@ def listing_ops(
         return [c.error if isinstance(c.error, TransactionLostError) else None for c in outcomes]
 
     def list_open(prefix: str) -> list[PreparedTransaction]:
-        return [t.prepared() for t in admin.list(prefix) if t.state in OPEN_STATES]
+        return [t.prepared() for t in admin_client().list(prefix) if t.state in OPEN_STATES]
 
     return TransactionOps(
-        complete=complete, list_open=list_open, complete_all=complete_all, close=admin.close
+        complete=complete, list_open=list_open, complete_all=complete_all, close=close
     )

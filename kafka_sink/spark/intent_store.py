@@ -23,7 +23,9 @@ Invariants:
   growing windows from the end of the partition, so finding a recent record costs one or two
   small fetches however long the log is; in a process that has read or written the key before,
   it reads only what was appended since (the position is cached per cluster, topic and key).
-  A key with no record costs one pass over the partition.
+  A key with no record costs one pass over the partition. The client (its connections and
+  metadata) is kept for the next store the process opens with the same config, unless a call
+  failed; one store uses it at a time.
 - A query has one writer at a time (Spark refuses to run two instances of a query id); the
   cached position never hides a newer record, since every ``last`` reads up to the end offset.
 - Errors name the topic, what was refused and the fix (ACLs, creating the topic, the option).
@@ -45,7 +47,7 @@ from kafka_sink.producer.topic_log import TopicLog
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.exactly_once import BatchRecord, record_from_json, record_to_json
 
-__all__ = ["FORMAT", "IntentStoreError", "KafkaIntentStore", "topic_settings"]
+__all__ = ["FORMAT", "IntentStoreError", "KafkaIntentStore", "close_idle", "topic_settings"]
 
 FORMAT = 1
 # The first backward window, in offsets; each further window is four times the previous one.
@@ -68,7 +70,20 @@ class _Position:
 _POSITIONS: dict[tuple[str, str, int, str], _Position] = {}
 # (bootstrap servers, topic) -> partitions, for topics this process has checked.
 _CHECKED: dict[tuple[str, str], int] = {}
+# Idle connections to a cluster, by the producer config (Spark plans and commits every
+# micro-batch in long-lived driver-side workers: a warm client spares a connection, ApiVersions
+# and Metadata per call). A log is taken out while a store uses it and put back by close().
+_IDLE: dict[tuple[tuple[str, str], ...], TopicLog] = {}
 _lock = threading.Lock()
+
+
+def close_idle() -> None:
+    """Close the clients kept for reuse (tests; a process exits without it)."""
+    with _lock:
+        logs = list(_IDLE.values())
+        _IDLE.clear()
+    for log in logs:
+        log.close()
 
 
 def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
@@ -84,19 +99,34 @@ def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
 class KafkaIntentStore:
     """Intents of exactly-once writes, kept in a compacted topic of the sink's cluster."""
 
-    def __init__(self, log: TopicLog, topic: str, *, cluster: str, partitions: int) -> None:
+    def __init__(
+        self,
+        log: TopicLog,
+        topic: str,
+        *,
+        cluster: str,
+        partitions: int,
+        pool_key: tuple[tuple[str, str], ...] | None = None,
+    ) -> None:
         self.log = log
         self.topic = topic
         self.cluster = cluster
         self.partitions = partitions
+        self._pool_key = pool_key
+        self._healthy = True
 
     @classmethod
     def open(
         cls, producer_config: Mapping[str, str], topic: str, *, timeout_s: float | None = None
     ) -> KafkaIntentStore:
-        """Connect, and create or check ``topic`` (once per process and cluster)."""
+        """Connect (or take this process's idle client), and create or check ``topic`` (once per
+        process and cluster)."""
         cluster = producer_config.get("bootstrap.servers", "")
-        log = TopicLog.from_config(producer_config, timeout_s)
+        key = (*sorted(producer_config.items()), ("", str(timeout_s)))
+        with _lock:
+            log = _IDLE.pop(key, None)
+        if log is None:
+            log = TopicLog.from_config(producer_config, timeout_s)
         try:
             with _lock:
                 partitions = _CHECKED.get((cluster, topic))
@@ -104,13 +134,21 @@ class KafkaIntentStore:
                 partitions = _prepare_topic(log, topic)
                 with _lock:
                     _CHECKED[(cluster, topic)] = partitions
-            return cls(log, topic, cluster=cluster, partitions=partitions)
+            return cls(log, topic, cluster=cluster, partitions=partitions, pool_key=key)
         except BaseException:
             log.close()
             raise
 
     def close(self) -> None:
-        self.log.close()
+        """Give the client back for the next store of this process (closed after a failure)."""
+        if self._pool_key is None or not self._healthy:
+            self.log.close()
+            return
+        with _lock:
+            previous = _IDLE.get(self._pool_key)
+            _IDLE[self._pool_key] = self.log
+        if previous is not None and previous is not self.log:
+            previous.close()
 
     # -- IntentStore --------------------------------------------------------------------------
 
@@ -119,7 +157,7 @@ class KafkaIntentStore:
         partition = TopicLog.partition_for(key, self.partitions)
         slot = (self.cluster, self.topic, partition, query_key)
         try:
-            end = self.log.offsets(self.topic, partition)[1]
+            end = self.log.end_offset(self.topic, partition)
             with _lock:
                 known = _POSITIONS.get(slot)
             if known is not None and known.next_offset <= end:
@@ -127,6 +165,7 @@ class KafkaIntentStore:
             else:
                 found = self._backward(partition, key, end)
         except KafkaError as exc:
+            self._healthy = False
             raise IntentStoreError(self._failure("read", exc)) from exc
         with _lock:
             _POSITIONS[slot] = _Position(end, found)
@@ -139,6 +178,7 @@ class KafkaIntentStore:
         try:
             self.log.append(self.topic, partition, key, None)
         except KafkaError as exc:
+            self._healthy = False
             raise IntentStoreError(self._failure("write", exc)) from exc
         with _lock:
             _POSITIONS.pop((self.cluster, self.topic, partition, query_key), None)
@@ -150,6 +190,7 @@ class KafkaIntentStore:
         try:
             offset = self.log.append(self.topic, partition, key, value.encode("utf-8"))
         except KafkaError as exc:
+            self._healthy = False
             raise IntentStoreError(self._failure("write", exc)) from exc
         with _lock:
             # Whatever lies below ``offset`` is older than this record.

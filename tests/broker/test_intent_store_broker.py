@@ -25,15 +25,18 @@ from tests.conftest import TopicFactory
 def _fresh_process() -> Iterator[None]:
     intent_store._POSITIONS.clear()
     intent_store._CHECKED.clear()
+    intent_store.close_idle()
     yield
     intent_store._POSITIONS.clear()
     intent_store._CHECKED.clear()
+    intent_store.close_idle()
 
 
 def _new_process() -> None:
     """What a restarted driver knows: nothing cached."""
     intent_store._POSITIONS.clear()
     intent_store._CHECKED.clear()
+    intent_store.close_idle()
 
 
 def _record(key: str, batch_id: int, state: str) -> BatchRecord:

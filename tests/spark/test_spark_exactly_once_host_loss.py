@@ -52,6 +52,7 @@ def _forget_everything_in_memory() -> None:
     """A driver on a new host: no cached store positions, no cached checks."""
     intent_store._POSITIONS.clear()
     intent_store._CHECKED.clear()
+    intent_store.close_idle()
 
 
 @pytest.fixture(autouse=True)

@@ -29,9 +29,8 @@ class FakeTopicLog:
         self.next_offset = 0
         self.reads: list[tuple[int, int]] = []
 
-    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        start = self.records[0].offset if self.records else self.next_offset
-        return start, self.next_offset
+    def end_offset(self, topic: str, partition: int) -> int:
+        return self.next_offset
 
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[_Rec]:
         self.reads.append((start, end))
@@ -213,3 +212,45 @@ def test_a_topic_that_is_not_compacted_is_refused() -> None:
     with pytest.raises(IntentStoreError, match=r"cleanup.policy='delete'.*Fix: kafka-configs"):
         intent_store._prepare_topic(Existing(RuntimeError(), "delete"), "t")  # type: ignore[arg-type]
     assert intent_store._prepare_topic(Existing(RuntimeError(), "compact,delete"), "t") == 1  # type: ignore[arg-type]
+
+
+def test_a_process_reuses_its_client_unless_a_call_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_sink.errors import KafkaTimeoutError
+
+    built: list[FakeTopicLog] = []
+    closed: list[FakeTopicLog] = []
+
+    class Log(FakeTopicLog):
+        def close(self) -> None:
+            closed.append(self)
+
+    def from_config(config: object, timeout_s: float | None = None) -> Log:
+        built.append(Log())
+        return built[-1]
+
+    monkeypatch.setattr(intent_store.TopicLog, "from_config", from_config)
+    monkeypatch.setattr(intent_store, "_prepare_topic", lambda log, topic: 1)
+    config = {"bootstrap.servers": "b:9092"}
+    try:
+        first = KafkaIntentStore.open(config, "intents")
+        first.close()
+        second = KafkaIntentStore.open(config, "intents")
+        assert second.log is first.log and len(built) == 1  # warm: no new connection
+        other = KafkaIntentStore.open(config, "intents")  # the first is in use: a second client
+        assert other.log is not second.log
+        other.close()
+        second.close()
+        assert closed == [other.log]  # one idle client per config is kept
+
+        def failing(*args: object) -> None:
+            raise KafkaTimeoutError("no answer")
+
+        failed = KafkaIntentStore.open(config, "intents")
+        monkeypatch.setattr(failed.log, "append", failing)
+        with pytest.raises(IntentStoreError, match="no answer"):
+            failed.write(_record("q", 1))
+        failed.close()
+        assert closed[-1] is failed.log  # a client that failed is not kept
+        assert KafkaIntentStore.open(config, "intents").log is not failed.log
+    finally:
+        intent_store.close_idle()
