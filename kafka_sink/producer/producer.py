@@ -293,6 +293,15 @@ class KafkaProducer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._append = self._accumulator.append
+        self._try_append_to_open = self._accumulator.try_append_to_open
+        # send()'s fast path: keyed records partitioned by murmur2, nothing between send() and
+        # the accumulator (no plugins, no custom partitioner, no transaction state to check).
+        self._keyed_fast_path = (
+            not self._plugged
+            and self._custom_partitioner is None
+            and not self._ignore_keys
+            and self._txn is None
+        )
         self._wall_ms = self._clock.wall_ms
         self._cluster = self._metadata.fetch()
         self._sends_since_snapshot = 0
@@ -410,6 +419,31 @@ class KafkaProducer:
         With plugins configured the record goes interceptors' ``on_send`` -> serializers ->
         partitioner -> accumulator, as in Java; a serializer failure raises SerializationError
         and queues nothing."""
+        # The common case (bytes key and value, no partition, headers or timestamp, no plugins,
+        # not transactional) into an open batch with room: _send's steps without the branches
+        # it cannot take. Anything else, including opening a batch, goes through _send.
+        if (
+            type(key) is bytes
+            and type(value) is bytes
+            and partition is None
+            and headers is None
+            and timestamp_ms is None
+            and self._keyed_fast_path
+            and not self._closed
+            and self._sender.fatal_error is None
+        ):
+            parts = self._cluster.partitions.get(topic)
+            if parts is not None and len(key) + len(value) <= self._size_check_threshold:
+                future = self._try_append_to_open(
+                    topic,
+                    (murmur2(key) & 0x7FFFFFFF) % len(parts),
+                    self._wall_ms(),
+                    key,
+                    value,
+                    callback,
+                )
+                if future is not None:
+                    return future
         if self._plugged:
             return self._send_plugged(topic, value, key, partition, headers, timestamp_ms, callback)
         return self._send(topic, value, key, partition, headers, timestamp_ms, callback)
@@ -523,6 +557,9 @@ class KafkaProducer:
             # also wakes on every append behind a full batch; here that would be a syscall per
             # record while the sender is busy anyway.)
             self._metadata.add_topic(topic, self._clock.now_ms())  # used (max.idle.ms)
+            # send()'s fast path never re-reads the snapshot: it only appends to open batches,
+            # and every new batch passes here.
+            self._cluster = self._metadata.fetch()
             self._network.wakeup()
             _yield_gil()
         return future
