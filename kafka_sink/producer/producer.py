@@ -2,13 +2,16 @@
 
 Role: validates the config, wires Metadata + NetworkClient + RecordAccumulator + Sender (+ the
 TransactionManager for idempotence) and starts the sender thread. ``send()`` partitions a record
-and appends it to the accumulator; ``send_columns()`` hands whole Arrow columns to the bulk path
-(``producer.bulk``), which partitions them with numpy, seals them into record batches and queues
-each batch as it is sealed, returning one BulkSendFuture with per-partition offsets instead of a
-future per record. Configured plugins (``producer.plugins``) sit in front, in Java's order:
-interceptors' ``on_send`` -> serializers -> partitioner (``partitioner.class`` replaces the
-built-in one for records without an explicit partition); ``send_columns()`` runs the per-record
-part through ``producer.bulk_plugins`` only when interceptors or serializers are configured.
+and appends it to the accumulator (a keyed bytes record with nothing else set, no plugins and no
+transaction goes straight to its partition's open batch when that has room: the same bytes,
+future and errors as the general path, without its branches); ``send_columns()`` hands whole
+Arrow columns to the bulk path (``producer.bulk``), which partitions them with numpy, seals them
+into record batches and queues each batch as it is sealed, returning one BulkSendFuture with
+per-partition offsets instead of a future per record. Configured plugins (``producer.plugins``)
+sit in front, in Java's order: interceptors' ``on_send`` -> serializers -> partitioner
+(``partitioner.class`` replaces the built-in one for records without an explicit partition);
+``send_columns()`` runs the per-record part through ``producer.bulk_plugins`` only when
+interceptors or serializers are configured.
 
 Invariants:
 - ``send()`` blocks only for metadata of a new topic and for buffer memory, each bounded by
