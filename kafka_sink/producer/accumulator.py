@@ -7,7 +7,9 @@ Theory of operation (Java's RecordAccumulator, simplified to one lock):
   ``buffer.memory`` budget (a bulk batch reserves its sealed size); when the budget is spent the
   caller blocks up to ``max.block.ms`` and then gets BufferExhaustedError. The reservation is
   returned when the batch completes (``deallocate``), so the bound covers queued *and* in-flight
-  data, as Java's BufferPool does.
+  data, as Java's BufferPool does. ``try_append_to_open`` is ``send()``'s common case: a record
+  without headers into the partition's open batch if it has room, else nothing changes and the
+  caller goes through ``append``.
 - ``ready`` (sender thread) says which leader nodes have something to send: a partition is
   sendable when its head batch is full, has lingered ``linger.ms`` (or, for a retry, waited its
   backoff), or when memory is exhausted, a flush is in progress or the producer is closing.
@@ -168,6 +170,44 @@ class RecordAccumulator:
             dq.append(batch)
             self._incomplete[batch] = None
             return first, len(dq) > 1 or batch.full, True
+
+    def try_append_to_open(  # noqa: PLR0917 - positional on purpose: the per-record hot path
+        self,
+        topic: str,
+        partition: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        callback: Callback | None,
+    ) -> FutureRecordMetadata | None:
+        """Append a record without headers to the partition's open batch if it has room.
+
+        None (and nothing changed) when there is no open batch with room or the accumulator is
+        closed: the caller then goes through ``append``, which opens a batch, waits for memory
+        or raises. This is ``send()``'s common case without the rest of ``append``'s branches.
+        """
+        with self._lock:
+            dq = self._batches.get((topic, partition))
+            if not dq or self._closed:
+                return None
+            last = dq[-1]
+            builder = last.builder
+            if builder is None or last.full:
+                return None
+            delta = builder.append(timestamp_ms, key, value)
+            if delta is None:
+                return None
+            last.record_count = delta + 1
+            future = FutureRecordMetadata(
+                last.result,
+                delta,
+                timestamp_ms,
+                -1 if key is None else len(key),
+                -1 if value is None else len(value),
+            )
+            if callback is not None:
+                last.add_thunk(callback, future)
+            return future
 
     def append_sealed(
         self, topic: str, partition: int, sealed: SealedBatch, max_block_ms: int, now_ms: int

@@ -2,13 +2,16 @@
 
 Role: validates the config, wires Metadata + NetworkClient + RecordAccumulator + Sender (+ the
 TransactionManager for idempotence) and starts the sender thread. ``send()`` partitions a record
-and appends it to the accumulator; ``send_columns()`` hands whole Arrow columns to the bulk path
-(``producer.bulk``), which partitions them with numpy, seals them into record batches and queues
-each batch as it is sealed, returning one BulkSendFuture with per-partition offsets instead of a
-future per record. Configured plugins (``producer.plugins``) sit in front, in Java's order:
-interceptors' ``on_send`` -> serializers -> partitioner (``partitioner.class`` replaces the
-built-in one for records without an explicit partition); ``send_columns()`` runs the per-record
-part through ``producer.bulk_plugins`` only when interceptors or serializers are configured.
+and appends it to the accumulator (a keyed bytes record with nothing else set, no plugins and no
+transaction goes straight to its partition's open batch when that has room: the same bytes,
+future and errors as the general path, without its branches); ``send_columns()`` hands whole
+Arrow columns to the bulk path (``producer.bulk``), which partitions them with numpy, seals them
+into record batches and queues each batch as it is sealed, returning one BulkSendFuture with
+per-partition offsets instead of a future per record. Configured plugins (``producer.plugins``)
+sit in front, in Java's order: interceptors' ``on_send`` -> serializers -> partitioner
+(``partitioner.class`` replaces the built-in one for records without an explicit partition);
+``send_columns()`` runs the per-record part through ``producer.bulk_plugins`` only when
+interceptors or serializers are configured.
 
 Invariants:
 - ``send()`` blocks only for metadata of a new topic and for buffer memory, each bounded by
@@ -43,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -105,17 +107,6 @@ __all__ = [
 _producer_ids = iter(range(1, 2**62))
 _producer_ids_lock = threading.Lock()
 _SNAPSHOT_EVERY = 1024
-
-
-def _yield_gil() -> None:
-    """Let the sender thread run now rather than after the interpreter's switch interval.
-
-    Every syscall the sender makes (poll, send, recv) releases the GIL; a caller thread busy
-    appending would then hold it for up to ``sys.getswitchinterval()`` (5 ms) before the sender
-    gets it back, which starves the network. Yielding once per new batch keeps the sender's
-    waits short at a cost of one cheap syscall per batch.
-    """
-    time.sleep(0)
 
 
 # Per-record bytes beyond key and value, as an upper bound (the builder's varint overhead).
@@ -293,6 +284,15 @@ class KafkaProducer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._append = self._accumulator.append
+        self._try_append_to_open = self._accumulator.try_append_to_open
+        # send()'s fast path: keyed records partitioned by murmur2, nothing between send() and
+        # the accumulator (no plugins, no custom partitioner, no transaction state to check).
+        self._keyed_fast_path = (
+            not self._plugged
+            and self._custom_partitioner is None
+            and not self._ignore_keys
+            and self._txn is None
+        )
         self._wall_ms = self._clock.wall_ms
         self._cluster = self._metadata.fetch()
         self._sends_since_snapshot = 0
@@ -410,6 +410,31 @@ class KafkaProducer:
         With plugins configured the record goes interceptors' ``on_send`` -> serializers ->
         partitioner -> accumulator, as in Java; a serializer failure raises SerializationError
         and queues nothing."""
+        # The common case (bytes key and value, no partition, headers or timestamp, no plugins,
+        # not transactional) into an open batch with room: _send's steps without the branches
+        # it cannot take. Anything else, including opening a batch, goes through _send.
+        if (
+            type(key) is bytes
+            and type(value) is bytes
+            and partition is None
+            and headers is None
+            and timestamp_ms is None
+            and self._keyed_fast_path
+            and not self._closed
+            and self._sender.fatal_error is None
+        ):
+            parts = self._cluster.partitions.get(topic)
+            if parts is not None and len(key) + len(value) <= self._size_check_threshold:
+                future = self._try_append_to_open(
+                    topic,
+                    (murmur2(key) & 0x7FFFFFFF) % len(parts),
+                    self._wall_ms(),
+                    key,
+                    value,
+                    callback,
+                )
+                if future is not None:
+                    return future
         if self._plugged:
             return self._send_plugged(topic, value, key, partition, headers, timestamp_ms, callback)
         return self._send(topic, value, key, partition, headers, timestamp_ms, callback)
@@ -523,8 +548,14 @@ class KafkaProducer:
             # also wakes on every append behind a full batch; here that would be a syscall per
             # record while the sender is busy anyway.)
             self._metadata.add_topic(topic, self._clock.now_ms())  # used (max.idle.ms)
+            # send()'s fast path never re-reads the snapshot: it only appends to open batches,
+            # and every new batch passes here.
+            self._cluster = self._metadata.fetch()
+            # No GIL hand-over here (time.sleep(0), as the bulk path does per sealed batch):
+            # per ~100 records it costs more than it gains; the sender takes the GIL within
+            # the switch interval (5 ms), while linger.ms is 5 ms by default and
+            # buffer.memory holds far more than that interval's appends.
             self._network.wakeup()
-            _yield_gil()
         return future
 
     def _check_record_size(

@@ -61,6 +61,50 @@ def test_keyed_records_land_where_java_puts_them_intact_and_in_order(
         last_index[md.partition] = index
 
 
+def test_plain_keyed_sends_take_the_fast_path_and_land_like_the_rest(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Keyed bytes with nothing else set go straight to the open batch; every third record
+    carries a header and takes the general path, which opens the batches. Both kinds must land
+    where Java puts them, at the offsets their futures report, in send order, with callbacks in
+    send order per partition."""
+    topic = topic_factory(partitions=4)
+    sent = []
+    seen: dict[int, list[int]] = {}
+
+    def callback_for(i: int) -> Callable[[RecordMetadata | None, BaseException | None], None]:
+        def callback(md: RecordMetadata | None, exc: BaseException | None) -> None:
+            assert exc is None and md is not None
+            seen.setdefault(md.partition, []).append(i)
+
+        return callback
+
+    with KafkaProducer({"bootstrap.servers": kafka_bootstrap, "batch.size": 4096}) as producer:
+        assert producer._keyed_fast_path
+        for i in range(3000):
+            key = b"k%d" % (i % 101)
+            value = b"%d:%s" % (i, b"v" * (i % 70))
+            headers = [("i", b"%d" % i)] if i % 3 == 0 else None
+            future = producer.send(topic, value, key, headers=headers, callback=callback_for(i))
+            sent.append((key, value, headers or [], future))
+        producer.flush(60)
+    records = read_all(kafka_bootstrap, topic, expected=3000)
+    assert len(records) == 3000
+    by_pos = {(r.partition, r.offset): r for r in records}
+    in_order: dict[int, list[int]] = {}
+    for i, (key, value, headers, future) in enumerate(sent):
+        md = future.get(0)
+        assert md.partition == java_partition(key, 4)
+        r = by_pos[(md.partition, md.offset)]
+        assert (r.key, r.value, r.headers) == (key, value, headers)
+        in_order.setdefault(md.partition, []).append(i)
+    # Offsets follow send order in every partition, and so do the callbacks.
+    for partition, indices in in_order.items():
+        offsets = [sent[i][3].get(0).offset for i in indices]
+        assert offsets == sorted(offsets)
+        assert seen[partition] == indices
+
+
 def test_keyless_records_spread_sticky_and_all_arrive(
     kafka_bootstrap: str, topic_factory: TopicFactory
 ) -> None:
