@@ -584,6 +584,14 @@ def parse_args() -> argparse.Namespace:
         help="extra kafka.* option for every Kafka writer (e.g. kafka.linger.ms=0)",
     )
     parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting for the session (e.g. "
+        "spark.sql.execution.arrow.maxRecordsPerBatch=1000)",
+    )
+    parser.add_argument(
         "--out",
         default=os.environ.get("BENCH_OUT"),
         help="directory for bench_spark.{md,png,json} (default: benchmarks/results for the "
@@ -619,16 +627,19 @@ def main() -> int:
         and args.scale == 1.0
         and not args.quick
         and args.rows is None
+        and not args.spark_conf
     )
     out = args.out or (os.path.join(ROOT, "benchmarks", "results") if default_matrix else None)
 
     results: list[Result] = []
     with kafka(args.bootstrap) as bootstrap:
         need_jars = any(w.startswith("jvm-") for w in writers)
-        spark = spark_session(args.jars_dir, need_jars)
+        spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
+        spark = spark_session(args.jars_dir, need_jars, conf=spark_conf)
         meter = ClientMeter(jvm_pid())
+        settings = "".join(f", {k}={v}" for k, v in sorted(spark_conf.items()))
         header = (
-            f"bench_spark: local[2], pyspark {spark.version}, Python "
+            f"bench_spark: local[2]{settings}, pyspark {spark.version}, Python "
             f"{platform.python_version()}, {PARTITIONS} partitions, acks=all, linger.ms=5, "
             f"{KEY_SIZE}-byte keys; best of {args.repeat} after {args.warmup} warm-up; "
             f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
