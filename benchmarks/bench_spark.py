@@ -22,6 +22,13 @@ events (``to_json`` of an id, a sha256 hex, a double, a small array, an event na
 ``hex100`` (not in the default matrix) the former single workload, 100 hex characters of a
 sha512. Row counts are sized for about the same bytes per run.
 
+Per cell, the encoding cost is also measured in this process on a sample of the rows (CPU time,
+best of 3): the records laid out, compressed and checksummed as pykafka's ``seal_columns`` does,
+and the compression alone (liblz4 with 64 KiB blocks and zstd level 3, the libraries and blocks
+Java's producer uses). A Python data source sink cannot cost less than the ceiling plus the
+compression, so the second table says, cell by cell, whether the CPU goal (<= 0.7x Spark's sink)
+is within reach of any Python sink, and whether the ceiling itself reaches 1.5x Spark's rows/s.
+
 Measured per run: rows/s and MB/s (key + value bytes) from the wall time of ``save()``; client
 CPU seconds per million rows, read from the OS for the Spark JVM and every process under it (the
 Python workers, live or exited), the broker apart; peak RSS summed over the Python workers,
@@ -452,6 +459,97 @@ def run_cell(
     return [results[w] for w in writers]
 
 
+@dataclass(frozen=True)
+class EncodeCost:
+    """CPU seconds per million rows to encode a workload's rows, measured in-process."""
+
+    workload: str
+    codec: str
+    sample_rows: int
+    encode_cpu_per_m: float  # records laid out, compressed and checksummed (seal_columns)
+    codec_cpu_per_m: float  # the compression calls alone, on the same records sections
+    ratio: float  # compressed / uncompressed records bytes
+
+
+def _best_cpu_s(fn: Callable[[], object], repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def encode_cost(df: Any, workload: Workload, codec: str, sample_rows: int) -> EncodeCost:
+    """What encoding ``sample_rows`` of ``df`` costs here, per million rows (see the module doc)."""
+    from kafka_sink.records.columnar import seal_columns
+    from kafka_sink.records.compression import CompressionType, compressor
+
+    sample = df.limit(sample_rows).toArrow()
+    keys, values = sample.column("key"), sample.column("value")
+    n = sample.num_rows
+    ctype = CompressionType[codec.upper()]
+    batch_size = int(TUNED["kafka.batch.size"])  # pykafka's default batch.size too
+    now_ms = int(time.time() * 1000)
+
+    def seal(compression: CompressionType) -> list[Any]:
+        return seal_columns(
+            values, keys, timestamps_ms=now_ms, compression_type=compression, batch_size=batch_size
+        )
+
+    sections = [bytes(b.records) for b in seal(CompressionType.NONE)]
+    compress = compressor(ctype)
+    compressed = sum(len(compress(s)) for s in sections)
+    encode_s = _best_cpu_s(lambda: seal(ctype))
+    codec_s = _best_cpu_s(lambda: [compress(s) for s in sections])
+    return EncodeCost(
+        workload.name,
+        codec,
+        n,
+        encode_s / n * 1e6,
+        codec_s / n * 1e6,
+        compressed / max(sum(map(len, sections)), 1),
+    )
+
+
+def floor_table(results: list[Result], costs: list[EncodeCost]) -> str:
+    """Per cell: how far any Python data source sink can go, against the goals."""
+    by = {(r.workload, r.codec, r.writer): r for r in results}
+    lines = [
+        "| workload | codec | ceiling CPU | compression CPU | floor (ceiling + compression) | "
+        "pykafka CPU | pykafka's own (pykafka - ceiling) | encoding alone | goal: 0.7x best JVM "
+        "| CPU goal within reach | ceiling rows/s / best JVM (goal 1.5x needs >= 1.5) | "
+        "compressed / raw |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for c in costs:
+        ceiling = by.get((c.workload, c.codec, "ceiling"))
+        mine = by.get((c.workload, c.codec, "pykafka"))
+        jvm = [
+            r
+            for w in ("jvm-default", "jvm-tuned")
+            if (r := by.get((c.workload, c.codec, w))) is not None and r.runs
+        ]
+        if ceiling is None or not ceiling.runs or not jvm:
+            continue
+        best_jvm = max(jvm, key=Result.rows_per_s)
+        floor = ceiling.cpu_per_m() + c.codec_cpu_per_m
+        goal = 0.7 * best_jvm.cpu_per_m()
+        mine_cpu = f"{mine.cpu_per_m():.2f}" if mine is not None and mine.runs else "-"
+        own = (
+            f"{mine.cpu_per_m() - ceiling.cpu_per_m():.2f}"
+            if mine is not None and mine.runs
+            else "-"
+        )
+        lines.append(
+            f"| {c.workload} | {c.codec} | {ceiling.cpu_per_m():.2f} | {c.codec_cpu_per_m:.2f} | "
+            f"{floor:.2f} | {mine_cpu} | {own} | {c.encode_cpu_per_m:.2f} | {goal:.2f} | "
+            f"{'yes' if floor <= goal else '**no**'} | "
+            f"{ceiling.rows_per_s() / best_jvm.rows_per_s():.2f}x | {c.ratio:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def ratios(results: list[Result]) -> str:
     """Exactly-once rows/s over at-least-once rows/s, per cell run with both."""
     by = {(r.workload, r.codec, r.writer): r for r in results}
@@ -592,6 +690,15 @@ def parse_args() -> argparse.Namespace:
         "spark.sql.execution.arrow.maxRecordsPerBatch=1000)",
     )
     parser.add_argument(
+        "--floor-rows",
+        type=int,
+        default=20_000,
+        help="rows sampled per cell to measure the encoding and compression cost in-process",
+    )
+    parser.add_argument(
+        "--no-floor", action="store_true", help="skip the in-process encoding measurement"
+    )
+    parser.add_argument(
         "--out",
         default=os.environ.get("BENCH_OUT"),
         help="directory for bench_spark.{md,png,json} (default: benchmarks/results for the "
@@ -632,6 +739,7 @@ def main() -> int:
     out = args.out or (os.path.join(ROOT, "benchmarks", "results") if default_matrix else None)
 
     results: list[Result] = []
+    costs: list[EncodeCost] = []
     with kafka(args.bootstrap) as bootstrap:
         need_jars = any(w.startswith("jvm-") for w in writers)
         spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
@@ -656,6 +764,15 @@ def main() -> int:
             )
             for codec in codecs:
                 print(f"  {codec}", flush=True)
+                if not args.no_floor:
+                    cost = encode_cost(df, workload, codec, min(rows, args.floor_rows))
+                    costs.append(cost)
+                    print(
+                        f"    encoding {cost.encode_cpu_per_m:.2f}, compression alone "
+                        f"{cost.codec_cpu_per_m:.2f} CPU s per 1M rows (in-process, "
+                        f"{cost.sample_rows:,} rows)",
+                        flush=True,
+                    )
                 results += run_cell(
                     meter,
                     bootstrap,
@@ -673,6 +790,12 @@ def main() -> int:
         spark.stop()
 
     md = table(results, writers)
+    floors = floor_table(results, costs)
+    if floors.count("\n") > 1:
+        md += (
+            "\n\nWhat a Python sink cannot go below (CPU s per 1M rows; compression measured "
+            "in-process on a sample, the libraries and blocks Java's producer uses):\n\n" + floors
+        )
     print()
     print(md)
     print(ratios(results))
@@ -686,7 +809,15 @@ def main() -> int:
         with open(stem + ".md", "w") as f:
             f.write(note + "\n\n" + md + "\n" + ratios(results))
         with open(stem + ".json", "w") as f:
-            json.dump({"header": note, "results": [asdict(r) for r in results]}, f, indent=1)
+            json.dump(
+                {
+                    "header": note,
+                    "results": [asdict(r) for r in results],
+                    "encoding": [asdict(c) for c in costs],
+                },
+                f,
+                indent=1,
+            )
         try:
             plot(results, writers, stem + ".png", header)
         except ImportError:
