@@ -25,7 +25,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 
-from kafka_sink.records.murmur2 import murmur2
+from kafka_sink.records.murmur2 import murmur2_unsigned
 
 # Partitions with a leader: a list, a callable computing it only when a draw needs it, or None.
 Available = Sequence[int] | Callable[[], Sequence[int]] | None
@@ -48,7 +48,7 @@ class BuiltInPartitioner:
 
     @staticmethod
     def partition_for_key(key: bytes, num_partitions: int) -> int:
-        return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+        return (murmur2_unsigned(key) & 0x7FFFFFFF) % num_partitions
 
     def sticky_partition(self, topic: str, num_partitions: int, available: Available = None) -> int:
         """The current sticky partition for a keyless record of ``topic``."""

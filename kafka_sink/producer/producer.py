@@ -91,7 +91,7 @@ from kafka_sink.producer.sender import Sender
 from kafka_sink.producer.transaction_manager import TransactionManager
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, estimate_record_size
 from kafka_sink.records.compression import CompressionType
-from kafka_sink.records.murmur2 import murmur2
+from kafka_sink.records.murmur2 import murmur2_unsigned
 
 log = logging.getLogger(__name__)
 
@@ -427,7 +427,7 @@ class KafkaProducer:
             if parts is not None and len(key) + len(value) <= self._size_check_threshold:
                 future = self._try_append_to_open(
                     topic,
-                    (murmur2(key) & 0x7FFFFFFF) % len(parts),
+                    (murmur2_unsigned(key) & 0x7FFFFFFF) % len(parts),
                     self._wall_ms(),
                     key,
                     value,
@@ -516,7 +516,7 @@ class KafkaProducer:
             if self._custom_partitioner is not None:
                 partition = self._custom_partitioner.partition(topic, key, num_partitions)
             elif key is not None and not self._ignore_keys:
-                partition = (murmur2(key) & 0x7FFFFFFF) % num_partitions
+                partition = (murmur2_unsigned(key) & 0x7FFFFFFF) % num_partitions
             else:
                 partition = self._partitioner.sticky_partition(
                     topic, num_partitions, lambda: _with_leader(parts)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -11,8 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
+import kafka_sink.records.murmur2 as murmur2_module
 from kafka_sink.records.murmur2 import (
     murmur2,
+    murmur2_python,
+    murmur2_unsigned,
     partition_for_key,
     partitions_for_keys,
     to_positive,
@@ -117,3 +122,39 @@ def test_errors() -> None:
     with pytest.raises(ValueError):
         partition_for_key(b"a", 0)
     assert partitions_for_keys([], 3).tolist() == []
+
+
+def test_the_native_hash_is_in_use() -> None:
+    # murmurhash2 is a declared dependency: a broken install must not fall back silently.
+    assert murmur2_module._native_murmur2 is not None
+    assert murmur2_unsigned is murmur2_module._murmur2_unsigned_native
+
+
+@pytest.mark.parametrize(("key", "expected"), JAVA_VECTORS.items())
+def test_python_reference_java_vectors(key: bytes, expected: int) -> None:
+    assert murmur2_python(key) == expected
+    assert murmur2_unsigned(key) == expected & 0xFFFFFFFF
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_native_equals_the_python_reference(key: bytes) -> None:
+    assert murmur2(key) == murmur2_python(key)
+    assert murmur2_unsigned(key) == murmur2_python(key) & 0xFFFFFFFF
+    for form in (bytearray(key), memoryview(key)):  # the native function takes bytes only
+        assert murmur2_unsigned(form) == murmur2_python(key) & 0xFFFFFFFF
+
+
+def test_without_the_native_package_the_python_reference_hashes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "murmurhash2", None)  # import raises ImportError
+    spec = importlib.util.spec_from_file_location("murmur2_without_native", murmur2_module.__file__)
+    assert spec is not None and spec.loader is not None
+    fallback = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fallback)
+    assert fallback._native_murmur2 is None
+    assert fallback.murmur2_unsigned is fallback._murmur2_unsigned_python
+    for key, expected in JAVA_VECTORS.items():
+        assert fallback.murmur2(key) == expected
+        assert fallback.partition_for_key(key, 1000) == partition_for_key(key, 1000)
