@@ -219,11 +219,21 @@ def test_lost_cluster_is_warned_once_per_node_not_at_every_reconnect(
     proxied: LocalKafka, caplog: pytest.LogCaptureFixture
 ) -> None:
     topic = _topic(proxied)
+    # Once the cluster is lost, metadata retries drive the reconnects: cap both backoffs so
+    # that the attempts come every ~100 ms, not every second.
     producer = KafkaProducer(
-        {"bootstrap.servers": proxied.proxied_bootstrap_servers, "reconnect.backoff.max.ms": 100}
+        {
+            "bootstrap.servers": proxied.proxied_bootstrap_servers,
+            "reconnect.backoff.max.ms": 100,
+            "retry.backoff.max.ms": 100,
+        }
     )
     try:
         producer.partitions_for(topic)
+        # A delivered record leaves a connection to the broker open for the cut to break: with
+        # only metadata fetched, the bootstrap connection may already be closed (it serves the
+        # first fetch only) and nothing would notice the loss until the next metadata refresh.
+        producer.send(topic, b"before the cut").get(timeout=30)
         caplog.set_level(logging.DEBUG, logger="kafka_sink")
         for node_id in proxied.node_ids:
             proxy = proxied.proxy(node_id)
