@@ -38,16 +38,21 @@ from collections.abc import Mapping
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_spark import kafka
 
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.producer.transaction_admin import (
+from kafka_sink.admin.transactions import (
     OPEN_STATES,
     complete_transaction,
     list_transactions,
 )
-from kafka_sink.spark.eos_commit import EosCommitter, TaskTransaction, TransactionOps, listing_ops
-from kafka_sink.spark.exactly_once import FileIntentStore, IntentStore, MemoryIntentStore
-from kafka_sink.spark.intent_store import KafkaIntentStore
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.producer.producer import KafkaProducer
+from kafka_sink.spark.eos.committer import (
+    EosCommitter,
+    TaskTransaction,
+    TransactionOps,
+    listing_ops,
+)
+from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.eos.plan import FileIntentStore, IntentStore, MemoryIntentStore
 from kafka_sink.testing.oracle import create_topic
 
 MEMORY = MemoryIntentStore()

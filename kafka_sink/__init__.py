@@ -13,24 +13,24 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from kafka_sink.producer.prepared import PreparedTransaction
-    from kafka_sink.producer.producer import KafkaProducer
-    from kafka_sink.producer.transaction_admin import (
+    from kafka_sink.admin.transactions import (
         TransactionListing,
         abort_transactions,
         complete_transaction,
         list_transactions,
     )
+    from kafka_sink.prepared import PreparedTransaction
+    from kafka_sink.producer.producer import KafkaProducer
     from kafka_sink.spark.datasource import PyKafkaDataSource
 
 # Public name -> the module that defines it.
 _LAZY = {
     "KafkaProducer": "kafka_sink.producer.producer",
-    "PreparedTransaction": "kafka_sink.producer.prepared",
-    "TransactionListing": "kafka_sink.producer.transaction_admin",
-    "abort_transactions": "kafka_sink.producer.transaction_admin",
-    "complete_transaction": "kafka_sink.producer.transaction_admin",
-    "list_transactions": "kafka_sink.producer.transaction_admin",
+    "PreparedTransaction": "kafka_sink.prepared",
+    "TransactionListing": "kafka_sink.admin.transactions",
+    "abort_transactions": "kafka_sink.admin.transactions",
+    "complete_transaction": "kafka_sink.admin.transactions",
+    "list_transactions": "kafka_sink.admin.transactions",
     "PyKafkaDataSource": "kafka_sink.spark.datasource",
 }
 

@@ -45,7 +45,7 @@ from kafka_sink.records.compression import CompressionType
 if TYPE_CHECKING:
     from kafka_sink.clock import Clock
     from kafka_sink.producer.futures import Callback
-    from kafka_sink.producer.transaction_manager import TransactionManager
+    from kafka_sink.producer.txn.manager import TransactionManager
 
 TopicPartition = tuple[str, int]
 

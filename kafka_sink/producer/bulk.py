@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from kafka_sink.errors import RecordTooLargeError
 from kafka_sink.producer.futures import BulkSendFuture
-from kafka_sink.records._arrow import arrow_ints, int_column, valid_mask
+from kafka_sink.records.arrow import arrow_ints, int_column, valid_mask
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, MAX_RECORD_OVERHEAD, Header, encode_headers
 from kafka_sink.records.columnar import CompressionRatioEstimator, iter_seal_columns
 from kafka_sink.records.murmur2 import partitions_for_keys

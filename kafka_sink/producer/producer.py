@@ -62,6 +62,7 @@ from kafka_sink.errors import (
 )
 from kafka_sink.net.metadata import Metadata, PartitionInfo
 from kafka_sink.net.network_client import NetworkClient, NetworkConfig
+from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.accumulator import RecordAccumulator
 from kafka_sink.producer.bulk import BulkAppender, bulk_columns
 from kafka_sink.producer.bulk_plugins import intercept_and_serialize
@@ -86,9 +87,8 @@ from kafka_sink.producer.plugins import (
     load_partitioner,
     load_serializer,
 )
-from kafka_sink.producer.prepared import PreparedTransaction
 from kafka_sink.producer.sender import Sender
-from kafka_sink.producer.transaction_manager import TransactionManager
+from kafka_sink.producer.txn.manager import TransactionManager
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, estimate_record_size
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.murmur2 import murmur2_unsigned

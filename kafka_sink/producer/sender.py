@@ -61,7 +61,7 @@ from kafka_sink.errors import (
 from kafka_sink.net.metadata import ExponentialBackoff, Node
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.producer.batch import ProducerBatch
-from kafka_sink.producer.txn_sender import TransactionalSender
+from kafka_sink.producer.txn.coordinator import TransactionalSender
 from kafka_sink.records.batch import RecordBatchBuilder, read_batches
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import InitProducerIdRequest, ProduceRequest, ProduceResponse
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from kafka_sink.clock import Clock
     from kafka_sink.net.metadata import Cluster
     from kafka_sink.producer.accumulator import RecordAccumulator
-    from kafka_sink.producer.transaction_manager import TransactionManager
+    from kafka_sink.producer.txn.manager import TransactionManager
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records._arrow import ByteColumn, as_byte_column, binary_scalar
+from kafka_sink.records.arrow import ByteColumn, as_byte_column, binary_scalar
 from kafka_sink.records.batch import (
     BATCH_HEADER_SIZE,
     Header,

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kafka_sink.records._arrow import as_byte_column
+from kafka_sink.records.arrow import as_byte_column
 
 _native_murmur2: Callable[[bytes, int], int] | None
 try:

@@ -25,7 +25,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records._arrow import int_column, valid_mask
+from kafka_sink.records.arrow import int_column, valid_mask
 from kafka_sink.spark.errors import SinkDataError
 from kafka_sink.spark.schema import InputLayout
 

@@ -38,9 +38,9 @@ import uuid
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from kafka_sink.spark.commit_store import as_local_path, display_location, join, open_store
+from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
+from kafka_sink.spark.eos.plan import default_prefix
 from kafka_sink.spark.errors import SinkOptionError
-from kafka_sink.spark.exactly_once import default_prefix
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.schema import validate_schema
 from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
@@ -103,7 +103,7 @@ def _exactly_once_plan(
         return options, None
     # Exactly-once only: the admin client (and the producer stack under it) stays out of the
     # driver-side workers of an at-least-once write.
-    from kafka_sink.spark.transaction_timeout import resolve_transaction_timeout_ms
+    from kafka_sink.spark.eos.timeout import resolve_transaction_timeout_ms
 
     timeout_ms = resolve_transaction_timeout_ms(options.producer_config)
     options = options.with_producer_setting("transaction.timeout.ms", str(timeout_ms))

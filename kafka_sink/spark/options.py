@@ -71,7 +71,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from kafka_sink.errors import ConfigError
-from kafka_sink.spark.commit_store import (
+from kafka_sink.spark.commit_log.store import (
     STORE_SCHEMES,
     CommitStoreError,
     CommitStoreUnavailableError,
@@ -376,7 +376,7 @@ class SinkOptions:
         return location
 
     def _warn_no_default_log(self, why: str) -> None:
-        from kafka_sink.spark.commit import warn_once
+        from kafka_sink.spark.commit_log.document import warn_once
 
         checkpoint = display_location(self.checkpoint_location or "")
         warn_once(

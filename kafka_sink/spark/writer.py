@@ -3,7 +3,8 @@
 Role: ``write()`` runs once per Spark task on an executor. It acquires this worker's cached
 producer for the config, turns each Arrow batch into per-topic columns, hands them to
 ``KafkaProducer.send_columns`` (the producer's bulk path), flushes, waits for every bulk future and
-returns a :class:`~kafka_sink.spark.commit.PyKafkaCommitMessage` with the acknowledged offsets.
+returns a :class:`~kafka_sink.spark.commit_log.document.PyKafkaCommitMessage` with the
+acknowledged offsets.
 ``commit()`` / ``abort()`` run on the driver (in a Python worker Spark starts there) and record
 the gathered offsets (``commit.py``).
 
@@ -56,7 +57,7 @@ from pyspark.sql.datasource import (
 
 from kafka_sink.clock import SYSTEM_CLOCK
 from kafka_sink.errors import KafkaTimeoutError
-from kafka_sink.spark.commit import (
+from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
     abort_document,
@@ -67,15 +68,15 @@ from kafka_sink.spark.commit import (
     merge_range,
     write_document,
 )
-from kafka_sink.spark.commit_store import CommitStoreUnavailableError
-from kafka_sink.spark.eos_commit import EosCommitter, TaskTransaction, listing_ops
-from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
-from kafka_sink.spark.exactly_once import (
+from kafka_sink.spark.commit_log.store import CommitStoreUnavailableError
+from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction, listing_ops
+from kafka_sink.spark.eos.plan import (
     FileIntentStore,
     IntentStore,
     MemoryIntentStore,
     transactional_id,
 )
+from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.fault_hooks import pause_commit
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
@@ -85,9 +86,9 @@ if TYPE_CHECKING:
     # the driver-side Python workers that plan and commit every micro-batch never load them.
     import pyarrow as pa
 
+    from kafka_sink.prepared import PreparedTransaction
     from kafka_sink.producer.config import ProducerConfig
     from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
-    from kafka_sink.producer.prepared import PreparedTransaction
     from kafka_sink.spark.columns import TopicColumns
     from kafka_sink.spark.producer_cache import BulkProducer
 
@@ -128,7 +129,7 @@ class EosPlan:
 
     def open_store(self, producer_config: dict[str, str]) -> IntentStore:
         if self.intent_topic is not None:
-            from kafka_sink.spark.intent_store import KafkaIntentStore
+            from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 
             return KafkaIntentStore.open(producer_config, self.intent_topic)
         if self.intent_dir is not None:

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.spark import intent_store
-from kafka_sink.spark.exactly_once import DONE, INTENT, BatchRecord
-from kafka_sink.spark.intent_store import IntentStoreError, KafkaIntentStore
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.eos import kafka_intents
+from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.eos.plan import DONE, INTENT, BatchRecord
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import import_kafka_python, read_all
 from tests.conftest import TopicFactory
@@ -23,20 +23,20 @@ from tests.conftest import TopicFactory
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> Iterator[None]:
-    intent_store._POSITIONS.clear()
-    intent_store._CHECKED.clear()
-    intent_store.close_idle()
+    kafka_intents._POSITIONS.clear()
+    kafka_intents._CHECKED.clear()
+    kafka_intents.close_idle()
     yield
-    intent_store._POSITIONS.clear()
-    intent_store._CHECKED.clear()
-    intent_store.close_idle()
+    kafka_intents._POSITIONS.clear()
+    kafka_intents._CHECKED.clear()
+    kafka_intents.close_idle()
 
 
 def _new_process() -> None:
     """What a restarted driver knows: nothing cached."""
-    intent_store._POSITIONS.clear()
-    intent_store._CHECKED.clear()
-    intent_store.close_idle()
+    kafka_intents._POSITIONS.clear()
+    kafka_intents._CHECKED.clear()
+    kafka_intents.close_idle()
 
 
 def _record(key: str, batch_id: int, state: str) -> BatchRecord:

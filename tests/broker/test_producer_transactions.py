@@ -20,7 +20,7 @@ from txn_scenarios import (
 
 from kafka_sink import KafkaProducer
 from kafka_sink.errors import InvalidTxnStateError, TransactionAbortedError
-from kafka_sink.producer.prepared import PreparedTransaction
+from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.wire import messages as m
 
 TopicFactory = Callable[..., str]

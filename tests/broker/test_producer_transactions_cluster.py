@@ -16,7 +16,7 @@ import pytest
 from txn_scenarios import new_id, values
 
 from kafka_sink import KafkaProducer
-from kafka_sink.producer.transaction_admin import abort_transactions, list_transactions
+from kafka_sink.admin.transactions import abort_transactions, list_transactions
 from kafka_sink.testing.local_kafka import LocalKafka
 
 TopicFactory = Callable[..., str]

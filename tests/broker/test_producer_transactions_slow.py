@@ -29,13 +29,13 @@ from txn_scenarios import (
 )
 
 from kafka_sink import KafkaProducer
+from kafka_sink.admin.transactions import complete_transaction
 from kafka_sink.errors import (
     InvalidTxnStateError,
     KafkaError,
     ProducerFencedError,
     TransactionLostError,
 )
-from kafka_sink.producer.transaction_admin import complete_transaction
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.wire import messages as m
 

@@ -18,19 +18,19 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from kafka_sink.admin.transactions import (
+    TransactionListing,
+    abort_transactions,
+    complete_transaction,
+    list_transactions,
+)
 from kafka_sink.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
     SaslAuthenticationError,
     TransactionLostError,
 )
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.producer.transaction_admin import (
-    TransactionListing,
-    abort_transactions,
-    complete_transaction,
-    list_transactions,
-)
+from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
 
@@ -295,8 +295,8 @@ def test_commit_survives_the_loss_of_the_coordinator(
 def test_complete_transactions_commits_more_than_a_connection_takes_at_once(
     kafka_bootstrap: str, topic_factory: TopicFactory, prefix: str
 ) -> None:
+    from kafka_sink.admin.transactions import complete_transactions
     from kafka_sink.producer.producer import KafkaProducer
-    from kafka_sink.producer.transaction_admin import complete_transactions
 
     # Seven transactions on one coordinator: more than max.in.flight.requests.per.connection.
     topic = topic_factory(partitions=2)

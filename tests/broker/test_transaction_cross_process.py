@@ -19,7 +19,7 @@ from txn_scenarios import (
     write_after,
 )
 
-from kafka_sink.producer.transaction_admin import complete_transaction
+from kafka_sink.admin.transactions import complete_transaction
 
 
 def test_prepared_in_another_process_committed_here_then_again(kafka_bootstrap: str) -> None:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_sink.spark import transaction_timeout
-from kafka_sink.spark.errors import SinkOptionError
-from kafka_sink.spark.transaction_timeout import (
+from kafka_sink.spark.eos import timeout as eos_timeout
+from kafka_sink.spark.eos.timeout import (
     broker_max_transaction_timeout_ms,
     resolve_transaction_timeout_ms,
 )
+from kafka_sink.spark.errors import SinkOptionError
 
 pytestmark = pytest.mark.broker
 
 
 @pytest.fixture(autouse=True)
 def _no_cache() -> None:
-    transaction_timeout._cache.clear()
+    eos_timeout._cache.clear()
 
 
 def test_the_brokers_maximum_is_learned(kafka_bootstrap: str) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from kafka_sink import KafkaProducer
+from kafka_sink.admin.transactions import complete_transaction, list_transactions
 from kafka_sink.errors import ProducerFencedError
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.producer.transaction_admin import complete_transaction, list_transactions
+from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
 
 _CHILD = Path(__file__).with_name("txn_prepare_child.py")

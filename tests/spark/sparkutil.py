@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from kafka_sink.producer.transaction_admin import list_transactions
+from kafka_sink.admin.transactions import list_transactions
 from kafka_sink.testing.oracle import ConsumedRecord, end_offsets, import_kafka_python
 
 KAFKA_OPTIONS = {"kafka.linger.ms": "5"}

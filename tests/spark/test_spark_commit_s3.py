@@ -21,7 +21,11 @@ from typing import Any
 import pytest
 from sparkutil import KAFKA_OPTIONS, committed_ranges, observed_ranges
 
-from kafka_sink.spark.commit import PartitionRange, PyKafkaCommitMessage, write_document
+from kafka_sink.spark.commit_log.document import (
+    PartitionRange,
+    PyKafkaCommitMessage,
+    write_document,
+)
 from kafka_sink.spark.datasource import PyKafkaDataSource
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.options import SinkOptions

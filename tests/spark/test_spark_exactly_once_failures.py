@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from sparkutil import assert_nothing_left_open, commit_docs
 
-from kafka_sink.producer.transaction_admin import list_transactions
+from kafka_sink.admin.transactions import list_transactions
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import read_all
 
@@ -145,7 +145,7 @@ def test_a_transaction_that_times_out_before_the_commit(
                 raise RuntimeError("injected failure of a slow task")  # every attempt
             # Hold the batch open until the broker aborted partition 0's prepared transaction
             # (transaction.timeout.ms; the test cluster's coordinators check every 2 s).
-            from kafka_sink.producer.transaction_admin import list_transactions
+            from kafka_sink.admin.transactions import list_transactions
 
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:

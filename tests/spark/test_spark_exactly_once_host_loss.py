@@ -31,12 +31,12 @@ import pytest
 from sparkutil import assert_nothing_left_open
 
 from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.spark import intent_store
 from kafka_sink.spark import writer as writer_module
-from kafka_sink.spark.commit import PyKafkaCommitMessage
+from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import INTENTS_DIRNAME, PyKafkaDataSource
-from kafka_sink.spark.eos_commit import TransactionOps, listing_ops
-from kafka_sink.spark.exactly_once import transactional_id
+from kafka_sink.spark.eos import kafka_intents
+from kafka_sink.spark.eos.committer import TransactionOps, listing_ops
+from kafka_sink.spark.eos.plan import transactional_id
 from kafka_sink.testing.oracle import read_all
 from kafka_sink.testing.s3 import LocalS3
 from tests.conftest import TopicFactory
@@ -50,9 +50,9 @@ class _DriverDied(BaseException):
 
 def _forget_everything_in_memory() -> None:
     """A driver on a new host: no cached store positions, no cached checks."""
-    intent_store._POSITIONS.clear()
-    intent_store._CHECKED.clear()
-    intent_store.close_idle()
+    kafka_intents._POSITIONS.clear()
+    kafka_intents._CHECKED.clear()
+    kafka_intents.close_idle()
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kafka_sink"
 
-LAYERS = ["wire", "records", "net", "producer", "spark", "testing"]
-SHARED_LEAVES = {"errors", "clock"}
+LAYERS = ["wire", "records", "net", "producer", "admin", "spark", "testing"]
+SHARED_LEAVES = {"errors", "clock", "prepared"}
 
 # Pure layers are bytes in, bytes out: no I/O, no threads, no clock.
 PURE_FORBIDDEN = {"socket", "selectors", "ssl", "threading", "time", "asyncio"}

@@ -12,7 +12,7 @@ from kafka_sink.net.metadata import Cluster, Node, PartitionInfo
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.producer.accumulator import RecordAccumulator
 from kafka_sink.producer.sender import Sender
-from kafka_sink.producer.transaction_manager import TransactionManager
+from kafka_sink.producer.txn.manager import TransactionManager
 from kafka_sink.records.batch import read_batches
 from kafka_sink.wire.messages import (
     InitProducerIdRequest,

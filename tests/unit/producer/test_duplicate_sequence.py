@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.records.batch import RecordBatchBuilder
-from kafka_sink.spark.commit import PartitionRange, PyKafkaCommitMessage, commit_document
+from kafka_sink.spark.commit_log.document import (
+    PartitionRange,
+    PyKafkaCommitMessage,
+    commit_document,
+)
 from kafka_sink.spark.writer import _Offsets
 
 from .fakes import Harness, make_harness, produce_response

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from kafka_sink.producer.prepared import PreparedTransaction
+from kafka_sink.prepared import PreparedTransaction
 
 
 def test_a_prepared_transaction_pickles_and_compares_by_value() -> None:
@@ -31,11 +31,11 @@ def test_a_prepared_transaction_refuses_an_impossible_handle(
 
 def test_the_transaction_api_is_importable_from_the_package() -> None:
     import kafka_sink
-    from kafka_sink.producer import transaction_admin
+    from kafka_sink.admin import transactions as admin_transactions
 
     assert kafka_sink.PreparedTransaction is PreparedTransaction
-    assert kafka_sink.complete_transaction is transaction_admin.complete_transaction
-    assert kafka_sink.list_transactions is transaction_admin.list_transactions
-    assert kafka_sink.abort_transactions is transaction_admin.abort_transactions
+    assert kafka_sink.complete_transaction is admin_transactions.complete_transaction
+    assert kafka_sink.list_transactions is admin_transactions.list_transactions
+    assert kafka_sink.abort_transactions is admin_transactions.abort_transactions
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = kafka_sink.nope

@@ -16,6 +16,14 @@ from typing import Any
 
 import pytest
 
+from kafka_sink.admin.client import AdminClient
+from kafka_sink.admin.transactions import (
+    Completion,
+    abort_transactions,
+    complete_transaction,
+    complete_transactions,
+    list_transactions,
+)
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import (
     ConcurrentTransactionsError,
@@ -26,16 +34,8 @@ from kafka_sink.errors import (
     TransactionLostError,
 )
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
-from kafka_sink.producer.admin_client import AdminClient
+from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.config import ProducerConfig
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.producer.transaction_admin import (
-    Completion,
-    abort_transactions,
-    complete_transaction,
-    complete_transactions,
-    list_transactions,
-)
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     ApiVersionsRequest,
@@ -757,7 +757,7 @@ def test_complete_transactions_with_nothing_sends_nothing(cluster: ScriptedClust
 def test_the_drivers_ops_use_one_client_and_name_what_did_and_did_not_commit(
     cluster: ScriptedCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kafka_sink.spark.eos_commit import listing_ops
+    from kafka_sink.spark.eos.committer import listing_ops
 
     opened: list[object] = []
     real = AdminClient.from_config

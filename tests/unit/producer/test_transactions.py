@@ -20,10 +20,10 @@ from kafka_sink.errors import (
     TopicAuthorizationFailedError,
     TransactionAbortedError,
 )
+from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.accumulator import RecordAccumulator
-from kafka_sink.producer.prepared import PreparedTransaction
 from kafka_sink.producer.sender import Sender
-from kafka_sink.producer.transaction_manager import TransactionManager, TransactionState
+from kafka_sink.producer.txn.manager import TransactionManager, TransactionState
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     KEY_TYPE_TRANSACTION,

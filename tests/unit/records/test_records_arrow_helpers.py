@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from kafka_sink.records._arrow import arrow_ints, binary_scalar, int_column, valid_mask
+from kafka_sink.records.arrow import arrow_ints, binary_scalar, int_column, valid_mask
 
 
 @pytest.mark.parametrize("arrow_type", [pa.int8(), pa.int32(), pa.int64(), pa.uint16()])

@@ -12,8 +12,8 @@ import os
 import pytest
 from pyarrow import fs as pafs
 
-from kafka_sink.spark import commit as commit_module
-from kafka_sink.spark.commit_store import (
+from kafka_sink.spark.commit_log import document as commit_module
+from kafka_sink.spark.commit_log.store import (
     ArrowCommitStore,
     CommitStoreError,
     CommitStoreUnavailableError,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from kafka_sink.errors import KafkaError, TransactionLostError
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.spark.eos_commit import (
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.eos.committer import (
     ALREADY_DONE,
     COMMITTED,
     ROLLED_FORWARD,
@@ -17,7 +17,7 @@ from kafka_sink.spark.eos_commit import (
     TaskTransaction,
     TransactionOps,
 )
-from kafka_sink.spark.exactly_once import DONE, INTENT, BatchRecord, MemoryIntentStore
+from kafka_sink.spark.eos.plan import DONE, INTENT, BatchRecord, MemoryIntentStore
 
 PREFIX = "pykafka-q1"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.spark.exactly_once import (
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.eos.plan import (
     DONE,
     INTENT,
     BatchRecord,

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.spark import intent_store
-from kafka_sink.spark.exactly_once import DONE, INTENT, BatchRecord
-from kafka_sink.spark.intent_store import IntentStoreError, KafkaIntentStore, topic_settings
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.eos import kafka_intents
+from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore, topic_settings
+from kafka_sink.spark.eos.plan import DONE, INTENT, BatchRecord
 
 
 @dataclass
@@ -54,9 +54,9 @@ class FakeTopicLog:
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> Iterator[None]:
-    intent_store._POSITIONS.clear()
+    kafka_intents._POSITIONS.clear()
     yield
-    intent_store._POSITIONS.clear()
+    kafka_intents._POSITIONS.clear()
 
 
 def _store(log: FakeTopicLog) -> KafkaIntentStore:
@@ -82,7 +82,7 @@ def test_last_is_the_newest_record_of_the_key() -> None:
     store.write(_record("q1", 0, DONE))
     store.write(_record("q2", 0, DONE))
     store.write(_record("q1", 1, INTENT))
-    intent_store._POSITIONS.clear()  # a new driver process
+    kafka_intents._POSITIONS.clear()  # a new driver process
     assert _store(log).last("q1") == _record("q1", 1, INTENT)
     assert _store(log).last("q2") == _record("q2", 0, DONE)
     assert _store(log).last("q3") is None
@@ -94,7 +94,7 @@ def test_a_new_process_finds_a_recent_record_without_reading_the_whole_log() -> 
     store = _store(log)
     store.write(_record("q", 41))
     _others(log, 20)  # other queries went on writing
-    intent_store._POSITIONS.clear()
+    kafka_intents._POSITIONS.clear()
     log.reads.clear()
     assert _store(log).last("q") == _record("q", 41)
     assert log.read_count() <= 32  # the first backward window
@@ -105,7 +105,7 @@ def test_an_old_record_is_found_behind_many_newer_ones_of_other_keys() -> None:
     store = _store(log)
     store.write(_record("q", 3))
     _others(log, 5_000)
-    intent_store._POSITIONS.clear()
+    kafka_intents._POSITIONS.clear()
     log.reads.clear()
     assert _store(log).last("q") == _record("q", 3)
     assert log.read_count() == log.next_offset  # every offset once, no window read twice
@@ -143,7 +143,7 @@ def test_compaction_holes_and_a_moved_log_start_are_read_over() -> None:
         store.write(_record("q", batch, DONE))
         _others(log, 3)
     log.compact()
-    intent_store._POSITIONS.clear()
+    kafka_intents._POSITIONS.clear()
     assert _store(log).last("q") == _record("q", 49, DONE)
 
 
@@ -153,7 +153,7 @@ def test_a_deleted_key_reads_as_none() -> None:
     store.write(_record("job", 0))
     store.delete("job")
     assert store.last("job") is None
-    intent_store._POSITIONS.clear()
+    kafka_intents._POSITIONS.clear()
     assert _store(log).last("job") is None
 
 
@@ -174,7 +174,7 @@ def test_new_topic_settings_follow_the_cluster_size() -> None:
 
 
 def _encoded(record: BatchRecord) -> bytes:
-    from kafka_sink.spark.exactly_once import record_to_json
+    from kafka_sink.spark.eos.plan import record_to_json
 
     return json.dumps({"format": 1, **record_to_json(record)}).encode()
 
@@ -197,7 +197,7 @@ def test_a_missing_acl_names_the_topic_the_acls_and_the_options() -> None:
 
     log = _RefusingLog(TopicAuthorizationFailedError("not authorized"))
     with pytest.raises(IntentStoreError) as caught:
-        intent_store._prepare_topic(log, "pykafka-commit-intents")  # type: ignore[arg-type]
+        kafka_intents._prepare_topic(log, "pykafka-commit-intents")  # type: ignore[arg-type]
     message = str(caught.value)
     assert "TOPIC_AUTHORIZATION_FAILED" in message and "'pykafka-commit-intents'" in message
     assert "READ, WRITE and DESCRIBE" in message and "CREATE" in message
@@ -210,8 +210,8 @@ def test_a_topic_that_is_not_compacted_is_refused() -> None:
             return 1
 
     with pytest.raises(IntentStoreError, match=r"cleanup.policy='delete'.*Fix: kafka-configs"):
-        intent_store._prepare_topic(Existing(RuntimeError(), "delete"), "t")  # type: ignore[arg-type]
-    assert intent_store._prepare_topic(Existing(RuntimeError(), "compact,delete"), "t") == 1  # type: ignore[arg-type]
+        kafka_intents._prepare_topic(Existing(RuntimeError(), "delete"), "t")  # type: ignore[arg-type]
+    assert kafka_intents._prepare_topic(Existing(RuntimeError(), "compact,delete"), "t") == 1  # type: ignore[arg-type]
 
 
 def test_a_process_reuses_its_client_unless_a_call_failed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,8 +228,8 @@ def test_a_process_reuses_its_client_unless_a_call_failed(monkeypatch: pytest.Mo
         built.append(Log())
         return built[-1]
 
-    monkeypatch.setattr(intent_store.TopicLog, "from_config", from_config)
-    monkeypatch.setattr(intent_store, "_prepare_topic", lambda log, topic: 1)
+    monkeypatch.setattr(kafka_intents.TopicLog, "from_config", from_config)
+    monkeypatch.setattr(kafka_intents, "_prepare_topic", lambda log, topic: 1)
     config = {"bootstrap.servers": "b:9092"}
     try:
         first = KafkaIntentStore.open(config, "intents")
@@ -253,4 +253,4 @@ def test_a_process_reuses_its_client_unless_a_call_failed(monkeypatch: pytest.Mo
         assert closed[-1] is failed.log  # a client that failed is not kept
         assert KafkaIntentStore.open(config, "intents").log is not failed.log
     finally:
-        intent_store.close_idle()
+        kafka_intents.close_idle()

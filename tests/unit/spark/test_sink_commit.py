@@ -6,7 +6,7 @@ import json
 import os
 import pickle
 
-from kafka_sink.spark.commit import (
+from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
     abort_document,

@@ -177,7 +177,7 @@ def test_writable_commit_log_is_created_and_left_empty(tmp_path) -> None:
 def test_streaming_commit_log_is_probed_once_per_process(tmp_path, monkeypatch) -> None:
     # Spark calls streamWriter() twice per micro-batch (planning, commit) in long-lived driver
     # workers: probing every time cost two requests per micro-batch in an object store.
-    from kafka_sink.spark import commit_store
+    from kafka_sink.spark.commit_log import store as commit_store
 
     probes: list[str] = []
     real_probe = commit_store.LocalCommitStore.probe

@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 
+from kafka_sink.spark.eos.timeout import resolve_transaction_timeout_ms
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.options import SinkOptions
-from kafka_sink.spark.transaction_timeout import resolve_transaction_timeout_ms
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092"}
 

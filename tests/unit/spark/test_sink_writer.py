@@ -19,7 +19,7 @@ from kafka_sink.errors import KafkaError, KafkaTimeoutError, NotLeaderOrFollower
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets, ProduceRequestResult
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark import writer as writer_module
-from kafka_sink.spark.commit import PartitionRange, PyKafkaCommitMessage
+from kafka_sink.spark.commit_log.document import PartitionRange, PyKafkaCommitMessage
 from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout

@@ -10,12 +10,13 @@ import pyarrow as pa
 import pytest
 
 from kafka_sink.errors import NotLeaderOrFollowerError
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.spark import eos_commit, producer_cache
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark import producer_cache
 from kafka_sink.spark import writer as writer_module
-from kafka_sink.spark.commit import PyKafkaCommitMessage
-from kafka_sink.spark.eos_commit import TransactionOps
-from kafka_sink.spark.exactly_once import DONE, INTENT, FileIntentStore, MemoryIntentStore
+from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
+from kafka_sink.spark.eos import committer
+from kafka_sink.spark.eos.committer import TransactionOps
+from kafka_sink.spark.eos.plan import DONE, INTENT, FileIntentStore, MemoryIntentStore
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
@@ -177,7 +178,7 @@ def _fake_ops(monkeypatch: pytest.MonkeyPatch, open_now: list[PreparedTransactio
         "listing_ops",
         lambda config, timeout_s=None: TransactionOps(complete, lambda prefix: list(open_now)),
     )
-    assert eos_commit  # the module the ops come from
+    assert committer  # the module the ops come from
     return calls
 
 
@@ -239,10 +240,10 @@ def _plan_options(**extra: str) -> SinkOptions:
 
 @pytest.fixture
 def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafka_sink.spark import transaction_timeout
+    from kafka_sink.spark.eos import timeout as eos_timeout
 
     monkeypatch.setattr(
-        transaction_timeout,
+        eos_timeout,
         "resolve_transaction_timeout_ms",
         lambda config: int(config.get("transaction.timeout.ms", 600_000)),
     )
@@ -251,7 +252,7 @@ def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
         "listing_ops",
         lambda config, timeout_s=None: TransactionOps(lambda t, c: None, lambda p: []),
     )
-    from kafka_sink.spark.intent_store import KafkaIntentStore
+    from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 
     opened: list[str] = []
 

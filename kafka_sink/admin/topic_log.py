@@ -3,7 +3,7 @@
 Role: what the exactly-once intent store needs from Kafka, without a producer or a consumer:
 ``ensure_topic`` (Metadata, CreateTopics, DescribeConfigs), ``append`` (one Produce with
 ``acks=all``), ``end_offset`` (ListOffsets) and ``read`` (Fetch). Blocking, on the caller's thread,
-through :class:`~kafka_sink.producer.admin_client.AdminClient`, so bootstrap, TLS and SASL
+through :class:`~kafka_sink.admin.client.AdminClient`, so bootstrap, TLS and SASL
 settings mean what they mean for the producer and secrets stay out of messages.
 
 Invariants:
@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from kafka_sink.admin.client import AdminClient, Deadline
 from kafka_sink.errors import (
     BrokerResponseError,
     KafkaConnectionError,
@@ -37,7 +38,6 @@ from kafka_sink.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kafka_sink.producer.admin_client import AdminClient, Deadline
 from kafka_sink.records.batch import Record, RecordBatchBuilder
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.fetched import fetched_records

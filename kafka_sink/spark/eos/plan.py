@@ -2,7 +2,7 @@
 
 Role: the pieces of ``deliveryGuarantee=exactly-once`` that both sides of a write share. Each
 Spark task attempt writes its rows in its own Kafka transaction, prepares it and hands the
-:class:`~kafka_sink.producer.prepared.PreparedTransaction` to the driver, which commits every
+:class:`~kafka_sink.prepared.PreparedTransaction` to the driver, which commits every
 transaction of the batch as a roll-forward log over an :class:`IntentStore` (``eos_commit``).
 
 Transactional ids. A write uses ``<prefix>-<partition id>-<slot>``, where the prefix is the
@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kafka_sink.producer.prepared import PreparedTransaction
+from kafka_sink.prepared import PreparedTransaction
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",

@@ -41,15 +41,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kafka_sink.errors import KafkaError, TransactionLostError
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.spark.errors import SinkError
-from kafka_sink.spark.exactly_once import (
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.eos.plan import (
     DONE,
     INTENT,
     BatchRecord,
     IntentStore,
     parse_transactional_id,
 )
+from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import pause_commit
 
 __all__ = [
@@ -352,7 +352,7 @@ def listing_ops(
     builds the ops per planning, commit or abort); a batch's commits are sent at once
     (``complete_transactions``), each bounded by ``timeout_s`` (None: ``max.block.ms``).
     """
-    from kafka_sink.producer.transaction_admin import OPEN_STATES, TransactionAdmin
+    from kafka_sink.admin.transactions import OPEN_STATES, TransactionAdmin
 
     built: list[TransactionAdmin] = []
 

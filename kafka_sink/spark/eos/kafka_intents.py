@@ -1,6 +1,6 @@
 """The exactly-once intent store on a compacted Kafka topic (``intentStore=kafka``, the default).
 
-Role: an :class:`~kafka_sink.spark.exactly_once.IntentStore` whose records live in a topic of
+Role: an :class:`~kafka_sink.spark.eos.plan.IntentStore` whose records live in a topic of
 the cluster the sink writes to (default ``pykafka-commit-intents``), so a driver restarted on
 another host (with a checkpoint in an object store) finds the intent its predecessor recorded.
 The sink already has the cluster's address and credentials; no other service is involved.
@@ -38,14 +38,14 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kafka_sink.admin.topic_log import TopicLog
 from kafka_sink.errors import (
     ClusterAuthorizationFailedError,
     KafkaError,
     TopicAuthorizationFailedError,
 )
-from kafka_sink.producer.topic_log import TopicLog
+from kafka_sink.spark.eos.plan import BatchRecord, record_from_json, record_to_json
 from kafka_sink.spark.errors import SinkError
-from kafka_sink.spark.exactly_once import BatchRecord, record_from_json, record_to_json
 
 __all__ = ["FORMAT", "IntentStoreError", "KafkaIntentStore", "close_idle", "topic_settings"]
 

@@ -39,8 +39,8 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.spark.commit_store import open_store
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.commit_log.store import open_store
 
 __all__ = [
     "COMMIT_FORMAT_VERSION",

@@ -83,9 +83,9 @@ from kafka_sink.errors import (
     UnknownProducerIdError,
     UnsupportedVersionError,
 )
+from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.batch import NO_SEQUENCE, ProducerBatch
-from kafka_sink.producer.prepared import PreparedTransaction
-from kafka_sink.producer.txn_requests import (
+from kafka_sink.producer.txn.requests import (
     RequestKind,
     TransactionalRequestResult,
     TxnRequestHandler,

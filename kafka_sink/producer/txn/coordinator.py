@@ -58,8 +58,8 @@ from kafka_sink.errors import (
 )
 from kafka_sink.net.metadata import ExponentialBackoff
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
-from kafka_sink.producer.transaction_manager import TRANSACTION_VERSION_FEATURE
-from kafka_sink.producer.txn_requests import RequestKind, TxnRequestHandler
+from kafka_sink.producer.txn.manager import TRANSACTION_VERSION_FEATURE
+from kafka_sink.producer.txn.requests import RequestKind, TxnRequestHandler
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     KEY_TYPE_TRANSACTION,
@@ -75,7 +75,7 @@ from kafka_sink.wire.messages import (
 
 if TYPE_CHECKING:
     from kafka_sink.producer.sender import Sender
-    from kafka_sink.producer.transaction_manager import TransactionManager
+    from kafka_sink.producer.txn.manager import TransactionManager
 
 log = logging.getLogger(__name__)
 

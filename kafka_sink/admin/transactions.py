@@ -3,7 +3,7 @@
 Role: what a process other than the writer needs (the Spark driver committing what its tasks
 prepared, or a job sweeping what a dead process left open):
 
-- :func:`complete_transaction` ends a :class:`~kafka_sink.producer.prepared.PreparedTransaction`
+- :func:`complete_transaction` ends a :class:`~kafka_sink.prepared.PreparedTransaction`
   with EndTxn, sent to the transaction coordinator with the prepared producer id and epoch;
 - :func:`list_transactions` lists the transactions whose transactional id starts with a prefix
   (ListTransactions to every broker, then DescribeTransactions to each id's coordinator; a
@@ -14,7 +14,7 @@ prepared, or a job sweeping what a dead process left open):
   :class:`Completion` per handle.
 
 Each function is one-shot and blocking: it builds an
-:class:`~kafka_sink.producer.admin_client.AdminClient` from a producer-style config (Kafka's
+:class:`~kafka_sink.admin.client.AdminClient` from a producer-style config (Kafka's
 dotted keys: bootstrap, TLS and SASL settings mean what they mean for the producer; secrets stay
 out of logs, errors and ``repr``), does its work and closes it. :class:`TransactionAdmin` makes
 the same calls over one client kept open until ``close()`` (connections, API versions and
@@ -59,6 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kafka_sink.admin.client import MOVED, RETRIABLE, AdminClient, Deadline
 from kafka_sink.errors import (
     BrokerResponseError,
     ConcurrentTransactionsError,
@@ -74,8 +75,7 @@ from kafka_sink.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from kafka_sink.producer.admin_client import MOVED, RETRIABLE, AdminClient, Deadline
-from kafka_sink.producer.prepared import PreparedTransaction, TopicPartition
+from kafka_sink.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     DescribeTransactionsRequest,

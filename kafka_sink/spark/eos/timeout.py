@@ -7,7 +7,7 @@ INVALID_TRANSACTION_TIMEOUT, on every executor, after the rows were read). The d
 broker (DescribeConfigs on its broker resource) while planning:
 
 - no ``kafka.transaction.timeout.ms`` given: use the broker's maximum (the longest a commit may
-  wait), else :data:`~kafka_sink.spark.exactly_once.DEFAULT_TRANSACTION_TIMEOUT_MS`;
+  wait), else :data:`~kafka_sink.spark.eos.plan.DEFAULT_TRANSACTION_TIMEOUT_MS`;
 - a value above the broker's maximum fails before any task runs, naming both numbers.
 
 Invariants: the lookup is bounded (``_LOOKUP_TIMEOUT_S`` or ``max.block.ms``, the smaller) and
@@ -23,10 +23,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from kafka_sink.admin.client import AdminClient, Deadline
 from kafka_sink.errors import KafkaError, error_for_code
-from kafka_sink.producer.admin_client import AdminClient, Deadline
+from kafka_sink.spark.eos.plan import DEFAULT_TRANSACTION_TIMEOUT_MS
 from kafka_sink.spark.errors import SinkOptionError
-from kafka_sink.spark.exactly_once import DEFAULT_TRANSACTION_TIMEOUT_MS
 from kafka_sink.wire.messages import DescribeConfigsRequest
 from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_BROKER
 
