@@ -4,9 +4,10 @@ Modules:
 
 - ``manager``: ``TransactionManager``, the producer id and epoch and the transaction state machine
   (UNINITIALIZED -> READY -> IN_TRANSACTION -> COMMITTING/ABORTING -> READY, and the error states).
-- ``requests``: one pending coordinator request (``TxnRequestHandler``) and the result callers wait on.
-- ``coordinator``: sends those requests (FindCoordinator, InitProducerId, AddPartitionsToTxn, EndTxn)
-  from the sender's thread and applies the coordinator's answers.
+- ``requests``: one pending coordinator request (``TxnRequestHandler``) and the result that
+  callers wait on.
+- ``coordinator``: sends those requests (FindCoordinator, InitProducerId, AddPartitionsToTxn,
+  EndTxn) from the sender's thread and applies the coordinator's answers.
 
 Invariants: only the sender's thread talks to the coordinator; user threads enqueue requests and
 wait on bounded results.
