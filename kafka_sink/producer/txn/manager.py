@@ -40,9 +40,9 @@ Epoch bumps (the names are Java's; the sequence invariants are in ``producer.txn
   transaction must be aborted, and the abort bumps the epoch (EndTxn v5, or under V1 an
   InitProducerId with the current epoch), under which every partition restarts at 0.
 
-Invariants: the producer id/epoch and the fatal error change only through this class's methods
-(the sender reports answers by calling them); the idempotent InitProducerId is sent by the
-sender, one at a time, and its attempts and backoff are counted here.
+Invariants: the producer id/epoch, the states and the fatal error change only through this
+class's methods (the sender and ``producer.txn.coordinator`` report answers by calling them);
+an idempotent producer's InitProducerId, its attempts and its backoff are the sender's.
 
 Locking: one lock, which also covers the ``TxnPartitionMap``; callers may hold the accumulator
 lock when calling in (never the reverse).
@@ -141,9 +141,6 @@ class TransactionManager:
         self._sequences = TxnPartitionMap()
         self._epoch_bump_required = False
         self.fatal_error: KafkaError | None = None
-        self.init_in_flight = False
-        self.next_init_attempt_ms = 0
-        self.init_attempts = 0
         # -- transactions (only with a transactional id) --
         self.state = TransactionState.UNINITIALIZED
         self.last_error: KafkaError | None = None
@@ -171,7 +168,6 @@ class TransactionManager:
         with self._lock:
             self.producer_id = producer_id
             self.producer_epoch = producer_epoch
-            self.init_attempts = 0
 
     # -- drain (called under the accumulator lock) ----------------------------------------
 
@@ -504,7 +500,9 @@ class TransactionManager:
     def _fatal(self, error: KafkaError) -> None:
         if self.state is TransactionState.FATAL_ERROR:
             return
-        log.error("%s: fatal producer error: %s", self._describe_id(), error)
+        if self._transactional:
+            # An idempotent producer's sender logs which of its requests failed, and why.
+            log.error("%s: fatal producer error: %s", self._describe_id(), error)
         self.state = TransactionState.FATAL_ERROR
         self.last_error = error
         self.fatal_error = error
