@@ -311,9 +311,8 @@ class TransactionalSender:
             self._on_end_txn(handler, body, now_ms)
 
     def _retry(self, handler: TxnRequestHandler, now_ms: int, error: KafkaError | None) -> None:
-        if error is not None:
-            handler.last_error = error
-        self.tm.reenqueue(handler, now_ms + self._backoff.backoff_ms(max(handler.attempts - 1, 0)))
+        retry_at_ms = now_ms + self._backoff.backoff_ms(max(handler.attempts - 1, 0))
+        self.tm.reenqueue(handler, retry_at_ms, error)
 
     def _fatal(self, handler: TxnRequestHandler, error: KafkaError) -> None:
         self.tm.transition_to_fatal_error(error)
@@ -420,7 +419,7 @@ class TransactionalSender:
         if isinstance(worst, _RETRY_ADD):
             if isinstance(worst, _RETRY_RELOOKUP):
                 tm.lookup_coordinator()
-            handler.partitions = frozenset(rest)
+            handler.retain_partitions(frozenset(rest))
             self._retry(handler, now_ms, worst)
             return
         if self._common(handler, worst, now_ms):

@@ -515,9 +515,13 @@ class TransactionManager:
         """Under the lock."""
         heapq.heappush(self._pending, (handler.priority, handler))
 
-    def reenqueue(self, handler: TxnRequestHandler, retry_at_ms: int) -> None:
+    def reenqueue(
+        self, handler: TxnRequestHandler, retry_at_ms: int, error: KafkaError | None = None
+    ) -> None:
+        """Queue ``handler`` again, to be sent no earlier than ``retry_at_ms`` (``error``, if
+        any, is why: the timeout message of a waiting call quotes it)."""
         with self._lock:
-            handler.retry_at_ms = retry_at_ms
+            handler.schedule_retry(retry_at_ms, error)
             if self.in_flight_handler is handler:
                 self.in_flight_handler = None
             if self.state is TransactionState.FATAL_ERROR and self.last_error is not None:
@@ -594,7 +598,7 @@ class TransactionManager:
             return max(self._pending[0][1].retry_at_ms - now_ms, 0)
 
     def request_sent(self, handler: TxnRequestHandler) -> None:
-        handler.attempts += 1
+        handler.record_attempt()
 
     def request_done(self, handler: TxnRequestHandler) -> None:
         with self._lock:
