@@ -5,9 +5,10 @@ Theory of operation, one ``run_once``:
 1. Idempotence bookkeeping: apply a requested epoch bump, re-stamp partitions whose sequences
    were reset, and (when there is no producer id yet) send InitProducerId to the least loaded
    node. Nothing is produced without a producer id when idempotence is on. A transactional
-   producer does this step through ``producer.txn_sender`` instead (coordinator requests, abort
-   of queued batches, fatal errors), and its Produce requests carry the transactional id (v11 at
-   most under Transactions V1).
+   producer instead fails every incomplete batch on a fatal error, holds an accumulator flush
+   while its transaction completes, fails the queued batches never sent while it aborts, and
+   sends the next coordinator request through ``producer.txn.coordinator``; its Produce
+   requests carry the transactional id (v11 at most under Transactions V1).
 2. ``accumulator.ready`` names the leader nodes with sendable data; topics whose leader is
    unknown get a metadata update requested. Nodes that are not connected (the client starts
    connecting) or are at ``max.in.flight.requests.per.connection`` are skipped this round.
@@ -28,6 +29,9 @@ and decides once nothing of the partition is in flight whether an epoch bump is 
 record the broker already holds is never resent under new sequence numbers. Whatever the
 outcome of an attempt, its partition is unmuted at the end of its handling (Java's
 completeBatch), so ``max.in.flight.requests.per.connection=1`` never stalls a partition.
+
+The Sender reads the TransactionManager and reports to it through its methods (id and epoch
+from InitProducerId, batch outcomes, fatal errors); it never assigns the manager's fields.
 
 Invariants: only this thread touches the network client (other threads only call
 ``wakeup``); a batch is completed exactly once; a retried batch is resent byte for byte; no
@@ -56,14 +60,18 @@ from kafka_sink.errors import (
     NotLeaderOrFollowerError,
     ProducerClosedError,
     RecordTooLargeError,
+    TransactionAbortedError,
     error_for_code,
 )
 from kafka_sink.net.metadata import ExponentialBackoff, Node
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.producer.batch import ProducerBatch
-from kafka_sink.producer.txn.coordinator import TransactionalSender
+from kafka_sink.producer.txn.coordinator import (
+    CoordinatorMetadata,
+    CoordinatorNetwork,
+    TransactionalSender,
+)
 from kafka_sink.records.batch import RecordBatchBuilder, read_batches
-from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import InitProducerIdRequest, ProduceRequest, ProduceResponse
 
 if TYPE_CHECKING:
@@ -77,26 +85,18 @@ log = logging.getLogger(__name__)
 _MAX_POLL_MS = 1000
 
 
-class NetworkClientLike(Protocol):
-    """The NetworkClient surface the sender uses (a fake implements it in unit tests)."""
+class NetworkClientLike(CoordinatorNetwork, Protocol):
+    """The NetworkClient surface the sender uses (a fake implements it in unit tests): what
+    coordinator requests need, and the produce path's own calls."""
 
-    def ready(self, node_id: int, now_ms: int) -> bool: ...
-    def connection_delay(self, node_id: int, now_ms: int) -> int: ...
     def in_flight_count(self, node_id: int) -> int: ...
-    def send(self, request: ClientRequest, now_ms: int) -> None: ...
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]: ...
-    def least_loaded_node(self, now_ms: int) -> int | None: ...
-    def is_connection_failed(self, node_id: int) -> bool: ...
-    def api_version(self, node_id: int, api_key: ApiKey) -> int | None: ...
-    def finalized_feature_level(self, node_id: int, name: str) -> int | None: ...
     def wakeup(self) -> None: ...
     def close(self) -> None: ...
 
 
-class MetadataLike(Protocol):
-    def fetch(self) -> Cluster: ...
+class MetadataLike(CoordinatorMetadata, Protocol):
     def add_topic(self, topic: str, now_ms: int | None = None) -> bool: ...
-    def request_update(self) -> int: ...
     def time_to_next_update(self, now_ms: int) -> int: ...
     def update_leader(
         self, topic: str, partition: int, leader_id: int, leader_epoch: int, node: Node | None = ...
@@ -135,18 +135,31 @@ class Sender:
         self.max_in_flight = max_in_flight
         self.guarantee_message_order = max_in_flight == 1
         self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, rng=rng)
-        self.rng = rng
-        self._retry_backoff_ms = self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self._retry_backoff_ms = retry_backoff_ms
         self._running = True
         self._forced = False
         self._in_flight_batches: dict[int, list[ProducerBatch]] = {}
         self.fatal_error: KafkaError | None = None
         self.thread_error: BaseException | None = None
         self.stopped = threading.Event()
+        # The idempotent producer's InitProducerId (a transactional one's goes through _txn).
+        self._init_in_flight = False
+        self._init_attempts = 0
+        self._next_init_attempt_ms = 0
         self._txn: TransactionalSender | None = None
+        # A commit sends everything queued at once (linger.ms does not apply): this run holds
+        # one accumulator flush while the transaction is completing.
+        self._flushing = False
         if transaction_manager is not None and transaction_manager.is_transactional:
-            self._txn = TransactionalSender(self, transaction_manager)
+            self._txn = TransactionalSender(
+                transaction_manager,
+                network,
+                metadata,
+                retry_backoff_ms=retry_backoff_ms,
+                retry_backoff_max_ms=retry_backoff_max_ms,
+                rng=rng,
+                on_fatal_error=self._on_fatal_error,
+            )
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -202,13 +215,62 @@ class Sender:
         poll_timeout = _MAX_POLL_MS
         tm = self.transaction_manager
         if self._txn is not None:
-            poll_timeout = min(poll_timeout, self._txn.run_once(now_ms))
+            poll_timeout = min(poll_timeout, self._run_transactional(self._txn, now_ms))
         elif tm is not None:
             poll_timeout = min(poll_timeout, self._maybe_init_producer_id(tm, now_ms))
         poll_timeout = min(poll_timeout, self._send_producer_data(now_ms))
         if self._txn is not None and self._txn.wants_run_now():
             poll_timeout = 0  # a partition of the transaction waits for AddPartitionsToTxn
         self.network.poll(max(poll_timeout, 0), now_ms)
+
+    def _on_fatal_error(self, error: KafkaError) -> None:
+        """The transaction coordinator's answer ended the producer: send() raises ``error``."""
+        self.fatal_error = error
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def _run_transactional(self, txn: TransactionalSender, now_ms: int) -> int:
+        """The transactional work of one run (Java's maybeSendAndPollTransactionalRequest);
+        returns the longest the poll may wait.
+
+        A fatal error fails every incomplete batch. While a transaction is aborting or has an
+        abortable error, the queued batches never sent fail (TransactionAbortedError); batches
+        in flight or queued for a retry are left to finish, since whether the broker wrote them
+        is not known yet. Then the next coordinator request goes out.
+        """
+        tm = txn.tm
+        fatal = tm.fatal_error
+        if fatal is not None:
+            if self.fatal_error is None:
+                self.fatal_error = fatal
+            if self.accumulator.has_incomplete():
+                self.abort_incomplete(fatal)
+            return _MAX_POLL_MS
+        tm.maybe_resolve_sequences()
+        completing = tm.is_completing()
+        if completing != self._flushing:
+            if completing:
+                self.accumulator.begin_flush()
+            else:
+                self.accumulator.end_flush()
+            self._flushing = completing
+        if tm.has_abortable_error() or tm.is_aborting():
+            self._abort_undrained(tm)
+        return txn.send_next_request(now_ms, self.accumulator.has_incomplete())
+
+    def _abort_undrained(self, tm: TransactionManager) -> None:
+        dropped = self.accumulator.abort_undrained_unsequenced()
+        if not dropped:
+            return
+        cause = tm.last_error
+        reason = f": {cause}" if cause is not None else ""
+        for batch in dropped:
+            error = TransactionAbortedError(
+                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} were not "
+                f"sent: their transaction ({tm.describe_id()}) is being aborted{reason}"
+            )
+            error.__cause__ = cause
+            self.fail_batch(batch, error)
 
     # -- idempotence ----------------------------------------------------------------------
 
@@ -222,10 +284,10 @@ class Sender:
                     "producer epoch %d: %s-%d re-sequenced from 0", tm.producer_epoch, tp[0], tp[1]
                 )
             return _MAX_POLL_MS
-        if tm.init_in_flight:
+        if self._init_in_flight:
             return _MAX_POLL_MS
-        if now_ms < tm.next_init_attempt_ms:
-            return tm.next_init_attempt_ms - now_ms
+        if now_ms < self._next_init_attempt_ms:
+            return self._next_init_attempt_ms - now_ms
         node_id = self.network.least_loaded_node(now_ms)
         if node_id is None:
             return self._retry_backoff_ms
@@ -237,7 +299,7 @@ class Sender:
             producer_id=tm.producer_id,
             producer_epoch=tm.producer_epoch,
         )
-        tm.init_in_flight = True
+        self._init_in_flight = True
 
         def on_response(response: ClientResponse) -> None:
             self._handle_init_producer_id(tm, response)
@@ -246,7 +308,7 @@ class Sender:
         return 0
 
     def _handle_init_producer_id(self, tm: TransactionManager, response: ClientResponse) -> None:
-        tm.init_in_flight = False
+        self._init_in_flight = False
         now_ms = response.received_ms
         body = response.response
         error: KafkaError | None
@@ -257,17 +319,20 @@ class Sender:
         else:
             error = error_for_code(body.error_code)
             if error is None:
+                self._init_attempts = 0
                 tm.set_producer_id_and_epoch(body.producer_id, body.producer_epoch)
                 log.debug("producer id %d epoch %d", body.producer_id, body.producer_epoch)
                 return
-        tm.init_attempts += 1
+        self._init_attempts += 1
         if error.retriable or body is None:
-            tm.next_init_attempt_ms = now_ms + self._retry_backoff.backoff_ms(tm.init_attempts - 1)
+            self._next_init_attempt_ms = now_ms + self._retry_backoff.backoff_ms(
+                self._init_attempts - 1
+            )
             if error.invalid_metadata:
                 self.metadata.request_update()
             return
         # Fatal for the producer (e.g. CLUSTER_AUTHORIZATION_FAILED): fail everything queued.
-        tm.fatal_error = error
+        tm.transition_to_fatal_error(error)
         self.fatal_error = error
         log.error("InitProducerId failed, the idempotent producer cannot send: %s", error)
         self.abort_incomplete(error)

@@ -4,6 +4,8 @@ Modules:
 
 - ``manager``: ``TransactionManager``, the producer id and epoch and the transaction state machine
   (UNINITIALIZED -> READY -> IN_TRANSACTION -> COMMITTING/ABORTING -> READY, and the error states).
+- ``sequences``: ``TxnPartitionMap``, the per-partition sequence bookkeeping the manager owns
+  (next and last acknowledged sequence, in-flight batches, unresolved and re-sequenced ranges).
 - ``requests``: one pending coordinator request (``TxnRequestHandler``) and the result that
   callers wait on.
 - ``coordinator``: sends those requests (FindCoordinator, InitProducerId, AddPartitionsToTxn,

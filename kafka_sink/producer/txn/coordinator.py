@@ -1,15 +1,17 @@
-"""TransactionalSender: the sender's side of a transactional producer (coordinator requests).
+"""TransactionalSender: the coordinator requests of a transactional producer.
 
-Role (the transactional half of Java's Sender, ``maybeSendAndPollTransactionalRequest``, and the
-response handlers of Java's TransactionManager): at the start of each ``Sender.run_once`` it
+Role (the coordinator half of Java's Sender, ``maybeSendAndPollTransactionalRequest``, and the
+response handlers of Java's TransactionManager): each ``Sender.run_once`` first settles the
+batches (a fatal error fails them all; an abort fails the queued ones never sent), then asks
+this class to send the TransactionManager's next coordinator request, if any: FindCoordinator
+(key type 1, to the least loaded node), InitProducerId, AddPartitionsToTxn (Transactions V1
+only) and EndTxn (to the transaction coordinator); it handles the answer when the network
+client's poll delivers it.
 
-1. stops everything on a fatal error (every incomplete batch fails with it);
-2. while a transaction is aborting or has an abortable error, fails the queued batches that
-   were never sent (``TransactionAbortedError``); batches in flight or queued for a retry are
-   left to finish, since whether the broker wrote them is not known yet;
-3. sends the TransactionManager's next coordinator request, if any: FindCoordinator (key type
-   1, to the least loaded node), InitProducerId, AddPartitionsToTxn (Transactions V1 only) and
-   EndTxn (to the transaction coordinator), and handles the answer.
+Dependencies: the TransactionManager, a network client and the cluster metadata, given
+explicitly and typed by the narrow ``CoordinatorNetwork`` / ``CoordinatorMetadata`` protocols;
+this module knows nothing of the Sender. A fatal answer moves the TransactionManager to its
+fatal state and is reported through the ``on_fatal_error`` callback.
 
 Which protocol: the coordinator's finalized ``transaction.version`` (ApiVersions) is read when
 InitProducerId is sent; ``begin_transaction()`` fixes it for the transaction. Transactions V2
@@ -32,7 +34,9 @@ completes) on success, on a fatal error, or when the producer is closed.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from kafka_sink.errors import (
     ClusterAuthorizationFailedError,
@@ -51,7 +55,6 @@ from kafka_sink.errors import (
     ProducerFencedError,
     TopicAuthorizationFailedError,
     TransactionAbortableError,
-    TransactionAbortedError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     error_for_code,
@@ -74,7 +77,7 @@ from kafka_sink.wire.messages import (
 )
 
 if TYPE_CHECKING:
-    from kafka_sink.producer.sender import Sender
+    from kafka_sink.net.metadata import Cluster
     from kafka_sink.producer.txn.manager import TransactionManager
 
 log = logging.getLogger(__name__)
@@ -99,44 +102,55 @@ _RETRY_ADD = (
 )
 
 
-class TransactionalSender:
-    """Coordinator requests of one transactional producer, driven by its Sender."""
+class CoordinatorNetwork(Protocol):
+    """The network client calls coordinator requests need (NetworkClient implements them)."""
 
-    def __init__(self, sender: Sender, tm: TransactionManager) -> None:
-        self.sender = sender
+    def ready(self, node_id: int, now_ms: int) -> bool: ...
+    def connection_delay(self, node_id: int, now_ms: int) -> int: ...
+    def send(self, request: ClientRequest, now_ms: int) -> None: ...
+    def least_loaded_node(self, now_ms: int) -> int | None: ...
+    def is_connection_failed(self, node_id: int) -> bool: ...
+    def api_version(self, node_id: int, api_key: ApiKey) -> int | None: ...
+    def finalized_feature_level(self, node_id: int, name: str) -> int | None: ...
+
+
+class CoordinatorMetadata(Protocol):
+    """The metadata calls FindCoordinator's answer needs (is the coordinator a known broker?)."""
+
+    def fetch(self) -> Cluster: ...
+    def request_update(self) -> int: ...
+
+
+class TransactionalSender:
+    """Coordinator requests of one transactional producer, driven by its Sender's thread."""
+
+    def __init__(
+        self,
+        tm: TransactionManager,
+        network: CoordinatorNetwork,
+        metadata: CoordinatorMetadata,
+        *,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        rng: random.Random | None,
+        on_fatal_error: Callable[[KafkaError], None],
+    ) -> None:
         self.tm = tm
-        # A commit sends everything queued at once (linger.ms does not apply): this run holds
-        # one accumulator flush while the transaction is completing.
-        self._flushing = False
+        self._network = network
+        self._metadata = metadata
+        self._retry_backoff_ms = retry_backoff_ms
         self._backoff = ExponentialBackoff(
-            sender.retry_backoff_ms,
-            max(sender.retry_backoff_max_ms, sender.retry_backoff_ms),
-            rng=sender.rng,
+            retry_backoff_ms, max(retry_backoff_max_ms, retry_backoff_ms), rng=rng
         )
+        self._on_fatal_error = on_fatal_error
 
     # -- each run -------------------------------------------------------------------------
 
-    def run_once(self, now_ms: int) -> int:
-        """Do the transactional work of one sender run; returns the longest the poll may wait."""
+    def send_next_request(self, now_ms: int, has_incomplete_batches: bool) -> int:
+        """Send the next coordinator request, if one is due; returns the longest the poll may
+        wait. EndTxn waits while ``has_incomplete_batches``."""
         tm = self.tm
-        sender = self.sender
-        if tm.fatal_error is not None:
-            if sender.fatal_error is None:
-                sender.fatal_error = tm.fatal_error
-            if self.sender.accumulator.has_incomplete():
-                sender.abort_incomplete(tm.fatal_error)
-            return _MAX_POLL_MS
-        tm.maybe_resolve_sequences()
-        completing = tm.is_completing()
-        if completing != self._flushing:
-            if completing:
-                sender.accumulator.begin_flush()
-            else:
-                sender.accumulator.end_flush()
-            self._flushing = completing
-        if tm.has_abortable_error() or tm.is_aborting():
-            self._abort_undrained()
-        handler = tm.next_request(sender.accumulator.has_incomplete(), now_ms)
+        handler = tm.next_request(has_incomplete_batches, now_ms)
         if handler is None:
             wait = tm.time_to_next_request_ms(now_ms)
             return _MAX_POLL_MS if wait is None else min(max(wait, 1), _MAX_POLL_MS)
@@ -166,35 +180,21 @@ class TransactionalSender:
         """The Produce version for a transactional request to ``node_id``."""
         if self.tm.uses_transactions_v2():
             return None  # the highest negotiated (the client range stops at v12)
-        negotiated = self.sender.network.api_version(node_id, ApiKey.PRODUCE)
+        negotiated = self._network.api_version(node_id, ApiKey.PRODUCE)
         return PRODUCE_V1_MAX if negotiated is None else min(negotiated, PRODUCE_V1_MAX)
-
-    def _abort_undrained(self) -> None:
-        dropped = self.sender.accumulator.abort_undrained_unsequenced()
-        if not dropped:
-            return
-        cause = self.tm.last_error
-        reason = f": {cause}" if cause is not None else ""
-        for batch in dropped:
-            error = TransactionAbortedError(
-                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} were not "
-                f"sent: their transaction ({self.tm.describe_id()}) is being aborted{reason}"
-            )
-            error.__cause__ = cause
-            self.sender.fail_batch(batch, error)
 
     # -- sending --------------------------------------------------------------------------
 
     def _send(self, handler: TxnRequestHandler, now_ms: int) -> int:
         tm = self.tm
-        network = self.sender.network
+        network = self._network
         if handler.kind is RequestKind.FIND_COORDINATOR:
             node_id = network.least_loaded_node(now_ms)
         else:
             node_id = tm.coordinator
         if node_id is None:
             self._retry(handler, now_ms, None)
-            return self.sender.retry_backoff_ms
+            return self._retry_backoff_ms
         if not network.ready(node_id, now_ms):
             tm.reenqueue(handler, now_ms)
             if handler.needs_coordinator and network.is_connection_failed(node_id):
@@ -225,7 +225,7 @@ class TransactionalSender:
         assert tid is not None
         kind = handler.kind
         if kind is RequestKind.FIND_COORDINATOR:
-            version = self.sender.network.api_version(node_id, ApiKey.FIND_COORDINATOR)
+            version = self._network.api_version(node_id, ApiKey.FIND_COORDINATOR)
             if version is not None and version >= _FIND_COORDINATOR_BATCHED:
                 return (
                     FindCoordinatorRequest(key_type=KEY_TYPE_TRANSACTION, coordinator_keys=[tid]),
@@ -234,7 +234,7 @@ class TransactionalSender:
             return FindCoordinatorRequest(key=tid, key_type=KEY_TYPE_TRANSACTION), None
         if kind is RequestKind.INIT_PRODUCER_ID:
             tm.set_transaction_version(
-                self.sender.network.finalized_feature_level(node_id, TRANSACTION_VERSION_FEATURE)
+                self._network.finalized_feature_level(node_id, TRANSACTION_VERSION_FEATURE)
             )
             pid, epoch = (tm.producer_id, tm.producer_epoch) if handler.bump_epoch else (-1, -1)
             return (
@@ -266,7 +266,7 @@ class TransactionalSender:
         if tm.uses_transactions_v2():
             end_version = END_TXN_V2
         else:
-            negotiated = self.sender.network.api_version(node_id, ApiKey.END_TXN)
+            negotiated = self._network.api_version(node_id, ApiKey.END_TXN)
             end_version = END_TXN_V1_MAX if negotiated is None else min(negotiated, END_TXN_V1_MAX)
         return (
             EndTxnRequest(
@@ -311,14 +311,13 @@ class TransactionalSender:
             self._on_end_txn(handler, body, now_ms)
 
     def _retry(self, handler: TxnRequestHandler, now_ms: int, error: KafkaError | None) -> None:
-        if error is not None:
-            handler.last_error = error
-        self.tm.reenqueue(handler, now_ms + self._backoff.backoff_ms(max(handler.attempts - 1, 0)))
+        retry_at_ms = now_ms + self._backoff.backoff_ms(max(handler.attempts - 1, 0))
+        self.tm.reenqueue(handler, retry_at_ms, error)
 
     def _fatal(self, handler: TxnRequestHandler, error: KafkaError) -> None:
         self.tm.transition_to_fatal_error(error)
         handler.fail(error)
-        self.sender.fatal_error = error
+        self._on_fatal_error(error)
 
     def _common(self, handler: TxnRequestHandler, error: KafkaError, now_ms: int) -> bool:
         """The answers every coordinator request shares; True when handled."""
@@ -355,9 +354,9 @@ class TransactionalSender:
             code, node_id, message = body.error_code, body.node_id, body.error_message
         error = error_for_code(code, message)
         if error is None:
-            if self.sender.metadata.fetch().brokers.get(node_id) is None:
+            if self._metadata.fetch().brokers.get(node_id) is None:
                 # A broker metadata does not know yet: learn it, then look up again.
-                self.sender.metadata.request_update()
+                self._metadata.request_update()
                 self._retry(handler, now_ms, None)
                 return
             log.debug("%s: transaction coordinator is node %d", self.tm.describe_id(), node_id)
@@ -420,7 +419,7 @@ class TransactionalSender:
         if isinstance(worst, _RETRY_ADD):
             if isinstance(worst, _RETRY_RELOOKUP):
                 tm.lookup_coordinator()
-            handler.partitions = frozenset(rest)
+            handler.retain_partitions(frozenset(rest))
             self._retry(handler, now_ms, worst)
             return
         if self._common(handler, worst, now_ms):
@@ -461,4 +460,12 @@ class TransactionalSender:
         self._fatal(handler, error)
 
 
-__all__ = ["END_TXN_V1_MAX", "END_TXN_V2", "PRODUCE_V1_MAX", "PRODUCE_V2", "TransactionalSender"]
+__all__ = [
+    "END_TXN_V1_MAX",
+    "END_TXN_V2",
+    "PRODUCE_V1_MAX",
+    "PRODUCE_V2",
+    "CoordinatorMetadata",
+    "CoordinatorNetwork",
+    "TransactionalSender",
+]

@@ -1,11 +1,11 @@
-"""TransactionManager: producer id, epoch, sequence numbers, and the transaction state machine.
+"""TransactionManager: producer id, epoch, epoch bumps, and the transaction state machine.
 
-Role (Java's TransactionManager): holds the producer id/epoch obtained with InitProducerId,
-stamps each batch with its partition's next base sequence when it is first drained, tracks every
-stamped batch until it completes, and decides, for every failure, whether the partition's
-sequences can go on or need an epoch bump (KIP-360). With a ``transactional.id`` it also owns
-the transaction state machine and the queue of coordinator requests the sender sends
-(``producer.txn_sender``).
+Role (Java's TransactionManager): holds the producer id/epoch obtained with InitProducerId and
+owns the per-partition sequence bookkeeping (a ``TxnPartitionMap``, ``producer.txn.sequences``):
+it lets the accumulator drain and stamp batches, hears every batch's outcome, and decides, for
+every failure, whether the partition's sequences can go on or need an epoch bump (KIP-360).
+With a ``transactional.id`` it also owns the transaction state machine and the queue of
+coordinator requests the sender sends (``producer.txn.coordinator``).
 
 Transactions (Java's states): UNINITIALIZED -> (init_transactions) INITIALIZING -> READY ->
 (begin_transaction) IN_TRANSACTION -> COMMITTING / ABORTING -> READY. A failed record or a
@@ -22,46 +22,30 @@ it. EndTxn is sent only once every batch of the transaction completed, and not a
 batch was ever drained (the coordinator knows nothing of such a transaction). User calls wait on
 a ``TransactionalRequestResult``; a call that timed out resumes the same wait when repeated.
 
-Theory of operation (the names are Java's):
+Epoch bumps (the names are Java's; the sequence invariants are in ``producer.txn.sequences``):
 
-- Sequences are per partition and per (producer id, epoch). Each partition's entry remembers
-  the id/epoch its sequences belong to, the ``next_sequence`` to stamp, the
-  ``last_acked_sequence`` (last record of the highest acknowledged batch) and the
-  ``inflight_batches_by_sequence``: every stamped batch not yet completed, in sequence order,
-  whether it is in a request or queued for a retry.
-- A stamped batch keeps its stamp and bytes for every retry; only the first batch of
-  ``inflight_batches_by_sequence`` may be drained as a retry (``firstInFlightSequence``), so
-  retries go out in order while up to 5 requests are in flight. A partition's first batch of an
-  (id, epoch) travels alone: until the broker acknowledged one, it has no state for us and would
-  accept a later batch ahead of an earlier one that failed retriably.
-- **A batch that fails for good never moves the other batches' sequences.** Whether it expired,
-  exhausted ``retries`` or got a non-retriable error, an earlier attempt may have been written
-  (a lost response, a retry refused for an unrelated reason), so its sequence range is
-  *unresolved*: ``handle_failed_batch`` records the sequence right after it
-  (``partitions_with_unresolved_sequences``) and new batches of that partition wait. The later
-  batches already stamped keep their numbers and are retried as they are: if the failed batch
-  was written, they are accepted (or recognised as duplicates) as usual.
-- ``maybe_resolve_sequences`` (start of each sender run) settles an unresolved partition once
-  nothing of it is in flight: if ``last_acked_sequence`` is ``next_sequence - 1`` every stamped
-  batch is accounted for (the failed one was written, since the broker accepted what followed)
-  and the partition simply goes on; otherwise there is a real gap and an epoch bump is
-  requested for it.
-- An epoch bump is also requested by OUT_OF_ORDER_SEQUENCE_NUMBER on the batch the broker
-  should have taken next (right after the last acknowledged sequence, or right after an
-  unresolved one): nothing after that point can have been written, so re-stamping loses and
-  duplicates nothing. Other OUT_OF_ORDER_SEQUENCE_NUMBER answers are retried without a bump,
-  waiting for the earlier batches. UNKNOWN_PRODUCER_ID (brokers up to 2.4) requests a bump,
-  once: a batch from an epoch that was already bumped, or from a partition already waiting for
-  its re-stamp, is only retried (``can_retry``).
-- A bump is local (epoch + 1, as Java does for an idempotent producer; a new InitProducerId when
-  the epoch would overflow). The partitions that requested it (``partitions_to_rewrite_sequences``)
-  drain nothing until none of their batches is in a request; then
-  ``start_sequences_at_beginning`` re-stamps their in-flight batches from sequence 0 under the
-  new epoch, in order, and clears their unresolved state. Other partitions move to the new
-  epoch (from 0) only once they have nothing in flight, so the broker never sees a new-epoch
-  batch while old-epoch ones of the partition may still land.
+- A batch that fails for good leaves its range unresolved; ``maybe_resolve_sequences`` (start of
+  each sender run) settles it once nothing of its partition is in flight and requests an epoch
+  bump for a real gap.
+- OUT_OF_ORDER_SEQUENCE_NUMBER on the batch the broker should have taken next requests a bump;
+  other OUT_OF_ORDER_SEQUENCE_NUMBER answers are retried without one, waiting for the earlier
+  batches. UNKNOWN_PRODUCER_ID (brokers up to 2.4) requests a bump, once: a batch from an epoch
+  that was already bumped, or from a partition already waiting for its re-stamp, is only
+  retried (``can_retry``).
+- An idempotent producer bumps locally (epoch + 1, as Java does; a new InitProducerId when the
+  epoch would overflow). The partitions that requested it drain nothing until none of their
+  batches is in a request; then ``start_sequences_at_beginning_if_ready`` re-stamps their
+  in-flight batches from sequence 0 under the new epoch.
+- A transactional producer cannot repair a gap inside a transaction: the batch fails, the
+  transaction must be aborted, and the abort bumps the epoch (EndTxn v5, or under V1 an
+  InitProducerId with the current epoch), under which every partition restarts at 0.
 
-Locking: one lock; callers may hold the accumulator lock when calling in (never the reverse).
+Invariants: the producer id/epoch, the states and the fatal error change only through this
+class's methods (the sender and ``producer.txn.coordinator`` report answers by calling them);
+an idempotent producer's InitProducerId, its attempts and its backoff are the sender's.
+
+Locking: one lock, which also covers the ``TxnPartitionMap``; callers may hold the accumulator
+lock when calling in (never the reverse).
 """
 
 from __future__ import annotations
@@ -70,7 +54,6 @@ import enum
 import heapq
 import logging
 import threading
-from dataclasses import dataclass, field
 
 from kafka_sink.errors import (
     AbortableTransactionError,
@@ -90,37 +73,11 @@ from kafka_sink.producer.txn.requests import (
     TransactionalRequestResult,
     TxnRequestHandler,
 )
+from kafka_sink.producer.txn.sequences import TopicPartition, TxnPartitionMap
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 MAX_EPOCH = 32767
-NO_LAST_ACKED_SEQUENCE = -1
-_SEQ_MASK = 0x7FFFFFFF
-
-
-@dataclass(slots=True)
-class _TopicPartitionEntry:
-    producer_id: int
-    producer_epoch: int
-    next_sequence: int = 0
-    last_acked_sequence: int = NO_LAST_ACKED_SEQUENCE
-    inflight_batches_by_sequence: list[ProducerBatch] = field(default_factory=list)
-
-    def first_in_flight(self) -> ProducerBatch | None:
-        batches = self.inflight_batches_by_sequence
-        return batches[0] if batches else None
-
-    def remove(self, batch: ProducerBatch) -> bool:
-        batches = self.inflight_batches_by_sequence
-        for i, queued in enumerate(batches):
-            if queued is batch:
-                del batches[i]
-                return True
-        return False
-
-    def is_next_sequence(self, sequence: int) -> bool:
-        return sequence == (self.last_acked_sequence + 1) & _SEQ_MASK
 
 
 class TransactionState(enum.Enum):
@@ -181,15 +138,9 @@ class TransactionManager:
         self._transactional = transactional_id is not None
         self.producer_id = -1
         self.producer_epoch = -1
-        self._entries: dict[TopicPartition, _TopicPartitionEntry] = {}
+        self._sequences = TxnPartitionMap()
         self._epoch_bump_required = False
-        self._partitions_to_rewrite_sequences: set[TopicPartition] = set()
-        # Partition -> the sequence right after the highest batch that failed for good there.
-        self._partitions_with_unresolved_sequences: dict[TopicPartition, int] = {}
         self.fatal_error: KafkaError | None = None
-        self.init_in_flight = False
-        self.next_init_attempt_ms = 0
-        self.init_attempts = 0
         # -- transactions (only with a transactional id) --
         self.state = TransactionState.UNINITIALIZED
         self.last_error: KafkaError | None = None
@@ -217,7 +168,6 @@ class TransactionManager:
         with self._lock:
             self.producer_id = producer_id
             self.producer_epoch = producer_epoch
-            self.init_attempts = 0
 
     # -- drain (called under the accumulator lock) ----------------------------------------
 
@@ -233,59 +183,21 @@ class TransactionManager:
             tp = batch.tp
             if self._transactional and not self._may_send_to_partition(tp):
                 return False
-            if tp in self._partitions_to_rewrite_sequences:
-                return False
-            entry = self._entries.get(tp)
-            if entry is None:
-                self._entries[tp] = _TopicPartitionEntry(self.producer_id, self.producer_epoch)
-                return not batch.has_sequence
-            if batch.has_sequence:
-                return entry.first_in_flight() is batch
-            if tp in self._partitions_with_unresolved_sequences:
-                return False
-            if (entry.producer_id, entry.producer_epoch) != (self.producer_id, self.producer_epoch):
-                if entry.inflight_batches_by_sequence:
-                    return False
-                entry.producer_id = self.producer_id
-                entry.producer_epoch = self.producer_epoch
-                entry.next_sequence = 0
-                entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
-            return (
-                entry.last_acked_sequence != NO_LAST_ACKED_SEQUENCE
-                or not entry.inflight_batches_by_sequence
-            )
+            return self._sequences.prepare_drain(batch, self.producer_id, self.producer_epoch)
 
     def stamp(self, batch: ProducerBatch) -> None:
         """Give a first-time batch its base sequence (retries keep theirs)."""
         if batch.has_sequence:
             return
         with self._lock:
-            entry = self._entries[batch.tp]
-            batch.set_producer_state(
-                entry.producer_id, entry.producer_epoch, entry.next_sequence, self._transactional
-            )
-            entry.next_sequence = (entry.next_sequence + batch.record_count) & _SEQ_MASK
-            entry.inflight_batches_by_sequence.append(batch)
+            self._sequences.stamp(batch, self._transactional)
 
     # -- outcomes -------------------------------------------------------------------------
 
     def handle_completed_batch(self, batch: ProducerBatch) -> None:
         """The broker acknowledged ``batch`` (or recognised it as a duplicate)."""
         with self._lock:
-            entry = self._entries.get(batch.tp)
-            if entry is None or not batch.has_sequence:
-                return
-            entry.remove(batch)
-            if (batch.producer_id, batch.producer_epoch) != (
-                entry.producer_id,
-                entry.producer_epoch,
-            ):
-                return
-            last = batch.last_sequence
-            if entry.last_acked_sequence == NO_LAST_ACKED_SEQUENCE or last > (
-                entry.last_acked_sequence
-            ):
-                entry.last_acked_sequence = last
+            self._sequences.handle_completed_batch(batch)
 
     def handle_failed_batch(self, batch: ProducerBatch, error: BaseException | None = None) -> None:
         """``batch`` failed for good: leave the other sequences alone, mark its range unresolved.
@@ -298,35 +210,15 @@ class TransactionManager:
         if self._transactional and error is not None and batch.transactional:
             self.maybe_transition_to_error_state(error)
         with self._lock:
-            entry = self._entries.get(batch.tp)
-            if entry is None or not batch.has_sequence:
-                return
-            entry.remove(batch)
-            tp = batch.tp
-            if tp in self._partitions_to_rewrite_sequences:
-                return  # the partition starts again from sequence 0 anyway
-            if (batch.producer_id, batch.producer_epoch) != (
-                entry.producer_id,
-                entry.producer_epoch,
-            ):
-                return
-            following = (batch.last_sequence + 1) & _SEQ_MASK
-            known = self._partitions_with_unresolved_sequences.get(tp)
-            if known is None or following > known:
-                self._partitions_with_unresolved_sequences[tp] = following
-            log.debug(
-                "%s-%d: sequences up to %d unresolved after a failed batch",
-                tp[0],
-                tp[1],
-                following - 1,
-            )
+            self._sequences.handle_failed_batch(batch)
 
     def can_retry(self, batch: ProducerBatch, error: KafkaError) -> bool:
         """Java's canRetry for a batch whose retry budget is not spent.
 
         OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID are always retried by an idempotent
-        producer; they request an epoch bump when they reveal a real gap (see the module
-        docstring). Any other error is retried if it is retriable.
+        producer; they request an epoch bump when they reveal a real gap
+        (``TxnPartitionMap.sequence_error_needs_epoch_bump``). Any other error is retried if it
+        is retriable.
         """
         if not isinstance(error, OutOfOrderSequenceNumberError | UnknownProducerIdError):
             return bool(error.retriable)
@@ -345,33 +237,8 @@ class TransactionManager:
 
     def _can_retry_sequence_error(self, batch: ProducerBatch, error: KafkaError) -> bool:
         with self._lock:
-            tp = batch.tp
-            entry = self._entries.get(tp)
-            if entry is None or tp in self._partitions_to_rewrite_sequences:
-                return True  # a bump for this partition is already on its way
-            if (batch.producer_id, batch.producer_epoch) != (
-                entry.producer_id,
-                entry.producer_epoch,
-            ):
-                return True  # an answer about an older epoch
-            if isinstance(error, UnknownProducerIdError):
-                self._request_epoch_bump_for_partition(tp)
-                return True
-            unresolved = self._partitions_with_unresolved_sequences.get(tp)
-            if unresolved is None:
-                if entry.is_next_sequence(batch.base_sequence):
-                    self._request_epoch_bump_for_partition(tp)
-                elif (
-                    entry.first_in_flight() is batch
-                    and entry.last_acked_sequence != NO_LAST_ACKED_SEQUENCE
-                ):
-                    # Nothing earlier is pending, yet the broker expects another sequence:
-                    # this epoch cannot make progress on the partition any more.
-                    self._request_epoch_bump_for_partition(tp)
-            elif batch.base_sequence == unresolved or entry.is_next_sequence(batch.base_sequence):
-                # The batch right after the unresolved one (or after the last acknowledged one)
-                # is out of order: nothing from there on was written.
-                self._request_epoch_bump_for_partition(tp)
+            if self._sequences.sequence_error_needs_epoch_bump(batch, error):
+                self._request_epoch_bump_for_partition(batch.tp)
             return True
 
     def replace_split(self, parent: ProducerBatch, children: list[ProducerBatch]) -> None:
@@ -382,20 +249,7 @@ class TransactionManager:
         same in splitAndReenqueue).
         """
         with self._lock:
-            seq = parent.base_sequence
-            for child in children:
-                child.set_producer_state(
-                    parent.producer_id, parent.producer_epoch, seq, self._transactional
-                )
-                seq = (seq + child.record_count) & _SEQ_MASK
-            entry = self._entries.get(parent.tp)
-            if entry is None:
-                return
-            batches = entry.inflight_batches_by_sequence
-            for i, queued in enumerate(batches):
-                if queued is parent:
-                    batches[i : i + 1] = children
-                    return
+            self._sequences.replace_split(parent, children, self._transactional)
 
     def request_epoch_bump_for_partition(self, tp: TopicPartition) -> None:
         with self._lock:
@@ -408,30 +262,15 @@ class TransactionManager:
             self._txn_epoch_bump_required = True
             return
         self._epoch_bump_required = True
-        self._partitions_to_rewrite_sequences.add(tp)
+        self._sequences.mark_for_rewrite(tp)
 
     # -- sender thread, start of each run -------------------------------------------------
 
     def maybe_resolve_sequences(self) -> None:
-        """Settle unresolved partitions that have nothing in flight any more."""
+        """Settle unresolved partitions that have nothing in flight any more; a real gap
+        requests an epoch bump."""
         with self._lock:
-            for tp, following in list(self._partitions_with_unresolved_sequences.items()):
-                entry = self._entries.get(tp)
-                if entry is not None and entry.inflight_batches_by_sequence:
-                    continue
-                del self._partitions_with_unresolved_sequences[tp]
-                if entry is None or entry.is_next_sequence(entry.next_sequence):
-                    log.debug("%s-%d: unresolved sequences resolved", tp[0], tp[1])
-                    continue
-                log.info(
-                    "%s-%d: nothing in flight, last acknowledged sequence %d, next %d (a failed "
-                    "batch ended at %d): bumping the epoch and restarting sequences",
-                    tp[0],
-                    tp[1],
-                    entry.last_acked_sequence,
-                    entry.next_sequence,
-                    following - 1,
-                )
+            for tp in self._sequences.resolve_sequences():
                 self._request_epoch_bump_for_partition(tp)
 
     def bump_idempotent_epoch_and_reset_id_if_needed(self) -> bool:
@@ -453,32 +292,12 @@ class TransactionManager:
         Their in-flight batches get sequences 0.. under the current id/epoch, in their order.
         Returns the partitions re-stamped.
         """
-        done: list[TopicPartition] = []
         with self._lock:
             if self.producer_id < 0 or self._epoch_bump_required:
-                return done
-            for tp in list(self._partitions_to_rewrite_sequences):
-                entry = self._entries.get(tp)
-                if entry is not None and any(
-                    b.in_request for b in entry.inflight_batches_by_sequence
-                ):
-                    continue
-                self._partitions_to_rewrite_sequences.discard(tp)
-                self._partitions_with_unresolved_sequences.pop(tp, None)
-                if entry is None:
-                    continue
-                seq = 0
-                for b in entry.inflight_batches_by_sequence:
-                    b.set_producer_state(
-                        self.producer_id, self.producer_epoch, seq, self._transactional
-                    )
-                    seq = (seq + b.record_count) & _SEQ_MASK
-                entry.producer_id = self.producer_id
-                entry.producer_epoch = self.producer_epoch
-                entry.next_sequence = seq
-                entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
-                done.append(tp)
-        return done
+                return []
+            return self._sequences.start_sequences_at_beginning_if_ready(
+                self.producer_id, self.producer_epoch, self._transactional
+            )
 
     # -- transactions: user-thread operations -----------------------------------------------
 
@@ -681,7 +500,9 @@ class TransactionManager:
     def _fatal(self, error: KafkaError) -> None:
         if self.state is TransactionState.FATAL_ERROR:
             return
-        log.error("%s: fatal producer error: %s", self._describe_id(), error)
+        if self._transactional:
+            # An idempotent producer's sender logs which of its requests failed, and why.
+            log.error("%s: fatal producer error: %s", self._describe_id(), error)
         self.state = TransactionState.FATAL_ERROR
         self.last_error = error
         self.fatal_error = error
@@ -694,9 +515,13 @@ class TransactionManager:
         """Under the lock."""
         heapq.heappush(self._pending, (handler.priority, handler))
 
-    def reenqueue(self, handler: TxnRequestHandler, retry_at_ms: int) -> None:
+    def reenqueue(
+        self, handler: TxnRequestHandler, retry_at_ms: int, error: KafkaError | None = None
+    ) -> None:
+        """Queue ``handler`` again, to be sent no earlier than ``retry_at_ms`` (``error``, if
+        any, is why: the timeout message of a waiting call quotes it)."""
         with self._lock:
-            handler.retry_at_ms = retry_at_ms
+            handler.schedule_retry(retry_at_ms, error)
             if self.in_flight_handler is handler:
                 self.in_flight_handler = None
             if self.state is TransactionState.FATAL_ERROR and self.last_error is not None:
@@ -773,7 +598,7 @@ class TransactionManager:
             return max(self._pending[0][1].retry_at_ms - now_ms, 0)
 
     def request_sent(self, handler: TxnRequestHandler) -> None:
-        handler.attempts += 1
+        handler.record_attempt()
 
     def request_done(self, handler: TxnRequestHandler) -> None:
         with self._lock:
@@ -948,7 +773,7 @@ class TransactionManager:
             self.producer_epoch = producer_epoch
             self._reset_sequences_for_new_epoch()
         elif not handler.committed and (
-            self._txn_epoch_bump_required or self._partitions_with_unresolved_sequences
+            self._txn_epoch_bump_required or self._sequences.has_unresolved_sequences()
         ):
             self.state = TransactionState.INITIALIZING
             self._enqueue(
@@ -966,8 +791,7 @@ class TransactionManager:
         """Under the lock: a new (id, epoch) with nothing in flight: every partition restarts
         at sequence 0 when it next drains (``prepare_drain`` moves its entry)."""
         self._txn_epoch_bump_required = False
-        self._partitions_with_unresolved_sequences.clear()
-        self._partitions_to_rewrite_sequences.clear()
+        self._sequences.reset_for_new_epoch()
 
     def describe_wait(self, has_incomplete_batches: bool = False) -> str:
         """What a transactional call is waiting for, for its timeout message."""
@@ -998,26 +822,23 @@ class TransactionManager:
 
     def next_sequence(self, tp: TopicPartition) -> int:
         with self._lock:
-            entry = self._entries.get(tp)
-            return 0 if entry is None else entry.next_sequence
+            return self._sequences.next_sequence(tp)
 
     def last_acked_sequence(self, tp: TopicPartition) -> int:
         with self._lock:
-            entry = self._entries.get(tp)
-            return NO_LAST_ACKED_SEQUENCE if entry is None else entry.last_acked_sequence
+            return self._sequences.last_acked_sequence(tp)
 
     def in_flight_count(self, tp: TopicPartition) -> int:
         with self._lock:
-            entry = self._entries.get(tp)
-            return 0 if entry is None else len(entry.inflight_batches_by_sequence)
+            return self._sequences.in_flight_count(tp)
 
     def has_unresolved_sequence(self, tp: TopicPartition) -> bool:
         with self._lock:
-            return tp in self._partitions_with_unresolved_sequences
+            return self._sequences.has_unresolved_sequence(tp)
 
     def has_pending_sequence_rewrite(self, tp: TopicPartition) -> bool:
         with self._lock:
-            return tp in self._partitions_to_rewrite_sequences
+            return self._sequences.has_pending_sequence_rewrite(tp)
 
 
 __all__ = ["MAX_EPOCH", "NO_SEQUENCE", "TransactionManager", "TransactionState"]

@@ -8,9 +8,10 @@ from the manager's current state, sends it to the coordinator (FindCoordinator g
 and hands the answer back to the manager. A ``TransactionalRequestResult`` is what the user's
 ``init_transactions()`` / ``commit_transaction()`` / ``abort_transaction()`` wait on.
 
-Invariants: a result completes exactly once (success or error) and its wait is always bounded
-by the caller's timeout; a handler is in the queue or in flight, never both, and at most one
-coordinator request is in flight at a time.
+Invariants: a handler's fields change only through its own methods (the manager and
+``producer.txn.coordinator`` call them); a result completes exactly once (success or error) and
+its wait is always bounded by the caller's timeout; a handler is in the queue or in flight,
+never both, and at most one coordinator request is in flight at a time.
 """
 
 from __future__ import annotations
@@ -109,6 +110,20 @@ class TxnRequestHandler:
     @property
     def needs_coordinator(self) -> bool:
         return self.kind is not RequestKind.FIND_COORDINATOR
+
+    def record_attempt(self) -> None:
+        """The request went out once more (the retry backoff grows with the attempts)."""
+        self.attempts += 1
+
+    def schedule_retry(self, retry_at_ms: int, error: KafkaError | None = None) -> None:
+        """Send again no earlier than ``retry_at_ms``; ``error`` (if any) is why."""
+        self.retry_at_ms = retry_at_ms
+        if error is not None:
+            self.last_error = error
+
+    def retain_partitions(self, partitions: frozenset[TopicPartition]) -> None:
+        """AddPartitionsToTxn: only ``partitions`` are left to add (the others were added)."""
+        self.partitions = partitions
 
     def fail(self, error: KafkaError) -> None:
         if self.result is not None:

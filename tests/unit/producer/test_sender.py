@@ -564,7 +564,9 @@ def test_stuck_first_unresolved_batch_bumps_the_epoch() -> None:
     h.run()
     sent = h.network.produce_requests()[-1]
     assert h.tm is not None
-    h.tm._entries[("t", 0)].last_acked_sequence = 40  # the broker moved on without it
+    entry = h.tm._sequences.get(("t", 0))
+    assert entry is not None
+    entry.last_acked_sequence = 40  # the broker moved on without it
     h.network.respond(sent, produce_response(sent, errors={("t", 0): OUT_OF_ORDER}))
     h.run()
     h.run(150)
