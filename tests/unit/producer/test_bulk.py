@@ -30,8 +30,7 @@ from kafka_sink.producer.sender import Sender
 from kafka_sink.records import columnar
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.murmur2 import murmur2
-
-from .fakes import FakeMetadata, FakeNetworkClient, produce_response
+from tests.fakes.producer import FakeMetadata, FakeNetworkClient, produce_response
 
 TOPIC = "t"
 WAIT_S = 30.0  # real time; only a broken test waits this long

@@ -49,7 +49,7 @@ from kafka_sink.wire.messages import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
-from tests.unit.producer.fakes import FakeMetadata, FakeNetworkClient, Sent
+from tests.fakes.producer import FakeMetadata, FakeNetworkClient, Sent
 
 CONFIG = {"bootstrap.servers": "b0:9092", "retry.backoff.ms": "100"}
 PREPARED = PreparedTransaction("sink-q-1", 4000, 7, [("t", 0), ("t", 1)])
