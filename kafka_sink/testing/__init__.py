@@ -4,6 +4,8 @@
   from the Maven Central jars, with node stop/kill/restart;
 - :mod:`kafka_sink.testing.prerequisites`: the packaged broker templates, finding java and the
   jars, and :func:`fetch_kafka_jars` (``python -m kafka_sink.testing fetch``);
+- :mod:`kafka_sink.testing.jvm`: the process hygiene of the JVM children (Kafka nodes, S3Proxy):
+  free ports, a start in their own session, bounded readiness waits and stops, log tails;
 - :mod:`kafka_sink.testing.s3`: ``LocalS3``, an S3-compatible server (S3Proxy from Maven Central)
   whose filesystem backend shows stored objects as files;
 - :mod:`kafka_sink.testing.oracle`: create topics and read records back with kafka-python;

@@ -25,6 +25,11 @@ Invariants:
   bounded wait, because a cluster that lost its quorum cannot finish a controlled shutdown) and
   removes the temporary directory. If the Python process is killed outright, the kernel kills the
   JVMs too (parent-death signal, Linux), and the next start removes the directory it left.
+
+How a JVM child is started, waited for and stopped (own session, parent-death signal, bounded
+SIGTERM then SIGKILL of its process group, log tails) is :mod:`kafka_sink.testing.jvm`, shared
+with :mod:`kafka_sink.testing.s3`; this module adds what is Kafka's: formatting, readiness by
+Metadata, node control and the process-wide cleanup of every live cluster.
 """
 
 from __future__ import annotations
@@ -32,27 +37,33 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import ctypes
-import ctypes.util
 import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
-from types import FrameType, TracebackType
-from typing import Literal
+from types import FrameType
+from typing import Literal, Self
 
 from kafka_sink.testing.certs import TestPki, make_test_pki
+from kafka_sink.testing.jvm import (
+    Service,
+    free_ports,
+    launch,
+    lost_bind_race,
+    signal_group,
+    start_with_one_retry,
+    stop,
+    tail,
+    wait_until_ready,
+)
 from kafka_sink.testing.prerequisites import (
     KafkaSetupError,
     find_conf_dir,
@@ -72,7 +83,6 @@ __all__ = [
 ]
 
 STARTED_MESSAGE = "Kafka Server started"
-_BIND_ERRORS = ("BindException", "Address already in use")
 _POLL_S = 0.2
 _FORMAT_TIMEOUT_S = 120.0
 # Every combined node waits about 5 s on shutdown for a quorum that is going away with it. The
@@ -123,20 +133,6 @@ def _kafka_uuid() -> str:
             return text
 
 
-def _free_ports(count: int) -> list[int]:
-    # Hold every socket until all are bound, so the ports are distinct from each other.
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
 def _cds_archive_path(java: str, jars: Path) -> Path:
     """Where the class-data-sharing archive for this JVM and this classpath lives.
 
@@ -153,17 +149,8 @@ def _cds_archive_path(java: str, jars: Path) -> Path:
     return jars.parent / "cds" / f"kafka-{key.hexdigest()[:16]}.jsa"
 
 
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text.splitlines()[-lines:])
-
-
 # -- process-wide cleanup ---------------------------------------------------------------------
 
-_PR_SET_PDEATHSIG = 1
 _WORKDIR_PREFIX = "kafka-sink-local-"
 _OWNER_FILE = "owner.pid"
 
@@ -181,32 +168,6 @@ def _sweep_orphaned_workdirs() -> None:
             shutil.rmtree(directory, ignore_errors=True)
         except PermissionError:
             continue  # another user's live process
-
-
-def _parent_death_signal() -> Callable[[], None] | None:
-    """A pre-exec hook making the JVM get SIGKILL when its parent dies (Linux only).
-
-    It covers what atexit and signal handlers cannot: the test process being SIGKILLed (a CI
-    timeout, the OOM killer). The kernel sends the signal when the *thread* that forked exits, so
-    the hook is used only from the main thread, whose end is the process's end. The function is
-    resolved before the fork so the child only makes one foreign call.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        prctl = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    signum = int(signal.SIGKILL)
-
-    def hook() -> None:
-        prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
-
-    return hook
 
 
 _LIVE: set[LocalKafka] = set()
@@ -287,7 +248,7 @@ class _Node:
             return ""
 
 
-class LocalKafka:
+class LocalKafka(Service):
     """A 1- or 3-node Apache Kafka on 127.0.0.1, started from the Maven jars.
 
     ``heap`` is the per-node maximum heap (``-Xmx``, e.g. ``"384m"``); the default is 512m for one
@@ -359,7 +320,7 @@ class LocalKafka:
         self.startup_s: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> LocalKafka:
+    def start(self) -> Self:
         """Format and start every node, then wait until the cluster is ready."""
         if self._workdir is not None:
             raise RuntimeError("LocalKafka already started")
@@ -371,17 +332,9 @@ class LocalKafka:
         _install_cleanup_hooks()
         with _LIVE_LOCK:
             _LIVE.add(self)
-        began = time.monotonic()
-        try:
-            try:
-                self._start_once(java, jars, conf)
-            except _PortRaceError:
-                self._teardown()
-                self._start_once(java, jars, conf)
-        except BaseException:
-            self.close()
-            raise
-        self.startup_s = time.monotonic() - began
+        self.startup_s = start_with_one_retry(
+            lambda: self._start_once(java, jars, conf), self._teardown, self.close, _PortRaceError
+        )
         return self
 
     def close(self) -> None:
@@ -391,17 +344,6 @@ class LocalKafka:
         finally:
             with _LIVE_LOCK:
                 _LIVE.discard(self)
-
-    def __enter__(self) -> LocalKafka:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"LocalKafka(nodes={self.nodes}, bootstrap_servers={self.bootstrap_servers!r})"
@@ -508,7 +450,7 @@ class LocalKafka:
         node = self._nodes[node_id]
         node.wanted = False
         if node.process is not None and node.process.poll() is None:
-            self._signal(node.process, signal.SIGKILL)
+            signal_group(node.process, signal.SIGKILL)
             node.process.wait()
         self._finish_cds_dump(node)
 
@@ -523,19 +465,12 @@ class LocalKafka:
 
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """Block until every running node is started and sees every running node as a broker."""
-        deadline = time.monotonic() + (timeout_s or self.startup_timeout_s)
-        last_problem = "not checked yet"
-        while True:
-            problem = self._readiness_problem()
-            if problem is None:
-                return
-            last_problem = problem
-            if time.monotonic() > deadline:
-                raise KafkaStartError(
-                    f"Kafka not ready after {timeout_s or self.startup_timeout_s:.0f}s: "
-                    f"{last_problem}\n{self._log_tails()}"
-                )
-            time.sleep(_POLL_S)
+        bound_s = timeout_s or self.startup_timeout_s
+        problem = wait_until_ready(self._readiness_problem, bound_s, _POLL_S)
+        if problem is not None:
+            raise KafkaStartError(
+                f"Kafka not ready after {bound_s:.0f}s: {problem}\n{self._log_tails()}"
+            )
 
     # -- internals ----------------------------------------------------------------------------
     def _start_once(self, java: str, jars: Path, conf: Path) -> None:
@@ -558,7 +493,7 @@ class LocalKafka:
             except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                 raise KafkaSetupError(f"cannot make the mutual-TLS certificates: {exc}") from exc
         per_node = 2 + int(self.proxied) + int(bool(self._sasl_users)) + int(self.mtls)
-        ports = iter(_free_ports(self.nodes * per_node))
+        ports = iter(free_ports(self.nodes * per_node))
         self._nodes = {}
         for index in range(self.nodes):
             node_id = index + 1
@@ -669,7 +604,7 @@ class LocalKafka:
                 proc.wait()
                 rc = -1
             if rc != 0:
-                failures.append(f"node {node.node_id} (exit {rc}):\n{_tail(out)}")
+                failures.append(f"node {node.node_id} (exit {rc}):\n{tail(out)}")
         if failures:
             raise KafkaStartError("StorageTool format failed for " + "\n".join(failures))
 
@@ -725,18 +660,7 @@ class LocalKafka:
         node.wanted = True
         cmd = [self._java, *self._jvm_flags(), *self._cds_flags(node), *self._jvm_base()[1:]]
         cmd += ["kafka.Kafka", str(node.config_path)]
-        with node.log_path.open("ab") as fh:
-            # Own session: Ctrl-C in a terminal reaches Python, which then stops the JVMs in order,
-            # instead of every JVM racing its own shutdown.
-            node.process = subprocess.Popen(
-                cmd,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=node.directory,
-                preexec_fn=_parent_death_signal(),  # noqa: PLW1509 - see _parent_death_signal
-            )
+        node.process = launch(cmd, node.log_path, node.directory)
 
     def _readiness_problem(self) -> str | None:
         running = [n for n in self._nodes.values() if n.wanted and n.process is not None]
@@ -745,8 +669,8 @@ class LocalKafka:
             rc = node.process.poll()
             if rc is not None:
                 text = node.new_log_text()
-                message = f"node {node.node_id} exited with {rc}\n{_tail(node.log_path)}"
-                if any(marker in text for marker in _BIND_ERRORS):
+                message = f"node {node.node_id} exited with {rc}\n{tail(node.log_path)}"
+                if lost_bind_race(text):
                     raise _PortRaceError(message)
                 raise KafkaStartError(message)
             if not node.started_seen:
@@ -770,31 +694,17 @@ class LocalKafka:
         parts = []
         for node in self._nodes.values():
             parts.append(f"--- node {node.node_id} log tail ({node.log_path}) ---")
-            parts.append(_tail(node.log_path))
+            parts.append(tail(node.log_path))
         return "\n".join(parts)
-
-    @staticmethod
-    def _signal(proc: subprocess.Popen[bytes], signum: signal.Signals) -> None:
-        # The JVM leads its own process group (start_new_session), so signal the whole group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signum)
 
     def _terminate(self, nodes: Iterable[_Node], timeout_s: float) -> None:
         nodes = list(nodes)
-        live = [n for n in nodes if n.process is not None and n.process.poll() is None]
-        for node in live:
-            assert node.process is not None
-            self._signal(node.process, signal.SIGTERM)
-        began = time.monotonic()
         # The dumping node last: the others' bounded stops must not wait behind its dump.
-        for node in sorted(live, key=lambda n: n.cds_dump is not None):
-            assert node.process is not None
-            grace = max(timeout_s, _CDS_DUMP_GRACE_S) if node.cds_dump else timeout_s
-            try:
-                node.process.wait(timeout=max(began + grace - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
-                self._signal(node.process, signal.SIGKILL)
-                node.process.wait()
+        stop(
+            (node.process, max(timeout_s, _CDS_DUMP_GRACE_S) if node.cds_dump else timeout_s)
+            for node in sorted(nodes, key=lambda n: n.cds_dump is not None)
+            if node.process is not None
+        )
         for node in nodes:
             self._finish_cds_dump(node)
 

@@ -14,24 +14,30 @@ Invariants:
   tail of its log.
 - ``close()`` (also on context exit) stops the JVM (SIGTERM, SIGKILL after a bounded wait) and
   removes the temporary directory; if the test process is killed outright the kernel kills the
-  JVM (parent-death signal, Linux).
+  JVM (parent-death signal, Linux). Starting, waiting and stopping: :mod:`kafka_sink.testing.jvm`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
-from kafka_sink.testing.local_kafka import _free_ports, _parent_death_signal, _tail
+from kafka_sink.testing.jvm import (
+    Service,
+    accepts,
+    free_ports,
+    launch,
+    lost_bind_race,
+    start_with_one_retry,
+    stop,
+    tail,
+    wait_until_ready,
+)
 from kafka_sink.testing.prerequisites import _checkout_roots, find_java
 
 __all__ = ["LocalS3", "S3SetupError", "S3StartError", "find_s3proxy_jar"]
@@ -78,7 +84,7 @@ def find_s3proxy_jar(explicit: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
-class LocalS3:
+class LocalS3(Service):
     """S3Proxy on 127.0.0.1 with a filesystem backend under a temporary directory."""
 
     region = "us-east-1"
@@ -102,41 +108,19 @@ class LocalS3:
         self.startup_s: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> LocalS3:
+    def start(self) -> Self:
         if self._workdir is not None:
             raise RuntimeError("LocalS3 already started")
         java = find_java(self._java_arg)
         jar = find_s3proxy_jar(self._jar_arg)
-        began = time.monotonic()
-        try:
-            for attempt in (1, 2):
-                try:
-                    self._start_once(java, jar)
-                    break
-                except _PortRaceError:
-                    self._teardown()
-                    if attempt == 2:
-                        raise
-        except BaseException:
-            self.close()
-            raise
-        self.startup_s = time.monotonic() - began
+        self.startup_s = start_with_one_retry(
+            lambda: self._start_once(java, jar), self._teardown, self.close, _PortRaceError
+        )
         return self
 
     def close(self) -> None:
         """Stop the JVM (bounded) and remove the temporary directory. Idempotent."""
         self._teardown()
-
-    def __enter__(self) -> LocalS3:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:  # never the secret
         return f"LocalS3(endpoint={self.endpoint!r}, access_key={self.access_key!r})"
@@ -186,7 +170,7 @@ class LocalS3:
     def _start_once(self, java: str, jar: Path) -> None:
         self._workdir = Path(tempfile.mkdtemp(prefix="kafka-sink-s3-"))
         self.basedir.mkdir()
-        self._port = _free_ports(1)[0]
+        self._port = free_ports(1)[0]
         conf = self._workdir / "s3proxy.conf"
         conf.write_text(
             "\n".join(
@@ -204,51 +188,31 @@ class LocalS3:
         )
         conf.chmod(0o600)
         log = self._workdir / "s3proxy.log"
-        with log.open("ab") as fh:
-            self._process = subprocess.Popen(
-                [java, *_JVM_FLAGS, "-jar", str(jar), "--properties", str(conf)],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=self._workdir,
-                preexec_fn=_parent_death_signal(),  # noqa: PLW1509 - see local_kafka
-            )
-        deadline = time.monotonic() + self.startup_timeout_s
-        while True:
-            rc = self._process.poll()
+        process = self._process = launch(
+            [java, *_JVM_FLAGS, "-jar", str(jar), "--properties", str(conf)], log, self._workdir
+        )
+
+        def problem() -> str | None:
+            rc = process.poll()
             if rc is not None:
-                text = _tail(log)
-                if "Address already in use" in text or "BindException" in text:
+                text = tail(log)
+                if lost_bind_race(text):
                     raise _PortRaceError(text)
                 raise S3StartError(f"S3Proxy exited with {rc}:\n{text}")
-            if STARTED_MESSAGE in _tail(log) and self._accepts():
-                return
-            if time.monotonic() > deadline:
-                raise S3StartError(
-                    f"S3Proxy did not log {STARTED_MESSAGE!r} and accept connections on "
-                    f"{self.endpoint} within {self.startup_timeout_s:.0f} s:\n{_tail(log)}"
-                )
-            time.sleep(_POLL_S)
+            if STARTED_MESSAGE in tail(log) and accepts(self._port):
+                return None
+            return "not ready"
 
-    def _accepts(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self._port), timeout=1.0):
-                return True
-        except OSError:
-            return False
+        if wait_until_ready(problem, self.startup_timeout_s, _POLL_S) is not None:
+            raise S3StartError(
+                f"S3Proxy did not log {STARTED_MESSAGE!r} and accept connections on "
+                f"{self.endpoint} within {self.startup_timeout_s:.0f} s:\n{tail(log)}"
+            )
 
     def _teardown(self) -> None:
         proc, self._process = self._process, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        if proc is not None:
+            stop([(proc, _STOP_TIMEOUT_S)])
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None

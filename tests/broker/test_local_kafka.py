@@ -223,7 +223,7 @@ def test_sasl_listener_accepts_plain_and_scram_users() -> None:
 
 
 def test_a_lost_port_race_is_retried_with_fresh_ports(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_free_ports = local_kafka._free_ports
+    real_free_ports = local_kafka.free_ports
     picked: list[list[int]] = []
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -236,7 +236,7 @@ def test_a_lost_port_race_is_retried_with_fresh_ports(monkeypatch: pytest.Monkey
             picked.append(ports)
             return ports
 
-        monkeypatch.setattr(local_kafka, "_free_ports", free_ports)
+        monkeypatch.setattr(local_kafka, "free_ports", free_ports)
         with LocalKafka(nodes=1) as kafka:
             assert len(picked) == 2
             assert kafka.bootstrap_servers == f"127.0.0.1:{picked[1][0]}"

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
-from test_wire_broker import Client
 from txn_scenarios import (
     commit_and_abort_across_partitions_and_topics,
     fencing,
@@ -22,6 +21,7 @@ from kafka_sink import KafkaProducer
 from kafka_sink.errors import InvalidTxnStateError, TransactionAbortedError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.wire import messages as m
+from tests.fakes.wire_client import Client
 
 TopicFactory = Callable[..., str]
 

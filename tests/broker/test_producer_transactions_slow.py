@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_wire_broker import Client
 from txn_scenarios import (
     commit_and_abort_across_partitions_and_topics,
     commit_prepared_in_another_process,
@@ -38,6 +37,7 @@ from kafka_sink.errors import (
 )
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.wire import messages as m
+from tests.fakes.wire_client import Client
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,6 @@ The library's network layer is not involved: each test frames requests with
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -26,42 +25,8 @@ from kafka_sink.records.compression import CompressionType
 from kafka_sink.testing.oracle import read_all
 from kafka_sink.wire import messages as m
 from kafka_sink.wire.api import ApiKey, negotiate
-from kafka_sink.wire.framing import FrameDecoder
-from kafka_sink.wire.protocol import decode_response, encode_request_frame
-
-TIMESTAMP_MS = 1_700_000_000_000
-
-
-class Client:
-    """One blocking connection: send a request, wait for its response."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.decoder = FrameDecoder(max_frame_size=64 * 1024 * 1024)
-        self.correlation_id = 0
-        self.pending: list[bytes] = []
-
-    def send_raw(self, frame: bytes) -> bytes:
-        self.sock.sendall(frame)
-        while not self.pending:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            self.pending.extend(self.decoder.feed(chunk))
-        return self.pending.pop(0)
-
-    def call(self, request: Any, version: int) -> Any:
-        self.correlation_id += 1
-        payload = self.send_raw(
-            encode_request_frame(request, version, self.correlation_id, "wire-test")
-        )
-        correlation_id, response = decode_response(type(request), version, payload)
-        assert correlation_id == self.correlation_id
-        return response
-
-    def close(self) -> None:
-        self.sock.close()
+from kafka_sink.wire.protocol import decode_response
+from tests.fakes.wire_client import TIMESTAMP_MS, Client, call_until_ready
 
 
 @pytest.fixture
@@ -280,25 +245,6 @@ def test_create_topics_then_metadata(client: Client, kafka_bootstrap: str) -> No
     assert again.topics[0].error_code == 36  # TOPIC_ALREADY_EXISTS
     metadata = client.call(m.MetadataRequest.for_topics([name]), 12)
     assert metadata.topics[0].topic_id == result.topic_id
-
-
-_RETRY_COORDINATOR = {
-    14,
-    15,
-    16,
-    51,
-}  # load in progress, not available, not coordinator, concurrent
-
-
-def call_until_ready(
-    client: Client, request: Any, version: int, code_of: Callable[[Any], int]
-) -> Any:
-    deadline = time.monotonic() + 30
-    while True:
-        response = client.call(request, version)
-        if code_of(response) not in _RETRY_COORDINATOR or time.monotonic() > deadline:
-            return response
-        time.sleep(0.2)
 
 
 def test_transaction_v1_flow_commits(

@@ -1,6 +1,6 @@
 """Transaction administration and the read path of the wire layer against a real broker.
 
-Over the same blocking socket client as ``test_wire_broker`` (no network layer): the finalized
+Over the blocking socket client of ``tests.fakes.wire_client`` (no network layer): the finalized
 ``transaction.version`` from ApiVersions, the broker's ``transaction.max.timeout.ms`` from
 DescribeConfigs, ListTransactions / DescribeTransactions / DescribeProducers on a transaction left
 open with the raw Transactions V1 messages, and reading the log back with ListOffsets (last
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from test_wire_broker import TIMESTAMP_MS, Client, call_until_ready
 
 from kafka_sink.records.batch import RecordBatch, RecordBatchBuilder, read_batches
 from kafka_sink.records.compression import CompressionType
@@ -46,6 +45,7 @@ from kafka_sink.wire.messages.list_offsets import (
     READ_UNCOMMITTED,
 )
 from kafka_sink.wire.messages.transaction_admin import TRANSACTION_STATES
+from tests.fakes.wire_client import TIMESTAMP_MS, Client, call_until_ready
 
 TRANSACTIONAL_ID_NOT_FOUND = 105
 TIMEOUT_MS = 60000

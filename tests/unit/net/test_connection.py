@@ -18,12 +18,12 @@ from kafka_sink.net.sasl import SaslConfig, ScramMechanism
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     MetadataRequest,
-    MetadataResponse,
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from tests.fakes.metadata import metadata_response
 
 from .broker_script import (
     ScriptedBroker,
@@ -31,28 +31,6 @@ from .broker_script import (
     response_frame,
     unsupported_api_versions_v0,
 )
-
-
-def _metadata_response(name: str = "t") -> MetadataResponse:
-    return MetadataResponse(
-        brokers=[MetadataResponse.MetadataResponseBroker(1, "h", 9092)],
-        topics=[
-            MetadataResponse.MetadataResponseTopic(
-                error_code=0,
-                name=name,
-                partitions=[
-                    MetadataResponse.MetadataResponsePartition(
-                        error_code=0,
-                        partition_index=0,
-                        leader_id=1,
-                        leader_epoch=3,
-                        replica_nodes=[1],
-                        isr_nodes=[1],
-                    )
-                ],
-            )
-        ],
-    )
 
 
 def _ready_connection(
@@ -139,7 +117,7 @@ def test_partial_frames_and_several_frames_per_read() -> None:
         sent.append((record, seen))
     assert conn.in_flight_count() == 3
     stream = b"".join(
-        response_frame(_metadata_response(seen.body.topics[0].name), 12, seen.correlation_id)
+        response_frame(metadata_response(seen.body.topics[0].name), 12, seen.correlation_id)
         for _record, seen in sent
     )
     # First byte by byte up to the middle of the second frame, then the rest in one read.
@@ -163,9 +141,9 @@ def test_correlation_mismatch_is_a_protocol_error_and_returns_pending_on_close()
     [seen1] = broker.requests(data1)
     [seen2] = broker.requests(data2)
     # The broker answers the second request first: impossible for Kafka, so fatal.
-    ok_then_bad = response_frame(_metadata_response(), 12, seen1.correlation_id)
+    ok_then_bad = response_frame(metadata_response(), 12, seen1.correlation_id)
     completed = conn.receive_data(
-        ok_then_bad + response_frame(_metadata_response(), 12, seen2.correlation_id + 100), 1
+        ok_then_bad + response_frame(metadata_response(), 12, seen2.correlation_id + 100), 1
     )
     assert [r.context for r, _ in completed] == ["first"]
     assert isinstance(conn.failure, ProtocolError)
@@ -180,7 +158,7 @@ def test_correlation_mismatch_is_a_protocol_error_and_returns_pending_on_close()
 def test_response_without_request_is_a_protocol_error() -> None:
     broker = ScriptedBroker()
     conn = _ready_connection(broker)
-    conn.receive_data(response_frame(_metadata_response(), 12, 99), 1)
+    conn.receive_data(response_frame(metadata_response(), 12, 99), 1)
     assert isinstance(conn.failure, ProtocolError)
 
 

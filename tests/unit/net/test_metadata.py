@@ -18,42 +18,24 @@ from kafka_sink.errors import (
 )
 from kafka_sink.net.metadata import ExponentialBackoff, Metadata, Node, PartitionInfo
 from kafka_sink.wire.messages import MetadataResponse
-
-Broker = MetadataResponse.MetadataResponseBroker
-Topic = MetadataResponse.MetadataResponseTopic
-Partition = MetadataResponse.MetadataResponsePartition
+from tests.fakes.metadata import metadata_response
 
 
 def _response(
     partitions: list[tuple[int, int, int]] | None = None,
     *,
-    topic: str = "t",
     topic_error: int = 0,
     brokers: tuple[int, ...] = (1, 2),
     partition_error: int = 0,
 ) -> MetadataResponse:
-    """partitions: (index, leader_id, leader_epoch)."""
-    return MetadataResponse(
-        brokers=[Broker(b, f"h{b}", 9000 + b) for b in brokers],
-        cluster_id="c",
-        controller_id=1,
-        topics=[
-            Topic(
-                error_code=topic_error,
-                name=topic,
-                partitions=[
-                    Partition(
-                        error_code=partition_error,
-                        partition_index=i,
-                        leader_id=leader,
-                        leader_epoch=epoch,
-                        replica_nodes=list(brokers),
-                        isr_nodes=list(brokers),
-                    )
-                    for i, leader, epoch in (partitions or [])
-                ],
-            )
-        ],
+    """Topic "t" on brokers ``h1:9001``, ``h2:9002``, every broker a replica."""
+    return metadata_response(
+        "t",
+        partitions or [],
+        brokers=[(b, f"h{b}", 9000 + b) for b in brokers],
+        replicas=brokers,
+        topic_error=topic_error,
+        partition_error=partition_error,
     )
 
 

@@ -39,6 +39,7 @@ from kafka_sink.wire.messages import (
     SaslAuthenticateResponse,
     SaslHandshakeResponse,
 )
+from tests.fakes.metadata import metadata_response
 
 from .broker_script import ScriptedBroker, SeenRequest, api_versions_response, response_frame
 
@@ -126,27 +127,10 @@ class FakeSelector:
         return self.channels[conn_id].seen
 
 
-def _metadata_response(leader: int = 1, brokers: tuple[int, ...] = (1, 2)) -> MetadataResponse:
-    return MetadataResponse(
-        brokers=[
-            MetadataResponse.MetadataResponseBroker(b, "127.0.0.1", 9000 + b) for b in brokers
-        ],
-        topics=[
-            MetadataResponse.MetadataResponseTopic(
-                error_code=0,
-                name="t",
-                partitions=[
-                    MetadataResponse.MetadataResponsePartition(
-                        error_code=0,
-                        partition_index=0,
-                        leader_id=leader,
-                        leader_epoch=1,
-                        replica_nodes=[leader],
-                        isr_nodes=[leader],
-                    )
-                ],
-            )
-        ],
+def _metadata_response(leader: int = 1) -> MetadataResponse:
+    """Topic "t", one partition led by ``leader`` (epoch 1); brokers 1 and 2 on ports 9001-9002."""
+    return metadata_response(
+        "t", [(0, leader, 1)], brokers=[(b, "127.0.0.1", 9000 + b) for b in (1, 2)]
     )
 
 

@@ -20,7 +20,8 @@ from kafka_sink.net.network_client import (
     NetworkConfig,
 )
 from kafka_sink.wire.api import ApiKey
-from kafka_sink.wire.messages import MetadataRequest, MetadataResponse
+from kafka_sink.wire.messages import MetadataRequest
+from tests.fakes.metadata import metadata_response
 
 from .broker_script import ScriptedBroker, api_versions_response, response_frame
 
@@ -70,12 +71,7 @@ class TinyBroker:
                     if seen.api_key is ApiKey.API_VERSIONS:
                         reply = api_versions_response()
                     elif seen.api_key is ApiKey.METADATA and self.answer_metadata:
-                        reply = MetadataResponse(
-                            brokers=[
-                                MetadataResponse.MetadataResponseBroker(1, "127.0.0.1", self.port)
-                            ],
-                            topics=[],
-                        )
+                        reply = metadata_response(None, brokers=[(1, "127.0.0.1", self.port)])
                     else:
                         continue
                     conn.sendall(response_frame(reply, seen.version, seen.correlation_id))

@@ -12,8 +12,7 @@ from kafka_sink.errors import BufferExhaustedError, KafkaTimeoutError, ProducerC
 from kafka_sink.producer.accumulator import RecordAccumulator
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.records.batch import RecordBatchBuilder
-
-from .fakes import FakeMetadata
+from tests.fakes.producer import FakeMetadata
 
 
 def make(**kw: int) -> tuple[ManualClock, RecordAccumulator, FakeMetadata]:

@@ -30,8 +30,7 @@ from kafka_sink.producer.sender import Sender
 from kafka_sink.records import columnar
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.murmur2 import murmur2
-
-from .fakes import FakeMetadata, FakeNetworkClient, produce_response
+from tests.fakes.producer import FakeMetadata, FakeNetworkClient, produce_response
 
 TOPIC = "t"
 WAIT_S = 30.0  # real time; only a broken test waits this long
@@ -62,6 +61,17 @@ class Bulk:
     def append(self, values: Any, keys: Any = None, **kw: Any) -> BulkSendFuture:
         parts = self.metadata.cluster.partitions[TOPIC]
         return self.appender.append(TOPIC, parts, self.columns(values, keys, **kw))
+
+    def advance(self, ms: int) -> None:
+        """Move the clock, then wake a caller waiting for memory so it reads the new time.
+
+        The wait for memory is bounded in real time (at most 1 s per round): with a manual clock
+        nothing else ends it once the deadline has passed, so without this nudge every
+        max.block.ms expiry would cost a real second.
+        """
+        self.clock.advance(ms)
+        with self.accumulator._memory_available:
+            self.accumulator._memory_available.notify_all()
 
     def run(self) -> None:
         self.sender.run_once(self.clock.now_ms())
@@ -185,7 +195,7 @@ def test_each_batch_waits_up_to_max_block_ms_and_a_failure_hands_over_what_was_q
     # batch waits less than max.block.ms, the whole call far longer (10 rounds = 9 s).
     for _ in range(10):
         assert wait_blocked(b, caller), f"the call ended early: {caller.error!r}"
-        b.clock.advance(900)
+        b.advance(900)
         b.run()
         assert b.answer_all() > 0
     acknowledged = sum(b.next_offset.values())
@@ -193,7 +203,7 @@ def test_each_batch_waits_up_to_max_block_ms_and_a_failure_hands_over_what_was_q
     # Then the broker stalls: the waiting batch gives up after max.block.ms.
     assert wait_blocked(b, caller)
     b.run()  # drain what fits in a request: those batches are in flight, not answered
-    b.clock.advance(1000)
+    b.advance(1000)
     caller.join()
     error = caller.error
     assert isinstance(error, BufferExhaustedError), error
@@ -221,7 +231,7 @@ def test_a_slow_broker_that_keeps_freeing_memory_never_fails_the_call() -> None:
     caller = Caller(lambda: b.append(values_of(n, 1000)))
     rounds = 0
     while wait_blocked(b, caller):
-        b.clock.advance(999)
+        b.advance(999)
         b.run()
         b.answer_all()
         rounds += 1
@@ -250,7 +260,7 @@ def test_sealing_is_incremental_under_buffer_memory(monkeypatch: pytest.MonkeyPa
     n = 4000  # ~4 MB, ~250 batches
     caller = Caller(lambda: b.append(values_of(n, 1000)))
     assert wait_blocked(b, caller)
-    b.clock.advance(1000)
+    b.advance(1000)
     caller.join()
     assert isinstance(caller.error, BufferExhaustedError)
     queued = caller.error.queued_future  # type: ignore[attr-defined]
@@ -314,7 +324,7 @@ def test_windows_keep_keyed_placement_and_order(monkeypatch: pytest.MonkeyPatch)
 
 def test_null_timestamps_mean_now_and_negative_ones_are_refused() -> None:
     b = make_bulk(buffer_memory=1 << 20)
-    b.clock.advance(5)
+    b.advance(5)
     future = b.append([b"a", b"b"], timestamps_ms=pa.array([None, 1_600_000_000_000], pa.int64()))
     b.deliver_everything()
     future.get(0)

@@ -16,8 +16,7 @@ from kafka_sink.spark.commit_log.document import (
     commit_document,
 )
 from kafka_sink.spark.writer import _Offsets
-
-from .fakes import Harness, make_harness, produce_response
+from tests.fakes.producer import Harness, make_harness, produce_response
 
 DUPLICATE_SEQUENCE_NUMBER = 46
 

@@ -23,8 +23,7 @@ import pytest
 
 from kafka_sink.errors import KafkaTimeoutError
 from kafka_sink.wire.messages import InitProducerIdRequest, InitProducerIdResponse
-
-from .fakes import FakeBroker, Harness, Sent, make_harness
+from tests.fakes.producer import FakeBroker, Harness, Sent, make_harness
 
 TP = ("t", 0)
 NOT_ENOUGH_REPLICAS = 19

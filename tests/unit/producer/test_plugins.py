@@ -24,38 +24,9 @@ from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.producer import KafkaProducer, ProducerRecord
 from kafka_sink.records.batch import Record, read_batches
 from kafka_sink.testing import plugins as examples
-from kafka_sink.wire.messages import MetadataResponse
-
-Broker = MetadataResponse.MetadataResponseBroker
-Topic = MetadataResponse.MetadataResponseTopic
-Partition = MetadataResponse.MetadataResponsePartition
+from tests.fakes.metadata import metadata_response
 
 PARTITIONS = 3
-
-
-def _response(topic: str = "t") -> MetadataResponse:
-    return MetadataResponse(
-        brokers=[Broker(1, "127.0.0.1", 1)],
-        cluster_id="c",
-        controller_id=1,
-        topics=[
-            Topic(
-                error_code=0,
-                name=topic,
-                partitions=[
-                    Partition(
-                        error_code=0,
-                        partition_index=i,
-                        leader_id=1,
-                        leader_epoch=0,
-                        replica_nodes=[1],
-                        isr_nodes=[1],
-                    )
-                    for i in range(PARTITIONS)
-                ],
-            )
-        ],
-    )
 
 
 @pytest.fixture
@@ -65,7 +36,7 @@ def make_producer() -> Iterator[Any]:
     def make(**config: object) -> KafkaProducer:
         clock = ManualClock()
         producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", **config}, clock=clock)
-        producer._metadata.update(_response(), clock.now_ms())
+        producer._metadata.update(metadata_response(partitions=PARTITIONS), clock.now_ms())
         made.append(producer)
         return producer
 

@@ -14,37 +14,7 @@ import pytest
 from kafka_sink.clock import ManualClock
 from kafka_sink.net.metadata import Metadata
 from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.wire.messages import MetadataResponse
-
-Broker = MetadataResponse.MetadataResponseBroker
-Topic = MetadataResponse.MetadataResponseTopic
-Partition = MetadataResponse.MetadataResponsePartition
-
-
-def _response(topic: str = "t") -> MetadataResponse:
-    """Broker 1 (a closed port) leads both partitions of ``topic``."""
-    return MetadataResponse(
-        brokers=[Broker(1, "127.0.0.1", 1)],
-        cluster_id="c",
-        controller_id=1,
-        topics=[
-            Topic(
-                error_code=0,
-                name=topic,
-                partitions=[
-                    Partition(
-                        error_code=0,
-                        partition_index=i,
-                        leader_id=1,
-                        leader_epoch=0,
-                        replica_nodes=[1],
-                        isr_nodes=[1],
-                    )
-                    for i in (0, 1)
-                ],
-            )
-        ],
-    )
+from tests.fakes.metadata import metadata_response
 
 
 @pytest.fixture
@@ -69,15 +39,16 @@ def test_topic_unused_for_metadata_max_idle_ms_is_dropped(make_producer) -> None
     clock = ManualClock()
     producer = make_producer(clock, **{"metadata.max.idle.ms": "5000"})
     metadata = _metadata(producer)
-    metadata.update(_response(), clock.now_ms())
+    metadata.update(metadata_response(partitions=2), clock.now_ms())
     producer.send("t", b"v", partition=0)  # used at 0
     clock.advance(3_000)
     producer.send("t", b"v", partition=1)  # a new batch: used again at 3000
     clock.advance(3_000)
-    metadata.update(_response(), clock.now_ms())  # 6000: past 0 + 5000, not 3000 + 5000
+    # 6000: past 0 + 5000, not 3000 + 5000
+    metadata.update(metadata_response(partitions=2), clock.now_ms())
     assert "t" in metadata.topics()
     clock.advance(2_000)
-    metadata.update(_response(), clock.now_ms())  # 8000: idle for 5000 ms
+    metadata.update(metadata_response(partitions=2), clock.now_ms())  # 8000: idle for 5000 ms
     assert "t" not in metadata.topics()
     assert metadata.partitions_for("t") is None
     # Its records are still queued (the leader never answers): the sender finds no leader for
@@ -93,16 +64,16 @@ def test_default_metadata_max_idle_ms_keeps_topics_five_minutes(make_producer) -
     clock = ManualClock()
     producer = make_producer(clock)
     metadata = _metadata(producer)
-    metadata.update(_response(), clock.now_ms())
+    metadata.update(metadata_response(partitions=2), clock.now_ms())
     producer.send("t", b"v", partition=0)
     clock.advance(8_000)
-    metadata.update(_response(), clock.now_ms())
+    metadata.update(metadata_response(partitions=2), clock.now_ms())
     assert "t" in metadata.topics()
     clock.advance(300_000 - 8_000 - 1)
-    metadata.update(_response(), clock.now_ms())
+    metadata.update(metadata_response(partitions=2), clock.now_ms())
     assert "t" in metadata.topics()
     clock.advance(1)
-    metadata.update(_response(), clock.now_ms())
+    metadata.update(metadata_response(partitions=2), clock.now_ms())
     assert "t" not in metadata.topics()
 
 
@@ -112,13 +83,13 @@ def test_bulk_sends_mark_the_topic_used(make_producer) -> None:
     clock = ManualClock()
     producer = make_producer(clock, **{"metadata.max.idle.ms": "5000"})
     metadata = _metadata(producer)
-    metadata.update(_response(), clock.now_ms())
+    metadata.update(metadata_response(partitions=2), clock.now_ms())
     values = pa.array([b"a", b"b"], pa.binary())
     for _ in range(3):  # a bulk send every 4 s keeps the topic for 12 s
         producer.send_columns("t", values)
         clock.advance(4_000)
-        metadata.update(_response(), clock.now_ms())
+        metadata.update(metadata_response(partitions=2), clock.now_ms())
         assert "t" in metadata.topics()
     clock.advance(1_000)
-    metadata.update(_response(), clock.now_ms())
+    metadata.update(metadata_response(partitions=2), clock.now_ms())
     assert "t" not in metadata.topics()

@@ -19,36 +19,7 @@ from kafka_sink.producer.futures import RecordMetadata
 from kafka_sink.producer.producer import KafkaProducer
 from kafka_sink.records.batch import read_batches
 from kafka_sink.records.murmur2 import partition_for_key
-from kafka_sink.wire.messages import MetadataResponse
-
-Broker = MetadataResponse.MetadataResponseBroker
-Topic = MetadataResponse.MetadataResponseTopic
-Partition = MetadataResponse.MetadataResponsePartition
-
-
-def _response(partitions: int, topic: str = "t") -> MetadataResponse:
-    return MetadataResponse(
-        brokers=[Broker(1, "127.0.0.1", 1)],
-        cluster_id="c",
-        controller_id=1,
-        topics=[
-            Topic(
-                error_code=0,
-                name=topic,
-                partitions=[
-                    Partition(
-                        error_code=0,
-                        partition_index=i,
-                        leader_id=1,
-                        leader_epoch=0,
-                        replica_nodes=[1],
-                        isr_nodes=[1],
-                    )
-                    for i in range(partitions)
-                ],
-            )
-        ],
-    )
+from tests.fakes.metadata import metadata_response
 
 
 @pytest.fixture
@@ -60,7 +31,7 @@ def make_producer() -> Iterator[Any]:
         producer = KafkaProducer(
             {"bootstrap.servers": "127.0.0.1:1", "batch.size": 1024, **config}, clock=clock
         )
-        producer._metadata.update(_response(partitions), clock.now_ms())
+        producer._metadata.update(metadata_response(partitions=partitions), clock.now_ms())
         made.append(producer)
         return producer
 
@@ -147,7 +118,7 @@ def test_a_new_batch_rereads_the_partition_count(make_producer) -> None:
     producer = make_producer(partitions=2)
     for key in _keys(10):
         producer.send("t", b"x", key)
-    producer._metadata.update(_response(6), producer._clock.now_ms())
+    producer._metadata.update(metadata_response(partitions=6), producer._clock.now_ms())
     keys = _keys(200)
     futures = [producer.send("t", b"x" * 50, key) for key in keys]
     for batch in _batches(producer):

@@ -13,8 +13,7 @@ from kafka_sink.errors import (
     TopicAuthorizationFailedError,
 )
 from kafka_sink.wire.messages import InitProducerIdRequest, ProduceRequest
-
-from .fakes import make_harness, produce_response
+from tests.fakes.producer import make_harness, produce_response
 
 NOT_LEADER = 6
 UNKNOWN_TOPIC = 3
@@ -537,7 +536,7 @@ def test_produce_request_shape() -> None:
 
 def _establish(h: object, partition: int = 0, base_offset: int = 0) -> None:
     """Send and acknowledge a first batch, so the broker has producer state for the partition."""
-    from .fakes import Harness
+    from tests.fakes.producer import Harness
 
     assert isinstance(h, Harness)
     f = h.send(partition=partition)

@@ -11,8 +11,7 @@ import pytest
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaError, ProducerClosedError
 from kafka_sink.producer.accumulator import RecordAccumulator
-
-from .fakes import make_harness
+from tests.fakes.producer import make_harness
 
 
 def _wait_for(condition: Any, what: str, timeout_s: float = 10.0) -> None:

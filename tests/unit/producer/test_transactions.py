@@ -37,8 +37,7 @@ from kafka_sink.wire.messages import (
     InitProducerIdResponse,
     ProduceRequest,
 )
-
-from .fakes import FakeMetadata, FakeNetworkClient, Sent, produce_response
+from tests.fakes.producer import FakeMetadata, FakeNetworkClient, Sent, produce_response
 
 NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15

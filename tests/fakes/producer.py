@@ -1,4 +1,10 @@
-"""Fakes for stepping the Sender: a scripted network client and a settable metadata view."""
+"""Fakes for stepping the Sender without sockets or threads.
+
+``FakeNetworkClient`` records what the Sender sends and answers only when a test scripts it;
+``FakeMetadata`` is a settable cluster view; ``make_harness`` wires both to a real accumulator,
+Sender and transaction manager on a ``ManualClock`` (``Harness.run`` is one ``run_once``);
+``FakeBroker`` applies Kafka's idempotent-producer append checks to produce requests.
+"""
 
 from __future__ import annotations
 

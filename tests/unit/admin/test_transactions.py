@@ -49,7 +49,7 @@ from kafka_sink.wire.messages import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
-from tests.unit.producer.fakes import FakeMetadata, FakeNetworkClient, Sent
+from tests.fakes.producer import FakeMetadata, FakeNetworkClient, Sent
 
 CONFIG = {"bootstrap.servers": "b0:9092", "retry.backoff.ms": "100"}
 PREPARED = PreparedTransaction("sink-q-1", 4000, 7, [("t", 0), ("t", 1)])
@@ -639,7 +639,29 @@ def test_abort_transactions_reports_what_it_could_not_abort(cluster: ScriptedClu
 # -- the real network client -------------------------------------------------------------------
 
 
-def test_an_unreachable_cluster_times_out_naming_the_metadata_wait() -> None:
+def test_an_unreachable_cluster_times_out_naming_the_metadata_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Real sockets on a manual clock: each poll looks at the sockets briefly (a refused
+    # connection on the loopback is reported at once), then lets the whole poll timeout pass.
+    clock = ManualClock()
+    on_system_clock = AdminClient.from_config
+
+    def on_manual_clock(
+        config: Mapping[str, object], _clock: object = None
+    ) -> tuple[AdminClient, ProducerConfig]:
+        client, cfg = on_system_clock(config, clock)
+        real_poll = client.network.poll
+
+        def poll(timeout_ms: int, now_ms: int) -> Any:
+            responses = real_poll(min(timeout_ms, 10), now_ms)
+            clock.advance(timeout_ms)
+            return responses
+
+        client.network.poll = poll
+        return client, cfg
+
+    monkeypatch.setattr(AdminClient, "from_config", staticmethod(on_manual_clock))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again below: connections are refused

@@ -14,10 +14,11 @@ import uuid
 from typing import Any
 
 import pytest
-from kp_oracle import kafka_python_decode, kafka_python_encode, to_dict
 
 from kafka_sink.wire import messages as m
 from kafka_sink.wire.schema import decode, encode
+
+from .kp_oracle import kafka_python_decode, kafka_python_encode, to_dict
 
 
 def h(text: str) -> bytes:

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kp_oracle import ORACLE, kafka_python_decode, kafka_python_encode, to_dict
 
 from kafka_sink.errors import ProtocolError
 from kafka_sink.wire import messages as m
 from kafka_sink.wire.primitives import ZERO_UUID
 from kafka_sink.wire.schema import FieldSpec, decode, encode, field_specs, struct_class
+
+from .kp_oracle import ORACLE, kafka_python_decode, kafka_python_encode, to_dict
 
 _INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),

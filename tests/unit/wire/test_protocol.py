@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 import pytest
-from kp_oracle import to_kafka_python
 
 from kafka_sink.errors import ProtocolError
 from kafka_sink.wire import messages as m
@@ -21,6 +20,8 @@ from kafka_sink.wire.protocol import (
     response_header_version,
 )
 from kafka_sink.wire.schema import encode
+
+from .kp_oracle import to_kafka_python
 
 
 def h(text: str) -> bytes:

@@ -1,0 +1,1 @@
+"""Fakes, builders and clients the tests share: brokers without sockets, responses as data."""

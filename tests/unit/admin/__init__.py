@@ -1,0 +1,1 @@
+"""Unit tests of kafka_sink.admin against a scripted cluster."""
