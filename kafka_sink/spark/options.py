@@ -82,6 +82,7 @@ from kafka_sink.spark.commit_log.store import (
     store_hint,
 )
 from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.logs import warn_once
 from kafka_sink.spark.producer_cache import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = [
@@ -376,8 +377,6 @@ class SinkOptions:
         return location
 
     def _warn_no_default_log(self, why: str) -> None:
-        from kafka_sink.spark.commit_log.document import warn_once
-
         checkpoint = display_location(self.checkpoint_location or "")
         warn_once(
             f"no-commit-log:{checkpoint}",

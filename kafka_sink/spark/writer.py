@@ -60,11 +60,8 @@ from kafka_sink.errors import KafkaTimeoutError
 from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
-    abort_document,
-    commit_document,
-    ensure_logging,
+    build_document,
     log_line,
-    logger,
     merge_range,
     write_document,
 )
@@ -78,6 +75,7 @@ from kafka_sink.spark.eos.plan import (
 )
 from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.fault_hooks import pause_commit
+from kafka_sink.spark.logs import ensure_logging, logger
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 
@@ -593,8 +591,8 @@ class _WriterCore:
         elif ok:
             pause_commit(batch_id)  # test-only; see fault_hooks
         now_ms = int(time.time() * 1000)
-        build = commit_document if ok else abort_document
-        document = build(
+        document = build_document(
+            "commit" if ok else "abort",
             messages,
             mode=self._mode,
             batch_id=batch_id,
