@@ -51,8 +51,8 @@ from kafka_sink.spark.eos.committer import (
     TransactionOps,
     listing_ops,
 )
+from kafka_sink.spark.eos.intents import FileIntentStore, IntentStore, MemoryIntentStore
 from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
-from kafka_sink.spark.eos.plan import FileIntentStore, IntentStore, MemoryIntentStore
 from kafka_sink.testing.oracle import create_topic
 
 MEMORY = MemoryIntentStore()

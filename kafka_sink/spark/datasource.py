@@ -39,11 +39,12 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
-from kafka_sink.spark.eos.plan import default_prefix
+from kafka_sink.spark.eos.committer import EosCommitter
+from kafka_sink.spark.eos.plan import EosPlan, default_prefix
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.schema import validate_schema
-from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
+from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
 
 INTENTS_DIRNAME = "pykafka-intents"
 
@@ -101,7 +102,7 @@ def _exactly_once_plan(
     """Settle an exactly-once write on the driver (see the module docstring)."""
     if not options.exactly_once:
         return options, None
-    # Exactly-once only: the admin client (and the producer stack under it) stays out of the
+    # Exactly-once only: the admin client (and the network stack under it) stays out of the
     # driver-side workers of an at-least-once write.
     from kafka_sink.spark.eos.timeout import resolve_transaction_timeout_ms
 
@@ -128,12 +129,11 @@ def _exactly_once_plan(
     )
     # Opening the store creates or checks the intent topic before any task runs.
     if streaming:
-        committer = eos.committer(options.producer_config)
+        committer = EosCommitter.for_plan(eos, options.producer_config)
         try:
             committer.recover()
         finally:
-            committer.store.close()
-            committer.ops.close()
+            committer.close()
     elif in_kafka:
         eos.open_store(options.producer_config).close()
     return options, eos
