@@ -8,16 +8,17 @@ mistake therefore fails before any task runs.
 
 Exactly-once (``deliveryGuarantee=exactly-once``) adds driver work while planning, before any
 task runs (``_exactly_once_plan``): ``transaction.timeout.ms`` is settled against the brokers'
-maximum (``transaction_timeout``), the transactional-id prefix and the intent store's key are
-fixed (streaming: the query id, read from the checkpoint's ``metadata`` file, which Spark writes
-when the query starts; batch: the write id), and a streaming query's unfinished intent is
-finished (``EosCommitter.recover``) so that the batch's tasks never re-initialise an id whose
-transaction an intent still names. Intents are kept in the compacted topic ``intentTopic``
-(``intentStore=kafka``, the default; the topic is created or checked here, so a missing ACL fails
-before any task runs), or with ``intentStore=checkpoint`` under
-``<checkpointLocation>/pykafka-intents`` (streaming, local checkpoint only) or
-``<commitLog>/pykafka-intents`` (batch, local ``commitLog``), else in the commit process only.
-The checkpoint may be remote with the Kafka store: the query id is read through ``commit_store``.
+maximum (``eos/timeout.py``), the transactional-id prefix and the intent store's key are fixed
+in the write's :class:`~kafka_sink.spark.eos.plan.EosPlan` (streaming: the query id, read from
+the checkpoint's ``metadata`` file, which Spark writes when the query starts; batch: the write
+id), and a streaming query's unfinished intent is finished (``EosCommitter.recover``) so that
+the batch's tasks never re-initialise an id whose transaction an intent still names. Intents are
+kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
+created or checked here, so a missing ACL fails before any task runs), or with
+``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
+checkpoint only) or ``<commitLog>/pykafka-intents`` (batch, local ``commitLog``), else in the
+commit process only. The checkpoint may be remote with the Kafka store: the query id is read
+through ``commit_log/store.py``.
 
 Invariants:
 - ``name()`` is a classmethod returning ``"pykafka"`` (``"kafka"`` belongs to Spark's own sink).

@@ -1,4 +1,4 @@
-"""The driver's exactly-once commit: a roll-forward log over an :class:`IntentStore`.
+"""The driver's exactly-once commit: a roll-forward log over an intent store (``intents.py``).
 
 Role: Spark calls ``commit(messages, batchId)`` on the driver once the tasks of a batch are done;
 each message carries the :class:`PreparedTransaction` its task attempt left open. This module
@@ -18,6 +18,10 @@ the batch nor an unfinished intent names (failed or speculative attempts, earlie
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`
 (run while Spark plans a batch, before its tasks start) finishes an unfinished intent, so a
 re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names.
+
+A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
+(:meth:`EosCommitter.for_plan`: the plan's intent store, :func:`listing_ops` on the cluster) by
+``datasource.py`` while planning and by ``writer.py`` in ``commit()`` / ``abort()``.
 
 Invariants:
 - An intent is durable before the first EndTxn of its batch; a transaction named by an intent is

@@ -15,7 +15,8 @@ Invariants:
   none; ``delete`` forgets a query key (a batch job's, once its commit is over).
 - A record's state is ``INTENT`` or ``DONE``; anything else is refused when it is built.
 - ``record_from_json(record_to_json(r)) == r``.
-- Standard library only: the driver's workers import this with nothing else.
+- It imports the standard library and the transaction handle only: the driver's workers of
+  every write import it.
 """
 
 from __future__ import annotations
