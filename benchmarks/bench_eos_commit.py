@@ -6,7 +6,7 @@ transaction per batch, and an ``EosCommitter`` (in-memory intents) commits the b
 
 - ``per-call``: ``complete_transaction`` / ``list_transactions`` one by one, each building and
   closing its own admin client (connections, ApiVersions, FindCoordinator every time);
-- ``batched``: ``eos_commit.listing_ops``, what the sink uses: one admin client per commit, one
+- ``batched``: ``eos.committer.listing_ops``, what the sink uses: one admin client per commit, one
   FindCoordinator for all ids, every EndTxn sent at once.
 
 and, with the batched ops, each intent store (``--stores``): ``memory`` (no store cost), ``file``
@@ -51,8 +51,8 @@ from kafka_sink.spark.eos.committer import (
     TransactionOps,
     listing_ops,
 )
+from kafka_sink.spark.eos.intents import FileIntentStore, IntentStore, MemoryIntentStore
 from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
-from kafka_sink.spark.eos.plan import FileIntentStore, IntentStore, MemoryIntentStore
 from kafka_sink.testing.oracle import create_topic
 
 MEMORY = MemoryIntentStore()

@@ -1,9 +1,9 @@
 """Arrow record batch -> the producer's bulk-send columns, one group per topic.
 
 Role: the executor-side half of the input contract (``schema.py`` is the driver-side half). Given
-an Arrow batch that Spark hands the writer, produce per topic the value and key columns as Arrow
-binary arrays, the partition column (int32, null = "the partitioner decides"), the timestamps
-(numpy int64 epoch ms) and, when present, the headers.
+an Arrow batch that Spark hands a task (``task.py``), produce per topic the value and key columns
+as Arrow binary arrays, the partition column (int32, null = "the partitioner decides"), the
+timestamps (numpy int64 epoch ms) and, when present, the headers.
 
 Invariants:
 - No per-row Python for value, key, topic, partition and timestamp: casts, masks and filters are

@@ -8,16 +8,17 @@ mistake therefore fails before any task runs.
 
 Exactly-once (``deliveryGuarantee=exactly-once``) adds driver work while planning, before any
 task runs (``_exactly_once_plan``): ``transaction.timeout.ms`` is settled against the brokers'
-maximum (``transaction_timeout``), the transactional-id prefix and the intent store's key are
-fixed (streaming: the query id, read from the checkpoint's ``metadata`` file, which Spark writes
-when the query starts; batch: the write id), and a streaming query's unfinished intent is
-finished (``EosCommitter.recover``) so that the batch's tasks never re-initialise an id whose
-transaction an intent still names. Intents are kept in the compacted topic ``intentTopic``
-(``intentStore=kafka``, the default; the topic is created or checked here, so a missing ACL fails
-before any task runs), or with ``intentStore=checkpoint`` under
-``<checkpointLocation>/pykafka-intents`` (streaming, local checkpoint only) or
-``<commitLog>/pykafka-intents`` (batch, local ``commitLog``), else in the commit process only.
-The checkpoint may be remote with the Kafka store: the query id is read through ``commit_store``.
+maximum (``eos/timeout.py``), the transactional-id prefix and the intent store's key are fixed
+in the write's :class:`~kafka_sink.spark.eos.plan.EosPlan` (streaming: the query id, read from
+the checkpoint's ``metadata`` file, which Spark writes when the query starts; batch: the write
+id), and a streaming query's unfinished intent is finished (``EosCommitter.recover``) so that
+the batch's tasks never re-initialise an id whose transaction an intent still names. Intents are
+kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
+created or checked here, so a missing ACL fails before any task runs), or with
+``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
+checkpoint only) or ``<commitLog>/pykafka-intents`` (batch, local ``commitLog``), else in the
+commit process only. The checkpoint may be remote with the Kafka store: the query id is read
+through ``commit_log/store.py``.
 
 Invariants:
 - ``name()`` is a classmethod returning ``"pykafka"`` (``"kafka"`` belongs to Spark's own sink).
@@ -39,11 +40,12 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
-from kafka_sink.spark.eos.plan import default_prefix
+from kafka_sink.spark.eos.committer import EosCommitter
+from kafka_sink.spark.eos.plan import EosPlan, default_prefix
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.schema import validate_schema
-from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
+from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
 
 INTENTS_DIRNAME = "pykafka-intents"
 
@@ -101,7 +103,7 @@ def _exactly_once_plan(
     """Settle an exactly-once write on the driver (see the module docstring)."""
     if not options.exactly_once:
         return options, None
-    # Exactly-once only: the admin client (and the producer stack under it) stays out of the
+    # Exactly-once only: the admin client (and the network stack under it) stays out of the
     # driver-side workers of an at-least-once write.
     from kafka_sink.spark.eos.timeout import resolve_transaction_timeout_ms
 
@@ -128,12 +130,11 @@ def _exactly_once_plan(
     )
     # Opening the store creates or checks the intent topic before any task runs.
     if streaming:
-        committer = eos.committer(options.producer_config)
+        committer = EosCommitter.for_plan(eos, options.producer_config)
         try:
             committer.recover()
         finally:
-            committer.store.close()
-            committer.ops.close()
+            committer.close()
     elif in_kafka:
         eos.open_store(options.producer_config).close()
     return options, eos

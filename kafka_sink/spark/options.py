@@ -9,18 +9,18 @@ Accepted keys (Spark lower-cases them before we see them):
   ``linger.ms``), keys lower-case, values unchanged.
 - ``commitLog``: the directory that receives one JSON file per driver commit: a local path,
   a ``file:`` URI, or a store URI (``s3a://``, ``gs://``, ``abfss://``, ``hdfs://``; see
-  ``commit_store``).
+  ``commit_log/store.py``).
 - ``producerIdleTimeoutMs``: how long a worker keeps a cached producer no task uses before
   closing it (default 540000, Java's ``connections.max.idle.ms``; -1 never, 0 at the task's end).
 - ``deliveryGuarantee``: ``at-least-once`` (default) or ``exactly-once`` (case-insensitive).
 - ``transactionalIdPrefix``: exactly-once only; the start of every transactional id the write
   uses (default: ``pykafka-<query id>`` for a streaming query, ``pykafka-<write id>`` for a batch
-  job; see ``exactly_once``).
+  job; see ``eos/plan.py``).
 - ``intentStore``: exactly-once only; where the driver records each batch's commit intent:
   ``kafka`` (default, a compacted topic on the cluster, survives the loss of the driver host) or
   ``checkpoint`` (files under a local ``checkpointLocation``).
 - ``intentTopic``: exactly-once with ``intentStore=kafka``; the topic (default
-  ``pykafka-commit-intents``, created compacted when missing; see ``intent_store``).
+  ``pykafka-commit-intents``, created compacted when missing; see ``eos/kafka_intents.py``).
 - ``includeHeaders``: accepted for compatibility with ``format("kafka")`` option sets and ignored
   (a ``headers`` column is always written, as in Spark's sink).
 - Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
@@ -33,7 +33,7 @@ with 116-byte records. Anything the user sets wins.
 
 Exactly-once mode forces ``acks=all`` and idempotence (a conflicting ``kafka.acks`` or
 ``kafka.enable.idempotence=false`` is refused). Its ``transaction.timeout.ms`` default and upper
-bound come from the brokers (``transaction_timeout``), learned on the driver before any task runs.
+bound come from the brokers (``eos/timeout.py``), learned on the driver before any task runs.
 
 Invariants:
 - ``kafka.key.serializer`` / ``kafka.value.serializer``, ``kafka.transactional.id`` and every
@@ -58,8 +58,8 @@ Invariants:
   object store, where a probe is two requests.
 - A ``commitLog`` that cannot be written here is refused: an unknown scheme when parsing, a
   store whose client is missing (HDFS without libhdfs) when checked. A default under a
-  checkpoint the sink cannot write to logs one WARNING per driver saying that no commit files
-  will be written and why, and the query runs on without them.
+  checkpoint the sink cannot write to logs one WARNING per driver (``logs.warn_once``) saying
+  that no commit files will be written and why, and the query runs on without them.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ from kafka_sink.spark.commit_log.store import (
     store_hint,
 )
 from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.logs import warn_once
 from kafka_sink.spark.producer_cache import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = [
@@ -376,8 +377,6 @@ class SinkOptions:
         return location
 
     def _warn_no_default_log(self, why: str) -> None:
-        from kafka_sink.spark.commit_log.document import warn_once
-
         checkpoint = display_location(self.checkpoint_location or "")
         warn_once(
             f"no-commit-log:{checkpoint}",

@@ -12,7 +12,7 @@ its sender thread, nor connections to a cluster that may be gone.
 Invariants:
 - The cache key is the whole producer config (sorted key/value pairs): two configs that differ in
   any key never share a producer. The key holds secrets; it is never logged or put in a repr.
-- A producer is only created inside a task (``write()``), never on the driver or at pickling.
+- A producer is only created inside a task (``task.py``), never on the driver or at pickling.
 - A task leases the producer: ``acquire`` counts a use, ``release`` (at the task's end, whatever
   its outcome) ends it and starts the idle time. A leased producer is never closed for being idle
   or for the size limit; only ``evict`` and ``close_all`` close it.

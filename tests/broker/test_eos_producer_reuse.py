@@ -19,10 +19,11 @@ import pytest
 
 from kafka_sink.producer.producer import KafkaProducer
 from kafka_sink.spark import producer_cache
-from kafka_sink.spark import writer as writer_module
+from kafka_sink.spark import task as task_module
+from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
-from kafka_sink.spark.writer import EosPlan, PyKafkaStreamWriter
+from kafka_sink.spark.writer import PyKafkaStreamWriter
 from kafka_sink.testing.oracle import read_all
 
 pytestmark = pytest.mark.broker
@@ -34,14 +35,14 @@ TopicFactory = Callable[..., str]
 def created(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     producer_cache.close_all()
     made: list[Any] = []
-    real = writer_module._create_transactional
+    real = task_module._create_transactional
 
     def create(config: dict[str, str]) -> Any:
         producer = real(config)
         made.append(producer)
         return producer
 
-    monkeypatch.setattr(writer_module, "_create_transactional", create)
+    monkeypatch.setattr(task_module, "_create_transactional", create)
     yield made
     producer_cache.close_all()
 
@@ -71,8 +72,8 @@ def _stream_writer(bootstrap: str, topic: str, tmp_path: Path, prefix: str) -> P
 def _run_batch(
     writer: PyKafkaStreamWriter, batch_id: int, rows: list[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    info = writer_module._TaskInfo(0, 0, batch_id, batch_id)
-    monkeypatch.setattr(writer_module, "_task_info", lambda: info)
+    info = task_module._TaskInfo(0, 0, batch_id, batch_id)
+    monkeypatch.setattr(task_module, "_task_info", lambda: info)
     message = writer.write(iter([pa.record_batch({"value": rows})]))
     writer.commit([message], batch_id)
 

@@ -14,8 +14,8 @@ import pytest
 
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos import kafka_intents
+from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord
 from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
-from kafka_sink.spark.eos.plan import DONE, INTENT, BatchRecord
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import import_kafka_python, read_all
 from tests.conftest import TopicFactory

@@ -214,7 +214,7 @@ def test_the_coordinator_is_killed_during_the_commit(
     cluster_topic_factory: TopicFactory,
     tmp_path: Path,
 ) -> None:
-    """The driver pauses once the batch's intent is durable (the test-only hook of eos_commit);
+    """The driver pauses once the batch's intent is durable (the test-only hook in the committer);
     the broker coordinating the batch's transactions is killed; the commit then finishes through
     the new coordinators. (At-least-once has no commit to interrupt: no contrast run here.)"""
     bootstrap = kafka_cluster.bootstrap_servers

@@ -31,10 +31,9 @@ import pytest
 from sparkutil import assert_nothing_left_open
 
 from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.spark import writer as writer_module
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import INTENTS_DIRNAME, PyKafkaDataSource
-from kafka_sink.spark.eos import kafka_intents
+from kafka_sink.spark.eos import committer, kafka_intents
 from kafka_sink.spark.eos.committer import TransactionOps, listing_ops
 from kafka_sink.spark.eos.plan import transactional_id
 from kafka_sink.testing.oracle import read_all
@@ -103,7 +102,7 @@ def _die_after_the_first_end_txn(monkeypatch: pytest.MonkeyPatch) -> None:
 
         return TransactionOps(real.complete, real.list_open, complete_all, real.close)
 
-    monkeypatch.setattr(writer_module, "listing_ops", dying_ops)
+    monkeypatch.setattr(committer, "listing_ops", dying_ops)
 
 
 @pytest.mark.parametrize("store", ["kafka", "checkpoint"])

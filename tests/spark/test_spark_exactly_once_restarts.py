@@ -1,8 +1,8 @@
 """deliveryGuarantee=exactly-once across repeated driver kills: a streaming query, run in its own
 process (``eos_restart_child.py``), is SIGKILLed at random points and restarted from its
 checkpoint, at least 10 times, one of the kills inside the driver's ``commit()`` once the batch's
-intent is recorded and before its EndTxns (the test-only pause of ``eos_commit``); a last run
-finishes the input. A read_committed consumer (kafka-python) then reads every row exactly once,
+intent is recorded and before its EndTxns (the test-only pause of ``eos/committer.py``); a last
+run finishes the input. A read_committed consumer (kafka-python) then reads every row exactly once,
 no transaction of the query stays open, and the commit log names every batch. With
 at-least-once the same kills leave duplicates, so the test can fail. 3 Kafka nodes, min ISR 2.
 """

@@ -1,10 +1,12 @@
 """Commit messages (executor -> driver) and the driver's commit record.
 
-Role: a task's ``write()`` returns a :class:`PyKafkaCommitMessage` saying what the broker
-acknowledged for it, per topic-partition (first offset, last offset, record count), plus which task
-attempt wrote it. On the driver, ``commit()`` / ``abort()`` gather those messages into per
-topic-partition ranges (:func:`gather`), write one JSON document per commit (or abort) into the
-commit-log directory, and log a one-line summary.
+Role: a task's ``write()`` (``spark/task.py``) returns a :class:`PyKafkaCommitMessage` saying what
+the broker acknowledged for it, per topic-partition (first offset, last offset, record count),
+which task attempt wrote it and, exactly-once, the transaction it prepared. On the driver,
+``commit()`` / ``abort()`` (``spark/writer.py``) gather those messages into per topic-partition
+ranges (:func:`gather`), build one JSON document per commit or abort (:func:`build_document`),
+store it in the commit log (:func:`write_document`, through ``commit_log/store.py``) and log its
+one-line summary (:func:`log_line`).
 
 Invariants:
 - Messages are plain frozen dataclasses of ints and strings: picklable by reference (this module
@@ -15,27 +17,22 @@ Invariants:
 - Every counted record lies in its range except the ``unknown_offset_count`` ones (summed like
   the counts), which Kafka acknowledged without an offset: all of them with ``acks=0`` (first/last
   are then null in the file), and the records of a batch answered DUPLICATE_SEQUENCE_NUMBER.
+- Commit and abort documents share their header (format, version, kind, mode, guarantee, ids,
+  time) and their task list; they differ only in how they name the ranges (``offsets`` of a
+  commit, ``acknowledged_offsets`` of an abort, which also lists its ``failed_tasks``).
 - Files are written whole (locally a temporary file, then rename; in an object store one
-  object; see ``commit_store``); a file for a re-run streaming batch keeps the earlier one beside
-  it as ``<batchId>.json.replaced-<ms>`` instead of overwriting it.
+  object; see ``store``); a file for a re-run streaming batch keeps the earlier one beside it as
+  ``<batchId>.json.replaced-<ms>`` instead of overwriting it.
 - Only this module writes commit files; it never touches Kafka.
-- ``warn_once`` logs a given warning once per driver: Spark plans and commits a streaming query
-  in two long-lived Python workers, so a flag in one process would not do; the first worker
-  creates a marker file in the driver's Spark local directory (``SPARK_LOCAL_DIRS``, removed
-  with the SparkContext), and the others see it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import os
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -46,20 +43,14 @@ __all__ = [
     "COMMIT_FORMAT_VERSION",
     "PartitionRange",
     "PyKafkaCommitMessage",
-    "abort_document",
-    "commit_document",
-    "ensure_logging",
+    "build_document",
     "gather",
     "log_line",
-    "logger",
     "merge_range",
-    "warn_once",
     "write_document",
 ]
 
 COMMIT_FORMAT_VERSION = 1
-
-logger = logging.getLogger("kafka_sink.spark")
 
 # Summaries list at most this many partitions; the file always has all of them.
 _SUMMARY_PARTITIONS = 12
@@ -151,17 +142,22 @@ def _utc(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
 
 
-def _header(
-    kind: str,
+def build_document(
+    kind: Literal["commit", "abort"],
+    messages: Sequence[WriterCommitMessage | None],
     *,
     mode: str,
-    batch_id: int | None,
-    write_id: str | None,
-    query_name: str | None,
+    batch_id: int | None = None,
+    write_id: str | None = None,
+    query_name: str | None = None,
     now_ms: int,
-    guarantee: str,
+    guarantee: str = "at-least-once",
 ) -> dict[str, Any]:
-    return {
+    """The JSON document of a commit, or of an abort (the failed tasks, and what the others had
+    acknowledged); ``messages`` holds None for each task that failed."""
+    ours = _messages(messages)
+    ranges = gather(r for m in ours for r in m.ranges)
+    doc: dict[str, Any] = {
         "format": "pykafka-commit",
         "version": COMMIT_FORMAT_VERSION,
         "kind": kind,
@@ -173,104 +169,26 @@ def _header(
         "committed_at": _utc(now_ms),
         "committed_at_ms": now_ms,
     }
-
-
-def _document(
-    kind: str,
-    messages: Sequence[WriterCommitMessage | None],
-    *,
-    mode: str,
-    batch_id: int | None,
-    write_id: str | None,
-    query_name: str | None,
-    now_ms: int,
-    guarantee: str,
-) -> tuple[list[PyKafkaCommitMessage], list[PartitionRange], dict[str, Any]]:
-    """What commit and abort documents share: the tasks' messages, merged ranges, a header."""
-    ours = _messages(messages)
-    ranges = gather(r for m in ours for r in m.ranges)
-    doc = _header(
-        kind,
-        mode=mode,
-        batch_id=batch_id,
-        write_id=write_id,
-        query_name=query_name,
-        now_ms=now_ms,
-        guarantee=guarantee,
-    )
-    return ours, ranges, doc
-
-
-def commit_document(
-    messages: Sequence[WriterCommitMessage | None],
-    *,
-    mode: str,
-    batch_id: int | None = None,
-    write_id: str | None = None,
-    query_name: str | None = None,
-    now_ms: int,
-    guarantee: str = "at-least-once",
-) -> dict[str, Any]:
-    """The JSON document for a successful commit."""
-    ours, ranges, doc = _document(
-        "commit",
-        messages,
-        mode=mode,
-        batch_id=batch_id,
-        write_id=write_id,
-        query_name=query_name,
-        now_ms=now_ms,
-        guarantee=guarantee,
-    )
-    doc.update(
-        {
-            "record_count": sum(r.record_count for r in ranges),
-            "task_count": len(messages),
-            "topics": sorted({r.topic for r in ranges}),
-            "offsets": [r.to_json() for r in ranges],
-            "tasks": [m.to_json() for m in ours],
-        }
-    )
-    return doc
-
-
-def abort_document(
-    messages: Sequence[WriterCommitMessage | None],
-    *,
-    mode: str,
-    batch_id: int | None = None,
-    write_id: str | None = None,
-    query_name: str | None = None,
-    now_ms: int,
-    guarantee: str = "at-least-once",
-) -> dict[str, Any]:
-    """The JSON document for an abort: the failed tasks and what the others had acknowledged."""
-    ours, ranges, doc = _document(
-        "abort",
-        messages,
-        mode=mode,
-        batch_id=batch_id,
-        write_id=write_id,
-        query_name=query_name,
-        now_ms=now_ms,
-        guarantee=guarantee,
-    )
-    doc.update(
-        {
-            "failed_tasks": [i for i, m in enumerate(messages) if m is None],
-            "task_count": len(messages),
-            "acknowledged_record_count": sum(r.record_count for r in ranges),
-            "acknowledged_offsets": [r.to_json() for r in ranges],
-            "tasks": [m.to_json() for m in ours],
-        }
-    )
+    records = sum(r.record_count for r in ranges)
+    offsets = [r.to_json() for r in ranges]
+    if kind == "commit":
+        doc["record_count"] = records
+        doc["task_count"] = len(messages)
+        doc["topics"] = sorted({r.topic for r in ranges})
+        doc["offsets"] = offsets
+    else:
+        doc["failed_tasks"] = [i for i, m in enumerate(messages) if m is None]
+        doc["task_count"] = len(messages)
+        doc["acknowledged_record_count"] = records
+        doc["acknowledged_offsets"] = offsets
+    doc["tasks"] = [m.to_json() for m in ours]
     return doc
 
 
 def write_document(directory: str, name: str, document: dict[str, Any]) -> str:
     """Write ``document`` as ``<directory>/<name>`` whole; returns where it went.
 
-    ``directory`` is a local path or a store URI (``commit_store.open_store``). An existing
+    ``directory`` is a local path or a store URI (``store.open_store``). An existing
     file of that name (a streaming batch run again after a restart) is kept beside the new one
     as ``<name>.replaced-<ms>``: its records are in Kafka too.
     """
@@ -310,41 +228,3 @@ def log_line(document: dict[str, Any], path: str | None) -> str:
         f"{document['task_count']} failed; the others had {document['acknowledged_record_count']}"
         f" records acknowledged (they stay in Kafka): {_ranges_text(acked)}{where}"
     )
-
-
-def ensure_logging() -> None:
-    """Send our INFO lines to stderr when nothing else is configured.
-
-    Driver-side commit runs in a Python worker that Spark starts with no logging setup, where
-    ``logging``'s last-resort handler would drop INFO. Its stderr ends up in the driver's log.
-    """
-    if logger.hasHandlers():
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logger.addHandler(handler)
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.INFO)
-
-
-_WARNED: set[str] = set()
-
-
-def warn_once(key: str, message: str) -> None:
-    """Log ``message`` at WARNING unless a warning with ``key`` was logged on this driver."""
-    if key in _WARNED:
-        return
-    _WARNED.add(key)
-    local_dirs = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
-    if local_dirs and os.path.isdir(local_dirs):
-        marker = os.path.join(
-            local_dirs, "pykafka-warned-" + hashlib.sha256(key.encode()).hexdigest()[:16]
-        )
-        try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            return  # another Python worker of this driver has logged it
-        except OSError:
-            pass  # cannot mark it: warning more than once beats not warning
-    ensure_logging()
-    logger.warning(message)

@@ -1,11 +1,14 @@
 """Exactly-once delivery: a Kafka transaction per task attempt, committed by the driver.
 
-Modules: ``plan`` (transactional ids, the intent records and the plan a write carries to its
-tasks), ``committer`` (the driver's roll-forward commit over an intent store), ``kafka_intents``
-(the intent store on a compacted Kafka topic) and ``timeout`` (``transaction.timeout.ms`` against
-the brokers' maximum).
+Modules: ``plan`` (transactional ids and the :class:`~kafka_sink.spark.eos.plan.EosPlan` a write
+carries to its tasks), ``intents`` (the intent records, the store interface and the file and
+memory stores), ``kafka_intents`` (the intent store on a compacted Kafka topic), ``committer``
+(the driver's roll-forward commit over an intent store) and ``timeout``
+(``transaction.timeout.ms`` against the brokers' maximum). The task side (begin, write, prepare,
+abort on failure) is ``spark/task.py``.
 
 Invariants: an intent is durable before the first EndTxn of its batch; a transaction an intent
 names is only ever committed; the driver's paths here never load the producer, numpy or
-``pyarrow.compute``.
+``pyarrow.compute``; ``plan`` and ``intents`` open no client, and the Kafka store's client is
+loaded only when a plan names an intent topic.
 """

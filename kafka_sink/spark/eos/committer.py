@@ -1,4 +1,4 @@
-"""The driver's exactly-once commit: a roll-forward log over an :class:`IntentStore`.
+"""The driver's exactly-once commit: a roll-forward log over an intent store (``intents.py``).
 
 Role: Spark calls ``commit(messages, batchId)`` on the driver once the tasks of a batch are done;
 each message carries the :class:`PreparedTransaction` its task attempt left open. This module
@@ -18,6 +18,10 @@ the batch nor an unfinished intent names (failed or speculative attempts, earlie
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`
 (run while Spark plans a batch, before its tasks start) finishes an unfinished intent, so a
 re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names.
+
+A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
+(:meth:`EosCommitter.for_plan`: the plan's intent store, :func:`listing_ops` on the cluster) by
+``datasource.py`` while planning and by ``writer.py`` in ``commit()`` / ``abort()``.
 
 Invariants:
 - An intent is durable before the first EndTxn of its batch; a transaction named by an intent is
@@ -42,13 +46,8 @@ from dataclasses import dataclass
 
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos.plan import (
-    DONE,
-    INTENT,
-    BatchRecord,
-    IntentStore,
-    parse_transactional_id,
-)
+from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, IntentStore
+from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import pause_commit
 
@@ -84,7 +83,7 @@ class TaskTransaction:
 
 @dataclass(frozen=True)
 class TransactionOps:
-    """How the committer reaches Kafka (``transaction_admin`` in production, fakes in tests).
+    """How the committer reaches Kafka (``admin.transactions`` in production, fakes in tests).
 
     ``complete(prepared, commit)`` ends one transaction (raises ``TransactionLostError`` when a
     commit finds it gone); ``list_open(prefix)`` returns the transactions whose id starts with
@@ -123,6 +122,24 @@ class EosCommitter:
         self.query_key = query_key
         self.prefix = prefix
         self.timeout_hint = timeout_hint
+
+    @classmethod
+    def for_plan(cls, plan: EosPlan, producer_config: dict[str, str]) -> EosCommitter:
+        """The committer of ``plan``'s write, its store opened; ``close()`` it when done."""
+        store = plan.open_store(producer_config)
+        try:
+            ops = listing_ops(producer_config)
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, ops, query_key=plan.query_key, prefix=plan.prefix)
+
+    def close(self) -> None:
+        """Close the intent store and release the ops' client."""
+        try:
+            self.store.close()
+        finally:
+            self.ops.close()
 
     # -- planning --------------------------------------------------------------------------
 
@@ -346,12 +363,14 @@ def listing_ops(
     config: Mapping[str, object],
     timeout_s: float | None = None,
 ) -> TransactionOps:
-    """The production :class:`TransactionOps`: ``transaction_admin`` against the cluster.
+    """The production :class:`TransactionOps`: ``admin.transactions`` against the cluster.
 
     One admin client, built on the first call, serves every call until ``close()`` (the driver
     builds the ops per planning, commit or abort); a batch's commits are sent at once
     (``complete_transactions``), each bounded by ``timeout_s`` (None: ``max.block.ms``).
     """
+    # Lazy: the driver's workers import this module for every write, and only an exactly-once
+    # commit (or a planning with something to recover) needs the admin client and its stack.
     from kafka_sink.admin.transactions import OPEN_STATES, TransactionAdmin
 
     built: list[TransactionAdmin] = []

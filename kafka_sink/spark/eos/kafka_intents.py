@@ -1,6 +1,6 @@
 """The exactly-once intent store on a compacted Kafka topic (``intentStore=kafka``, the default).
 
-Role: an :class:`~kafka_sink.spark.eos.plan.IntentStore` whose records live in a topic of
+Role: an :class:`~kafka_sink.spark.eos.intents.IntentStore` whose records live in a topic of
 the cluster the sink writes to (default ``pykafka-commit-intents``), so a driver restarted on
 another host (with a checkpoint in an object store) finds the intent its predecessor recorded.
 The sink already has the cluster's address and credentials; no other service is involved.
@@ -44,7 +44,7 @@ from kafka_sink.errors import (
     KafkaError,
     TopicAuthorizationFailedError,
 )
-from kafka_sink.spark.eos.plan import BatchRecord, record_from_json, record_to_json
+from kafka_sink.spark.eos.intents import BatchRecord, record_from_json, record_to_json
 from kafka_sink.spark.errors import SinkError
 
 __all__ = ["FORMAT", "IntentStoreError", "KafkaIntentStore", "close_idle", "topic_settings"]

@@ -1,9 +1,11 @@
-"""Exactly-once delivery: transactional ids, the intent-store interface and the broker's bound.
+"""The plan of an exactly-once write: its transactional ids and where its intents are kept.
 
-Role: the pieces of ``deliveryGuarantee=exactly-once`` that both sides of a write share. Each
-Spark task attempt writes its rows in its own Kafka transaction, prepares it and hands the
-:class:`~kafka_sink.prepared.PreparedTransaction` to the driver, which commits every
-transaction of the batch as a roll-forward log over an :class:`IntentStore` (``eos_commit``).
+Role: ``deliveryGuarantee=exactly-once`` writes each Spark task attempt's rows in a Kafka
+transaction of its own, which the task prepares (``spark/task.py``) and the driver commits
+(``committer.py``). While planning, the driver settles an :class:`EosPlan` (``datasource.py``):
+the prefix of the write's transactional ids, the intent store's key and which store holds the
+intents. The writers carry the plan to the tasks (it is picklable); the tasks build their ids
+from it and the driver opens its intent store from it.
 
 Transactional ids. A write uses ``<prefix>-<partition id>-<slot>``, where the prefix is the
 ``transactionalIdPrefix`` option or ``pykafka-<query id>`` (streaming) / ``pykafka-<write id>``
@@ -22,78 +24,38 @@ Transactional ids. A write uses ``<prefix>-<partition id>-<slot>``, where the pr
 - An id is reused only once the batch that last used it is durably done, because reusing an id
   (InitProducerId) aborts whatever that id left open. Within a run, Spark plans batch N+1 only
   after commit(N) returned, and commit(N) writes "done" before it returns. After a restart, the
-  driver finishes any recorded intent (``eos_commit.recover``) while planning, before any task
+  driver finishes any recorded intent (``EosCommitter.recover``) while planning, before any task
   of the re-run is launched, so a re-run's InitProducerId can only abort transactions no intent
   names (those of failed attempts, which must not survive anyway).
 - A batch job's ids are new for each job (its write id is unique): ``partitions x attempts``
   ids per job.
 
 Invariants:
-- :class:`BatchRecord` and :class:`IntentStore` are the interface the durable stores implement
-  (files here, a compacted topic in ``intent_store``); ``write`` is durable when it returns,
-  ``last`` returns the latest record of a query, ``delete`` forgets a query.
 - ``transactional_id`` and ``parse_transactional_id`` round-trip; ids of other writes (another
   prefix, or a prefix that merely starts with ours) do not parse.
+- An :class:`EosPlan` holds names only (no client, no store): it pickles, and building it opens
+  nothing. ``open_store`` loads the Kafka store (and its client) only for ``intent_topic``, so
+  the driver's workers of a write that keeps its intents elsewhere never load the network stack.
+- A plan with neither ``intent_topic`` nor ``intent_dir`` keeps its intents in this process
+  (``_MEMORY_STORES``), which suffices for a batch job: its one ``commit()`` call runs in the
+  process that planned it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import threading
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
-from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.eos.intents import FileIntentStore, IntentStore, MemoryIntentStore
+from kafka_sink.spark.errors import SinkError
+from kafka_sink.spark.logs import logger
 
-__all__ = [
-    "DEFAULT_TRANSACTION_TIMEOUT_MS",
-    "DONE",
-    "INTENT",
-    "BatchRecord",
-    "FileIntentStore",
-    "IntentStore",
-    "MemoryIntentStore",
-    "default_prefix",
-    "parse_transactional_id",
-    "transactional_id",
-]
+__all__ = ["EosPlan", "default_prefix", "parse_transactional_id", "transactional_id"]
 
-INTENT = "intent"
-DONE = "done"
-#: ``transaction.timeout.ms`` when the brokers' ``transaction.max.timeout.ms`` cannot be learned
-#: (Kafka's default for that broker setting).
-DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 _DEFAULT_PREFIX_HEAD = "pykafka-"
-
-
-@dataclass(frozen=True)
-class BatchRecord:
-    """One step of a batch's commit: the intent (before the first EndTxn) or done."""
-
-    query_key: str  # streaming query id, or the batch job's write id
-    batch_id: int
-    state: str  # INTENT or DONE
-    transactions: tuple[PreparedTransaction, ...]
-    extra: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.state not in (INTENT, DONE):
-            raise ValueError(f"BatchRecord.state must be {INTENT!r} or {DONE!r}: {self.state!r}")
-
-
-class IntentStore(Protocol):
-    def last(self, query_key: str) -> BatchRecord | None: ...
-
-    def write(self, record: BatchRecord) -> None: ...
-
-    def delete(self, query_key: str) -> None:
-        """Forget ``query_key`` (a batch job's key once its commit is over)."""
-
-    def close(self) -> None: ...
+# Processes without a durable place for intents (a batch job without a local commitLog) keep
+# them here: enough for the one commit() call that uses them.
+_MEMORY_STORES: dict[str, MemoryIntentStore] = {}
 
 
 def default_prefix(query_or_write_id: str) -> str:
@@ -119,122 +81,40 @@ def parse_transactional_id(prefix: str, tid: str) -> tuple[int, int] | None:
     return int(match.group(1)), int(match.group(2))
 
 
-# -- stores -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EosPlan:
+    """What an exactly-once write settled on the driver while planning (picklable)."""
 
+    #: The start of every transactional id of the write.
+    prefix: str
+    #: The intent store's key: the streaming query id, or the batch job's write id.
+    query_key: str
+    #: Local directory of the intent store (``intentStore=checkpoint``); None with neither this
+    #: nor ``intent_topic``: in-process only (see ``_MEMORY_STORES``).
+    intent_dir: str | None
+    #: The intent topic (``intentStore=kafka``); takes precedence over ``intent_dir``.
+    intent_topic: str | None = None
 
-def record_to_json(record: BatchRecord) -> dict[str, object]:
-    return {
-        "query_key": record.query_key,
-        "batch_id": record.batch_id,
-        "state": record.state,
-        "transactions": [
-            {
-                "transactional_id": t.transactional_id,
-                "producer_id": t.producer_id,
-                "producer_epoch": t.producer_epoch,
-                "partitions": [[topic, p] for topic, p in t.partitions],
-            }
-            for t in record.transactions
-        ],
-        "extra": dict(record.extra),
-    }
+    def open_store(self, producer_config: dict[str, str]) -> IntentStore:
+        if self.intent_topic is not None:
+            # Only this store needs a Kafka client (the admin and network stack): a write whose
+            # intents live on disk or in memory does not load it in the driver's workers.
+            from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 
+            return KafkaIntentStore.open(producer_config, self.intent_topic)
+        if self.intent_dir is not None:
+            return FileIntentStore(self.intent_dir)
+        return _MEMORY_STORES.setdefault(self.query_key, MemoryIntentStore())
 
-def record_from_json(data: Mapping[str, object]) -> BatchRecord:
-    txns = data["transactions"]
-    assert isinstance(txns, list)
-    extra = data.get("extra") or {}
-    assert isinstance(extra, dict)
-    batch_id = data["batch_id"]
-    assert isinstance(batch_id, int)
-    return BatchRecord(
-        query_key=str(data["query_key"]),
-        batch_id=batch_id,
-        state=str(data["state"]),
-        transactions=tuple(
-            PreparedTransaction(
-                str(t["transactional_id"]),
-                int(t["producer_id"]),
-                int(t["producer_epoch"]),
-                tuple((str(tp[0]), int(tp[1])) for tp in t["partitions"]),
+    def forget_batch_job(self, store: IntentStore) -> None:
+        """Drop a committed batch job's record, so the store does not grow with every job."""
+        _MEMORY_STORES.pop(self.query_key, None)
+        try:
+            store.delete(self.query_key)
+        except (OSError, SinkError) as exc:  # the job is committed; the record is bookkeeping
+            logger.warning(
+                "pykafka exactly-once: the job is committed, but its intent record %r could "
+                "not be deleted: %s",
+                self.query_key,
+                exc,
             )
-            for t in txns
-        ),
-        extra={str(k): str(v) for k, v in extra.items()},
-    )
-
-
-class MemoryIntentStore:
-    """An in-process store: for tests, and for a batch job that has nowhere durable to write."""
-
-    def __init__(self) -> None:
-        self._records: dict[str, BatchRecord] = {}
-        self.history: list[BatchRecord] = []
-        self._lock = threading.Lock()
-
-    def last(self, query_key: str) -> BatchRecord | None:
-        with self._lock:
-            return self._records.get(query_key)
-
-    def write(self, record: BatchRecord) -> None:
-        with self._lock:
-            self._records[record.query_key] = record
-            self.history.append(record)
-
-    def delete(self, query_key: str) -> None:
-        with self._lock:
-            self._records.pop(query_key, None)
-
-    def close(self) -> None:
-        pass
-
-
-class FileIntentStore:
-    """One JSON file per query in a local directory, replaced atomically and fsynced.
-
-    Durable on the driver's disk only (``intentStore=checkpoint``): as durable as a local
-    checkpoint, which does not survive the loss of the driver host either; the Kafka-topic
-    store (``intent_store``) is the default and the one for remote checkpoints.
-    """
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        os.makedirs(directory, exist_ok=True)
-
-    def _path(self, query_key: str) -> str:
-        safe = re.sub(r"[^A-Za-z0-9._-]", "_", query_key)
-        return os.path.join(self.directory, f"{safe}.json")
-
-    def last(self, query_key: str) -> BatchRecord | None:
-        try:
-            with open(self._path(query_key), encoding="utf-8") as f:
-                return record_from_json(json.load(f))
-        except FileNotFoundError:
-            return None
-
-    def write(self, record: BatchRecord) -> None:
-        path = self._path(record.query_key)
-        tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(record_to_json(record), f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        self._sync_directory()
-
-    def delete(self, query_key: str) -> None:
-        try:
-            os.unlink(self._path(query_key))
-        except FileNotFoundError:
-            return
-        self._sync_directory()
-
-    def _sync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def close(self) -> None:
-        pass

@@ -7,7 +7,7 @@ INVALID_TRANSACTION_TIMEOUT, on every executor, after the rows were read). The d
 broker (DescribeConfigs on its broker resource) while planning:
 
 - no ``kafka.transaction.timeout.ms`` given: use the broker's maximum (the longest a commit may
-  wait), else :data:`~kafka_sink.spark.eos.plan.DEFAULT_TRANSACTION_TIMEOUT_MS`;
+  wait), else :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`;
 - a value above the broker's maximum fails before any task runs, naming both numbers.
 
 Invariants: the lookup is bounded (``_LOOKUP_TIMEOUT_S`` or ``max.block.ms``, the smaller) and
@@ -25,12 +25,19 @@ from collections.abc import Callable, Mapping
 
 from kafka_sink.admin.client import AdminClient, Deadline
 from kafka_sink.errors import KafkaError, error_for_code
-from kafka_sink.spark.eos.plan import DEFAULT_TRANSACTION_TIMEOUT_MS
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.wire.messages import DescribeConfigsRequest
 from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_BROKER
 
-__all__ = ["broker_max_transaction_timeout_ms", "resolve_transaction_timeout_ms"]
+__all__ = [
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "broker_max_transaction_timeout_ms",
+    "resolve_transaction_timeout_ms",
+]
+
+#: ``transaction.timeout.ms`` when the brokers' ``transaction.max.timeout.ms`` cannot be learned
+#: (Kafka's default for that broker setting).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 
 log = logging.getLogger("kafka_sink.spark")
 

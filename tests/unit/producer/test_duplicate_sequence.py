@@ -13,9 +13,9 @@ from kafka_sink.records.batch import RecordBatchBuilder
 from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
-    commit_document,
+    build_document,
 )
-from kafka_sink.spark.writer import _Offsets
+from kafka_sink.spark.task import _Offsets
 from tests.fakes.producer import Harness, make_harness, produce_response
 
 DUPLICATE_SEQUENCE_NUMBER = 46
@@ -59,8 +59,8 @@ def test_duplicate_sequence_counts_the_records_and_marks_their_offsets_unknown()
     folded.add("t", offsets)
     [r] = folded.ranges()
     assert r == PartitionRange("t", 0, 10, 11, 5, 3)
-    doc = commit_document(
-        [PyKafkaCommitMessage(0, 0, 1, None, folded.ranges())], mode="append", now_ms=0
+    doc = build_document(
+        "commit", [PyKafkaCommitMessage(0, 0, 1, None, folded.ranges())], mode="append", now_ms=0
     )
     [entry] = doc["offsets"]
     assert (entry["record_count"], entry["unknown_offset_count"]) == (5, 3)

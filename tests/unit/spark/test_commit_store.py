@@ -12,7 +12,7 @@ import os
 import pytest
 from pyarrow import fs as pafs
 
-from kafka_sink.spark.commit_log import document as commit_module
+from kafka_sink.spark import logs
 from kafka_sink.spark.commit_log.store import (
     ArrowCommitStore,
     CommitStoreError,
@@ -142,13 +142,13 @@ def test_checkpoint_in_an_unsupported_store_warns_once_and_writes_nothing(
     local_dir = tmp_path / "spark-local"
     local_dir.mkdir()
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local_dir))
-    monkeypatch.setattr(commit_module, "_WARNED", set())
+    monkeypatch.setattr(logs, "_WARNED", set())
     checkpoint = f"oss://bucket/{tmp_path.name}/ck"
     opts = SinkOptions.from_options({**BASE, "topic": "t", "checkpointlocation": checkpoint})
     with caplog.at_level(logging.WARNING, logger="kafka_sink.spark"):
         assert opts.check_commit_dir(streaming=True) is None  # planning micro-batch 0
         assert opts.check_commit_dir(streaming=True) is None  # committing it, same process
-        monkeypatch.setattr(commit_module, "_WARNED", set())  # as in Spark's other worker
+        monkeypatch.setattr(logs, "_WARNED", set())  # as in Spark's other worker
         assert opts.check_commit_dir(streaming=True) is None
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
@@ -163,7 +163,7 @@ def test_checkpoint_in_hdfs_without_a_client_commits_without_a_file(
     tmp_path, monkeypatch, caplog
 ) -> None:
     monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
-    monkeypatch.setattr(commit_module, "_WARNED", set())
+    monkeypatch.setattr(logs, "_WARNED", set())
     opts = SinkOptions.from_options(
         {**BASE, "topic": "t", "checkpointlocation": f"hdfs://nn:8020/{tmp_path.name}"}
     )

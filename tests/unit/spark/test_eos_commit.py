@@ -17,7 +17,7 @@ from kafka_sink.spark.eos.committer import (
     TaskTransaction,
     TransactionOps,
 )
-from kafka_sink.spark.eos.plan import DONE, INTENT, BatchRecord, MemoryIntentStore
+from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, MemoryIntentStore
 
 PREFIX = "pykafka-q1"
 

@@ -9,16 +9,14 @@ from pathlib import Path
 import pytest
 
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos.plan import (
+from kafka_sink.spark.eos.intents import (
     DONE,
     INTENT,
     BatchRecord,
     FileIntentStore,
     MemoryIntentStore,
-    default_prefix,
-    parse_transactional_id,
-    transactional_id,
 )
+from kafka_sink.spark.eos.plan import default_prefix, parse_transactional_id, transactional_id
 
 
 def test_ids_round_trip() -> None:

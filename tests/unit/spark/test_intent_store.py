@@ -10,8 +10,8 @@ import pytest
 
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos import kafka_intents
+from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord
 from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore, topic_settings
-from kafka_sink.spark.eos.plan import DONE, INTENT, BatchRecord
 
 
 @dataclass
@@ -174,7 +174,7 @@ def test_new_topic_settings_follow_the_cluster_size() -> None:
 
 
 def _encoded(record: BatchRecord) -> bytes:
-    from kafka_sink.spark.eos.plan import record_to_json
+    from kafka_sink.spark.eos.intents import record_to_json
 
     return json.dumps({"format": 1, **record_to_json(record)}).encode()
 

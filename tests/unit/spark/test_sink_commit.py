@@ -9,8 +9,7 @@ import pickle
 from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
-    abort_document,
-    commit_document,
+    build_document,
     gather,
     log_line,
     write_document,
@@ -47,7 +46,8 @@ def test_gather_merges_per_partition() -> None:
 
 
 def test_commit_document_and_summary(tmp_path) -> None:
-    doc = commit_document(
+    doc = build_document(
+        "commit",
         [msg(0, PartitionRange("t", 0, 0, 4, 5)), msg(1, PartitionRange("t", 0, 5, 6, 2))],
         mode="append",
         batch_id=3,
@@ -88,7 +88,8 @@ def test_rewrite_keeps_the_earlier_file(tmp_path) -> None:
 
 
 def test_abort_document_names_failed_tasks() -> None:
-    doc = abort_document(
+    doc = build_document(
+        "abort",
         [msg(0, PartitionRange("t", 2, 40, 49, 10)), None],
         mode="append",
         now_ms=NOW,
@@ -100,7 +101,9 @@ def test_abort_document_names_failed_tasks() -> None:
 
 
 def test_acks_zero_ranges_have_null_offsets() -> None:
-    doc = commit_document([msg(0, PartitionRange("t", 0, -1, -1, 4, 4))], mode="append", now_ms=NOW)
+    doc = build_document(
+        "commit", [msg(0, PartitionRange("t", 0, -1, -1, 4, 4))], mode="append", now_ms=NOW
+    )
     assert doc["offsets"][0]["first_offset"] is None
     assert doc["offsets"][0]["unknown_offset_count"] == 4
     assert "t-0:?(4)" in log_line(doc, None)
@@ -109,7 +112,8 @@ def test_acks_zero_ranges_have_null_offsets() -> None:
 def test_records_without_offsets_are_counted_apart_from_the_range() -> None:
     # Task 0's first batch was answered DUPLICATE_SEQUENCE_NUMBER (3 records, offsets unknown),
     # its second landed at 10..11; task 1 wrote 20..24.
-    doc = commit_document(
+    doc = build_document(
+        "commit",
         [msg(0, PartitionRange("t", 0, 10, 11, 5, 3)), msg(1, PartitionRange("t", 0, 20, 24, 5))],
         mode="append",
         now_ms=NOW,

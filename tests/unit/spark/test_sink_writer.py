@@ -1,4 +1,4 @@
-"""The write path (``_WriterCore._write``) and the producer cache, with a fake producer.
+"""The task write path (``task.write_task``) and the producer cache, with a fake producer.
 
 A stand-in for ``KafkaProducer`` records every ``send_columns`` call and completes its futures
 with chosen offsets or errors, so folding, failure handling and cache eviction are checked without
@@ -9,69 +9,22 @@ from __future__ import annotations
 
 import pickle
 import threading
-from typing import Any, ClassVar
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaError, KafkaTimeoutError, NotLeaderOrFollowerError
-from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets, ProduceRequestResult
+from kafka_sink.producer.futures import BulkSendFuture, ProduceRequestResult
 from kafka_sink.spark import producer_cache
-from kafka_sink.spark import writer as writer_module
+from kafka_sink.spark import task as task_module
 from kafka_sink.spark.commit_log.document import PartitionRange, PyKafkaCommitMessage
 from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
-
-
-class FakeFuture:
-    def __init__(self, result: dict[int, PartitionOffsets] | None, error: Exception | None):
-        self._result, self._error = result, error
-
-    def done(self) -> bool:
-        return True
-
-    def get(self, timeout: float | None = None) -> dict[int, PartitionOffsets]:
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-
-class FakeProducer:
-    """Puts every row of a call in partition ``len(values) % 2``, offsets counting up."""
-
-    instances: ClassVar[list[FakeProducer]] = []
-
-    def __init__(self, config: dict[str, str]) -> None:
-        self.config = config
-        self.calls: list[dict[str, Any]] = []
-        self.next_offset = {0: 0, 1: 0}
-        self.fail_with: Exception | None = None
-        self.closed = False
-        self.flushed = 0
-        FakeProducer.instances.append(self)
-
-    def send_columns(self, topic, values, keys=None, *, partitions=None, headers=None,
-                     timestamps_ms=None):  # fmt: skip
-        self.calls.append({"topic": topic, "values": values.to_pylist(), "partitions": partitions})
-        if self.fail_with is not None:
-            return FakeFuture(None, self.fail_with)
-        p = len(values) % 2
-        first = self.next_offset[p]
-        self.next_offset[p] += len(values)
-        return FakeFuture({p: PartitionOffsets(first, first + len(values) - 1, len(values))}, None)
-
-    def flush(self, timeout: float | None = None) -> None:
-        self.flushed += 1
-
-    def close(self, timeout: float | None = None) -> None:
-        self.closed = True
-
-    def partitions_for(self, topic: str) -> list[int]:
-        return [0, 1]
+from tests.fakes.spark import FakeProducer
 
 
 @pytest.fixture(autouse=True)
@@ -283,7 +236,7 @@ def test_silent_broker_fails_the_task_within_the_bound_naming_what_was_pending(
     monkeypatch,
 ) -> None:
     monkeypatch.setattr(producer_cache, "_create", SilentBrokerProducer)
-    monkeypatch.setattr(writer_module, "_STALL_SLACK_MS", 0, raising=False)
+    monkeypatch.setattr(task_module, "_STALL_SLACK_MS", 0, raising=False)
     outcome = _write_in_thread(_writer(options=FAST_TIMEOUTS), [_batch(5), _batch(4, 5)])
     [producer] = [p for p in FakeProducer.instances if isinstance(p, SilentBrokerProducer)]
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -12,43 +12,16 @@ import pytest
 from kafka_sink.errors import NotLeaderOrFollowerError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark import producer_cache
-from kafka_sink.spark import writer as writer_module
+from kafka_sink.spark import task as task_module
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.eos import committer
 from kafka_sink.spark.eos.committer import TransactionOps
-from kafka_sink.spark.eos.plan import DONE, INTENT, FileIntentStore, MemoryIntentStore
+from kafka_sink.spark.eos.intents import DONE, INTENT, FileIntentStore, MemoryIntentStore
+from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
-from kafka_sink.spark.writer import EosPlan, PyKafkaBatchWriter, PyKafkaStreamWriter
-from tests.unit.spark.test_sink_writer import FakeFuture, FakeProducer
-
-
-class FakeTxnProducer(FakeProducer):
-    """FakeProducer plus the transactional calls, in order."""
-
-    txn_instances: ClassVar[list[FakeTxnProducer]] = []
-
-    def __init__(self, config: dict[str, str]) -> None:
-        super().__init__(config)
-        self.events: list[str] = []
-        FakeTxnProducer.txn_instances.append(self)
-
-    def init_transactions(self, timeout: float | None = None) -> None:
-        self.events.append("init")
-
-    def begin_transaction(self) -> None:
-        self.events.append("begin")
-
-    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
-        self.events.append("prepare")
-        return PreparedTransaction(self.config["transactional.id"], 42, 3, (("t", 0), ("t", 1)))
-
-    def abort_transaction(self, timeout: float | None = None) -> None:
-        self.events.append("abort")
-
-    def close(self, timeout: float | None = None) -> None:
-        self.events.append("close")
-        super().close(timeout)
+from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
+from tests.fakes.spark import FakeFuture, FakeProducer, FakeTxnProducer
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +29,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> list[FakeTxnProducer]:
     FakeTxnProducer.txn_instances = []
     producer_cache.close_all()
     monkeypatch.setattr(producer_cache, "_create", FakeProducer)
-    monkeypatch.setattr(writer_module, "_create_transactional", FakeTxnProducer)
+    monkeypatch.setattr(task_module, "_create_transactional", FakeTxnProducer)
     yield FakeTxnProducer.txn_instances
     producer_cache.close_all()
 
@@ -132,8 +105,8 @@ def test_a_cached_producer_that_cannot_re_initialise_is_replaced(
 
 def test_each_attempt_gets_its_own_id(fakes, monkeypatch: pytest.MonkeyPatch) -> None:
     for attempt in (0, 1):
-        info = writer_module._TaskInfo(5, attempt, 100 + attempt, None)
-        monkeypatch.setattr(writer_module, "_task_info", lambda info=info: info)
+        info = task_module._TaskInfo(5, attempt, 100 + attempt, None)
+        monkeypatch.setattr(task_module, "_task_info", lambda info=info: info)
         _writer().write(iter([_batch(1)]))
     assert [p.config["transactional.id"] for p in fakes] == ["pykafka-w1-5-0", "pykafka-w1-5-1"]
 
@@ -174,7 +147,7 @@ def _fake_ops(monkeypatch: pytest.MonkeyPatch, open_now: list[PreparedTransactio
             open_now.remove(t)
 
     monkeypatch.setattr(
-        writer_module,
+        committer,
         "listing_ops",
         lambda config, timeout_s=None: TransactionOps(complete, lambda prefix: list(open_now)),
     )
@@ -248,7 +221,7 @@ def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
         lambda config: int(config.get("transaction.timeout.ms", 600_000)),
     )
     monkeypatch.setattr(
-        writer_module,
+        committer,
         "listing_ops",
         lambda config, timeout_s=None: TransactionOps(lambda t, c: None, lambda p: []),
     )

@@ -1,0 +1,191 @@
+"""The exactly-once intent records and the stores that keep them on a disk or in memory.
+
+Role: the driver commits the transactions of a batch as a roll-forward log (``committer.py``):
+before its first EndTxn it writes the batch's intent (every transaction it is about to commit),
+and once all are committed it writes done. :class:`BatchRecord` is one such step and
+:class:`IntentStore` the interface the stores implement: :class:`FileIntentStore` (a local
+directory, ``intentStore=checkpoint``), :class:`MemoryIntentStore` (one process: tests, and a
+batch job with nowhere durable to write) and, in ``kafka_intents.py``, the compacted Kafka topic
+(``intentStore=kafka``, the default). :func:`record_to_json` / :func:`record_from_json` are the
+JSON form the file and topic stores share.
+
+Invariants:
+- ``write`` is durable when it returns (the file store replaces the file atomically and fsyncs
+  it and its directory); ``last`` returns the latest record of a query key, None when there is
+  none; ``delete`` forgets a query key (a batch job's, once its commit is over).
+- A record's state is ``INTENT`` or ``DONE``; anything else is refused when it is built.
+- ``record_from_json(record_to_json(r)) == r``.
+- It imports the standard library and the transaction handle only: the driver's workers of
+  every write import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kafka_sink.prepared import PreparedTransaction
+
+__all__ = [
+    "DONE",
+    "INTENT",
+    "BatchRecord",
+    "FileIntentStore",
+    "IntentStore",
+    "MemoryIntentStore",
+    "record_from_json",
+    "record_to_json",
+]
+
+INTENT = "intent"
+DONE = "done"
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One step of a batch's commit: the intent (before the first EndTxn) or done."""
+
+    query_key: str  # streaming query id, or the batch job's write id
+    batch_id: int
+    state: str  # INTENT or DONE
+    transactions: tuple[PreparedTransaction, ...]
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.state not in (INTENT, DONE):
+            raise ValueError(f"BatchRecord.state must be {INTENT!r} or {DONE!r}: {self.state!r}")
+
+
+class IntentStore(Protocol):
+    def last(self, query_key: str) -> BatchRecord | None: ...
+
+    def write(self, record: BatchRecord) -> None: ...
+
+    def delete(self, query_key: str) -> None:
+        """Forget ``query_key`` (a batch job's key once its commit is over)."""
+
+    def close(self) -> None: ...
+
+
+def record_to_json(record: BatchRecord) -> dict[str, object]:
+    return {
+        "query_key": record.query_key,
+        "batch_id": record.batch_id,
+        "state": record.state,
+        "transactions": [
+            {
+                "transactional_id": t.transactional_id,
+                "producer_id": t.producer_id,
+                "producer_epoch": t.producer_epoch,
+                "partitions": [[topic, p] for topic, p in t.partitions],
+            }
+            for t in record.transactions
+        ],
+        "extra": dict(record.extra),
+    }
+
+
+def record_from_json(data: Mapping[str, object]) -> BatchRecord:
+    txns = data["transactions"]
+    assert isinstance(txns, list)
+    extra = data.get("extra") or {}
+    assert isinstance(extra, dict)
+    batch_id = data["batch_id"]
+    assert isinstance(batch_id, int)
+    return BatchRecord(
+        query_key=str(data["query_key"]),
+        batch_id=batch_id,
+        state=str(data["state"]),
+        transactions=tuple(
+            PreparedTransaction(
+                str(t["transactional_id"]),
+                int(t["producer_id"]),
+                int(t["producer_epoch"]),
+                tuple((str(tp[0]), int(tp[1])) for tp in t["partitions"]),
+            )
+            for t in txns
+        ),
+        extra={str(k): str(v) for k, v in extra.items()},
+    )
+
+
+class MemoryIntentStore:
+    """An in-process store: for tests, and for a batch job that has nowhere durable to write."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, BatchRecord] = {}
+        self.history: list[BatchRecord] = []
+        self._lock = threading.Lock()
+
+    def last(self, query_key: str) -> BatchRecord | None:
+        with self._lock:
+            return self._records.get(query_key)
+
+    def write(self, record: BatchRecord) -> None:
+        with self._lock:
+            self._records[record.query_key] = record
+            self.history.append(record)
+
+    def delete(self, query_key: str) -> None:
+        with self._lock:
+            self._records.pop(query_key, None)
+
+    def close(self) -> None:
+        pass
+
+
+class FileIntentStore:
+    """One JSON file per query in a local directory, replaced atomically and fsynced.
+
+    Durable on the driver's disk only (``intentStore=checkpoint``): as durable as a local
+    checkpoint, which does not survive the loss of the driver host either; the Kafka-topic
+    store (``kafka_intents``) is the default and the one for remote checkpoints.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+
+    def _path(self, query_key: str) -> str:
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", query_key)
+        return os.path.join(self.directory, f"{safe}.json")
+
+    def last(self, query_key: str) -> BatchRecord | None:
+        try:
+            with open(self._path(query_key), encoding="utf-8") as f:
+                return record_from_json(json.load(f))
+        except FileNotFoundError:
+            return None
+
+    def write(self, record: BatchRecord) -> None:
+        path = self._path(record.query_key)
+        tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(record_to_json(record), f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self._sync_directory()
+
+    def delete(self, query_key: str) -> None:
+        try:
+            os.unlink(self._path(query_key))
+        except FileNotFoundError:
+            return
+        self._sync_directory()
+
+    def _sync_directory(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        pass

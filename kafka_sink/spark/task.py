@@ -1,0 +1,492 @@
+"""A Spark task's write: the executor loop behind both writers' ``write()``.
+
+Role: :func:`write_task` runs once per Spark task on an executor. It leases a producer from the
+worker's cache (``producer_cache``) on the task's first record, turns each Arrow batch into
+per-topic columns (``columns``), hands them to ``KafkaProducer.send_columns`` (the producer's
+bulk path), flushes, waits for every bulk future and returns a
+:class:`~kafka_sink.spark.commit_log.document.PyKafkaCommitMessage` with the acknowledged offsets
+per topic-partition. There is one loop; what differs between the delivery guarantees is a small
+strategy (:class:`_Guarantee`): which producer the task leases, what it does once every record is
+acknowledged, and what a failure does to the producer.
+
+- At-least-once: the worker's shared producer for the config; nothing after the acks; a failure
+  other than bad data evicts (closes) the producer and logs the ranges that were acknowledged,
+  which Spark's retry of the task writes again.
+- Exactly-once (the writer carries an :class:`~kafka_sink.spark.eos.plan.EosPlan`): a
+  transactional producer of the attempt's own id, ``eos.plan.transactional_id(prefix, partition
+  id, attempt number)`` (never the shared at-least-once entry), leased from the cache keyed by
+  config and id, so the same partition and attempt slot of the next micro-batch finds it warm;
+  ``init_transactions()`` runs for every task (a cached producer it fails for is replaced) and
+  one transaction is begun. Once every record is acknowledged it calls
+  ``prepare_transaction()`` (nothing is committed) and the commit message carries the
+  :class:`~kafka_sink.prepared.PreparedTransaction` (None when the task wrote nothing); the
+  driver commits it (``eos/committer.py``). On any failure the task aborts its transaction
+  (best-effort, bounded; the driver's sweep ends what it could not) and evicts the producer.
+
+Invariants:
+- ``write_task`` returns only after every record it sent is acknowledged; any delivery error
+  raises and fails the task (Spark then retries it, re-sending the whole partition).
+- Every wait (flush and futures together) is bounded by delivery.timeout.ms +
+  request.timeout.ms + 30 s. Records not acknowledged by then (or given up by the producer at
+  its delivery timeout) fail the task with :class:`SinkDeliveryTimeoutError`, which lists them
+  per topic-partition and names the bound's options; that producer is closed without waiting.
+- It consumes its whole iterator on success (Spark reuses the worker only then).
+- Producers, threads and sockets exist only here, on the executor, through ``producer_cache``:
+  the producer is leased for the task and released when it ends, on every path; from then on
+  its idle time (``producerIdleTimeoutMs``) runs.
+- A producer involved in a delivery failure is evicted from the cache and closed (which delivers
+  or fails what it still holds, including rows a failed ``send_columns`` call had queued); a
+  data error (:class:`SinkError`) keeps an at-least-once producer, whose records stay in flight.
+  A transactional producer is never reused after any failure.
+- A task never commits a transaction; exactly-once in a streaming query, a task without a
+  streaming batch id fails before it leases anything.
+- No per-row Python on the send path except for headers (see ``columns.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from pyspark import TaskContext
+
+from kafka_sink.clock import SYSTEM_CLOCK
+from kafka_sink.errors import KafkaError, KafkaTimeoutError
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.producer.config import ProducerConfig
+from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
+from kafka_sink.producer.producer import KafkaProducer
+from kafka_sink.spark import producer_cache
+from kafka_sink.spark.columns import TopicColumns, check_partitions, topic_columns
+from kafka_sink.spark.commit_log.document import (
+    PartitionRange,
+    PyKafkaCommitMessage,
+    merge_range,
+)
+from kafka_sink.spark.eos.plan import EosPlan, transactional_id
+from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
+from kafka_sink.spark.logs import ensure_logging, logger
+from kafka_sink.spark.options import SinkOptions
+from kafka_sink.spark.producer_cache import BulkProducer
+from kafka_sink.spark.schema import InputLayout
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["write_task"]
+
+# How long a failing task waits for its transaction's abort before leaving it to the driver.
+_ABORT_TIMEOUT_S = 10.0
+# Slack on top of the producer's own bound (delivery.timeout.ms, plus request.timeout.ms for an
+# attempt still in flight when it passes) before a task stops waiting for acknowledgements; the
+# producer fails every batch within its bound, so this only fires when its sender is stuck.
+_STALL_SLACK_MS = 30_000
+# Partitions named in a timeout message; the count of the others is given.
+_MESSAGE_PARTITIONS = 12
+
+P = TypeVar("P", bound=BulkProducer)
+
+
+class TransactionalProducer(BulkProducer, Protocol):
+    """The part of a transactional ``KafkaProducer`` an exactly-once task uses."""
+
+    def init_transactions(self, timeout: float | None = None) -> None: ...
+
+    def begin_transaction(self) -> None: ...
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction: ...
+
+    def abort_transaction(self, timeout: float | None = None) -> None: ...
+
+
+def _create_transactional(config: dict[str, str]) -> TransactionalProducer:
+    """A new transactional producer for one task attempt (tests replace this)."""
+    producer: TransactionalProducer = KafkaProducer(config)
+    return producer
+
+
+@dataclass(frozen=True)
+class _TaskInfo:
+    partition_id: int
+    attempt_number: int
+    task_attempt_id: int
+    batch_id: int | None
+
+
+def _task_info() -> _TaskInfo:
+    ctx = TaskContext.get()
+    if ctx is None:  # called outside a Spark task (unit tests drive write() directly)
+        return _TaskInfo(0, 0, 0, None)
+    raw_batch = ctx.getLocalProperty("streaming.sql.batchId")
+    return _TaskInfo(
+        partition_id=ctx.partitionId(),
+        attempt_number=ctx.attemptNumber(),
+        task_attempt_id=ctx.taskAttemptId(),
+        batch_id=int(raw_batch) if raw_batch is not None else None,
+    )
+
+
+def _in_spark_task() -> bool:
+    return TaskContext.get() is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _producer_config(items: tuple[tuple[str, str], ...]) -> ProducerConfig:
+    """The parsed producer config, once per worker process and config (not per task)."""
+    return ProducerConfig.from_mapping(dict(items))
+
+
+def write_task(
+    options: SinkOptions,
+    layout: InputLayout,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    streaming: bool,
+    eos: EosPlan | None,
+) -> PyKafkaCommitMessage:
+    """Write one Spark task's rows under the write's delivery guarantee (module docstring)."""
+    task = _task_info()
+    write = _TaskWrite(options, layout, task)
+    if eos is None:
+        return write.run(_AtLeastOnce(options), batches)
+    if streaming and task.batch_id is None and _in_spark_task():
+        raise SinkError(
+            "exactly-once: this task has no streaming batch id (Spark's local property "
+            "streaming.sql.batchId is not set); the sink cannot tell its batch"
+        )
+    return write.run(_ExactlyOnce(options, eos.prefix), batches)
+
+
+class _Offsets:
+    """Folds bulk-send results into per topic-partition ranges."""
+
+    def __init__(self) -> None:
+        self._ranges: dict[tuple[str, int], PartitionRange] = {}
+
+    def add(self, topic: str, offsets: dict[int, PartitionOffsets]) -> None:
+        for partition, po in offsets.items():
+            new = PartitionRange(
+                topic,
+                partition,
+                po.first_offset,
+                po.last_offset,
+                po.record_count,
+                po.unknown_offset_count,
+            )
+            prev = self._ranges.get((topic, partition))
+            self._ranges[(topic, partition)] = new if prev is None else merge_range(prev, new)
+
+    def ranges(self) -> tuple[PartitionRange, ...]:
+        return tuple(self._ranges[k] for k in sorted(self._ranges))
+
+
+class _Guarantee(Protocol[P]):
+    """What a delivery guarantee decides in a task's write; the loop does the rest."""
+
+    def acquire(self, task: _TaskInfo) -> P:
+        """The producer for the task's rows, leased from the cache (on the first record)."""
+        ...
+
+    def finish(self, producer: P, bound_s: float) -> PreparedTransaction | None:
+        """Once every record is acknowledged: the transaction the commit message carries."""
+        ...
+
+    def fail(self, producer: P, write: _TaskWrite, exc: BaseException) -> None:
+        """The task fails with ``exc`` while it holds ``producer`` (then it is released)."""
+        ...
+
+
+class _AtLeastOnce:
+    """The worker's shared producer for the config; a retried task sends its rows again."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self._options = options
+
+    def acquire(self, task: _TaskInfo) -> BulkProducer:
+        return producer_cache.acquire(
+            self._options.producer_items,
+            idle_timeout_ms=self._options.producer_idle_timeout_ms,
+        )
+
+    def finish(self, producer: BulkProducer, bound_s: float) -> PreparedTransaction | None:
+        return None
+
+    def fail(self, producer: BulkProducer, write: _TaskWrite, exc: BaseException) -> None:
+        if isinstance(exc, SinkError):
+            # Bad data, not a bad producer: what was already sent stays in flight and is
+            # delivered by the cached producer; the task fails with the data error.
+            return
+        # Closing delivers (or fails) what is still queued, including the rows a failed
+        # send_columns call queued before it raised. After a delivery timeout the producer has
+        # had its whole bound: close it at once instead of waiting again.
+        timed_out = isinstance(exc, SinkDeliveryTimeoutError)
+        producer_cache.evict(
+            producer, timeout_s=0.0 if timed_out else producer_cache.CLOSE_TIMEOUT_S
+        )
+        write.log_partial_write(exc)
+
+
+class _ExactlyOnce:
+    """One transaction for the attempt: written, prepared, handed to the driver."""
+
+    def __init__(self, options: SinkOptions, prefix: str) -> None:
+        self._options = options
+        self._prefix = prefix
+
+    def acquire(self, task: _TaskInfo) -> TransactionalProducer:
+        """This attempt's producer, its transaction begun.
+
+        Leased from the worker's cache by config and transactional id: the same Spark
+        partition and attempt slot in the next micro-batch gets it warm. InitProducerId runs
+        every time (it fences older producers of the id and moves on from the transaction the
+        driver has since ended); a cached one it fails for is replaced by a new producer.
+        """
+        config = self._options.producer_config
+        config["transactional.id"] = transactional_id(
+            self._prefix, task.partition_id, task.attempt_number
+        )
+        items = tuple(sorted(config.items()))
+        idle_ms = self._options.producer_idle_timeout_ms
+        producer, reused = producer_cache.acquire_transactional(
+            items, _create_transactional, idle_timeout_ms=idle_ms
+        )
+        try:
+            try:
+                producer.init_transactions()
+            except KafkaError as exc:
+                if not reused:
+                    raise
+                # Fenced or otherwise unusable since its last task: start from a new one.
+                ensure_logging()
+                logger.info(
+                    "task %d (attempt %d): cached transactional producer %r could not be "
+                    "re-initialised (%s); replacing it",
+                    task.partition_id,
+                    task.attempt_number,
+                    config["transactional.id"],
+                    type(exc).__name__,
+                )
+                producer_cache.evict(producer, timeout_s=0.0)
+                producer, _ = producer_cache.acquire_transactional(
+                    items, _create_transactional, idle_timeout_ms=idle_ms
+                )
+                producer.init_transactions()
+            producer.begin_transaction()
+        except BaseException:
+            producer_cache.evict(producer, timeout_s=0.0)
+            raise
+        return producer
+
+    def finish(self, producer: TransactionalProducer, bound_s: float) -> PreparedTransaction | None:
+        # The transaction stays open for the driver; the producer only waits in the cache and
+        # its next task re-initialises it.
+        prepared = producer.prepare_transaction(bound_s)
+        return prepared if prepared.partitions else None
+
+    def fail(self, producer: TransactionalProducer, write: _TaskWrite, exc: BaseException) -> None:
+        try:
+            producer.abort_transaction(_ABORT_TIMEOUT_S)
+        except Exception as abort_exc:  # the task's own failure is what it raises
+            ensure_logging()
+            logger.warning(
+                "task %d (attempt %d) could not abort its transaction (the driver's sweep ends "
+                "it, or the broker after transaction.timeout.ms): %s",
+                write.task.partition_id,
+                write.task.attempt_number,
+                abort_exc,
+            )
+        # Never reused after a failure: the next attempt on this worker starts afresh.
+        producer_cache.evict(producer, timeout_s=0.0)
+
+
+class _TaskWrite:
+    """One task's rows on their way to Kafka: what was sent, what is pending, what was acked."""
+
+    def __init__(self, options: SinkOptions, layout: InputLayout, task: _TaskInfo) -> None:
+        self.options = options
+        self.layout = layout
+        self.task = task
+        #: Futures not yet folded into ``offsets`` (topic, future).
+        self.pending: list[tuple[str, BulkSendFuture]] = []
+        #: Every future of the task, for what a timeout reports as unacknowledged.
+        self.sent: list[tuple[str, BulkSendFuture]] = []
+        self.offsets = _Offsets()
+        self._partition_counts: dict[str, int] = {}
+
+    def run(
+        self, guarantee: _Guarantee[P], batches: Iterator[pa.RecordBatch]
+    ) -> PyKafkaCommitMessage:
+        producer: P | None = None
+        transaction: PreparedTransaction | None = None
+        rows_seen = 0
+        try:
+            for batch in batches:
+                groups = topic_columns(
+                    batch,
+                    self.layout,
+                    self.options.topic,
+                    now_ms=SYSTEM_CLOCK.wall_ms(),
+                    row_base=rows_seen,
+                )
+                rows_seen += batch.num_rows
+                if not groups:
+                    continue
+                if producer is None:
+                    producer = guarantee.acquire(self.task)
+                for group in groups:
+                    self._check_partitions(producer, group)
+                    future = producer.send_columns(
+                        group.topic,
+                        group.values,
+                        group.keys,
+                        partitions=group.partitions,
+                        headers=group.headers,
+                        timestamps_ms=group.timestamps_ms,
+                    )
+                    self.pending.append((group.topic, future))
+                    self.sent.append((group.topic, future))
+                self._collect_done()
+            if producer is not None:
+                self._await_acks(producer)
+                transaction = guarantee.finish(producer, self._wait_bound()[0] / 1000)
+        except BaseException as exc:
+            if producer is not None:
+                guarantee.fail(producer, self, exc)
+            raise
+        finally:
+            if producer is not None:
+                # Its idle time starts now (a no-op when it was evicted above).
+                producer_cache.release(producer)
+        return PyKafkaCommitMessage(
+            partition_id=self.task.partition_id,
+            attempt_number=self.task.attempt_number,
+            task_attempt_id=self.task.task_attempt_id,
+            batch_id=self.task.batch_id,
+            ranges=self.offsets.ranges(),
+            transaction=transaction,
+        )
+
+    def _wait_bound(self) -> tuple[int, str]:
+        """How long a task waits for acknowledgements (ms), and how that bound is made up."""
+        cfg = _producer_config(self.options.producer_items)
+        bound_ms = cfg.delivery_timeout_ms + cfg.request_timeout_ms + _STALL_SLACK_MS
+        how = (
+            f"kafka.delivery.timeout.ms ({cfg.delivery_timeout_ms} ms) + kafka.request.timeout.ms "
+            f"({cfg.request_timeout_ms} ms) + {_STALL_SLACK_MS // 1000} s"
+        )
+        return bound_ms, how
+
+    def _check_partitions(self, producer: BulkProducer, group: TopicColumns) -> None:
+        if group.partitions is None:
+            return
+        counts = self._partition_counts
+        if group.topic not in counts:
+            counts[group.topic] = len(producer.partitions_for(group.topic))
+        check_partitions(group, counts[group.topic])
+
+    def _collect_done(self) -> None:
+        """Fold finished futures (raising the first failure early); keep the rest pending."""
+        still: list[tuple[str, BulkSendFuture]] = []
+        for topic, future in self.pending:
+            if not future.done():
+                still.append((topic, future))
+                continue
+            try:
+                self.offsets.add(topic, future.get(0))
+            except KafkaTimeoutError as exc:  # the producer gave up on a batch
+                raise self._delivery_timeout(exc, stalled_s=None) from exc
+        self.pending = still
+
+    def _await_acks(self, producer: BulkProducer) -> None:
+        """Flush and fold every future, all within one bound; a stall or expiry raises
+        :class:`SinkDeliveryTimeoutError` naming what was still pending."""
+        bound_ms = self._wait_bound()[0]
+        start = time.monotonic()
+        deadline = start + bound_ms / 1000
+
+        def stalled() -> SinkDeliveryTimeoutError:
+            return self._delivery_timeout(None, stalled_s=time.monotonic() - start)
+
+        try:
+            producer.flush(bound_ms / 1000)
+        except KafkaTimeoutError as exc:
+            raise stalled() from exc
+        for topic, future in self.pending:
+            try:
+                result = future.get(max(deadline - time.monotonic(), 0.0))
+            except KafkaTimeoutError as exc:
+                if not future.done():
+                    raise stalled() from exc
+                raise self._delivery_timeout(exc, stalled_s=None) from exc
+            self.offsets.add(topic, result)
+
+    def _delivery_timeout(
+        self, cause: BaseException | None, *, stalled_s: float | None
+    ) -> SinkDeliveryTimeoutError:
+        """The task's failure when records were not acknowledged in time: what was pending,
+        the bound and the option that sets it, and what happens next."""
+        per_tp: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic, future in self.sent:
+            for partition, (records, batches) in future.unacknowledged().items():
+                r, b = per_tp.get((topic, partition), (0, 0))
+                per_tp[(topic, partition)] = (r + records, b + batches)
+        records = sum(r for r, _b in per_tp.values())
+        batches = sum(b for _r, b in per_tp.values())
+        listed = [
+            f"{topic}-{partition}: {r} record(s) in {b} batch(es)"
+            for (topic, partition), (r, b) in sorted(per_tp.items())[:_MESSAGE_PARTITIONS]
+        ]
+        if len(per_tp) > _MESSAGE_PARTITIONS:
+            listed.append(f"and {len(per_tp) - _MESSAGE_PARTITIONS} more partition(s)")
+        cfg = _producer_config(self.options.producer_items)
+        task = self.task
+        where = f"task for Spark partition {task.partition_id} (attempt {task.attempt_number})"
+        pending = f"{records} record(s) in {batches} batch(es) not acknowledged by Kafka"
+        if stalled_s is not None:
+            how = self._wait_bound()[1]
+            why = (
+                f"{where} stopped waiting after {stalled_s:.1f} s with {pending}: "
+                f"{'; '.join(listed) or 'none'}. The wait is bounded by {how}; the producer "
+                "should have completed or failed them by then, so its sender looks stuck"
+            )
+        else:
+            why = (
+                f"{where} failed with {pending} within kafka.delivery.timeout.ms "
+                f"({cfg.delivery_timeout_ms} ms): {'; '.join(listed) or 'none'}. Producer: "
+                f"{cause}"
+            )
+        return SinkDeliveryTimeoutError(
+            f"{why}. The producer was closed and the next task gets a new one; Spark retries "
+            "the task, re-sending its partition (some of these records may already be in "
+            "Kafka). Check that the brokers are reachable and healthy, or raise "
+            "kafka.delivery.timeout.ms."
+        )
+
+    def log_partial_write(self, exc: BaseException) -> None:
+        """Log what was acknowledged before the task failed with ``exc`` (a retry rewrites it),
+        counting the rows a failed ``send_columns`` call had queued."""
+        futures = [f for _topic, f in self.pending]
+        queued = getattr(exc, "queued_future", None)
+        if isinstance(queued, BulkSendFuture):
+            futures.append(queued)
+        for future in futures:
+            if isinstance(future, BulkSendFuture) and future.done():
+                self.offsets.add(future.topic, future.offsets())
+        ranges = self.offsets.ranges()
+        if not ranges:
+            return
+        written = ", ".join(
+            f"{r.topic}-{r.partition} {r.first_offset}..{r.last_offset} ({r.record_count})"
+            for r in ranges
+        )
+        ensure_logging()
+        logger.error(
+            "task %d (attempt %d) failed after these records were acknowledged: %s; "
+            "a retry writes them again",
+            self.task.partition_id,
+            self.task.attempt_number,
+            written,
+        )

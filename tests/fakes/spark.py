@@ -1,0 +1,90 @@
+"""Spark-side fakes: stand-ins for the producers a task leases, with futures done at once.
+
+``FakeProducer`` records every ``send_columns`` call and completes its futures with chosen
+offsets or errors; ``FakeTxnProducer`` adds the transactional calls and records them in order.
+Tests install them with ``monkeypatch.setattr(producer_cache, "_create", FakeProducer)`` and
+``monkeypatch.setattr(task, "_create_transactional", FakeTxnProducer)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.producer.futures import PartitionOffsets
+
+
+class FakeFuture:
+    def __init__(self, result: dict[int, PartitionOffsets] | None, error: Exception | None):
+        self._result, self._error = result, error
+
+    def done(self) -> bool:
+        return True
+
+    def get(self, timeout: float | None = None) -> dict[int, PartitionOffsets]:
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+class FakeProducer:
+    """Puts every row of a call in partition ``len(values) % 2``, offsets counting up."""
+
+    instances: ClassVar[list[FakeProducer]] = []
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.config = config
+        self.calls: list[dict[str, Any]] = []
+        self.next_offset = {0: 0, 1: 0}
+        self.fail_with: Exception | None = None
+        self.closed = False
+        self.flushed = 0
+        FakeProducer.instances.append(self)
+
+    def send_columns(self, topic, values, keys=None, *, partitions=None, headers=None,
+                     timestamps_ms=None):  # fmt: skip
+        self.calls.append({"topic": topic, "values": values.to_pylist(), "partitions": partitions})
+        if self.fail_with is not None:
+            return FakeFuture(None, self.fail_with)
+        p = len(values) % 2
+        first = self.next_offset[p]
+        self.next_offset[p] += len(values)
+        return FakeFuture({p: PartitionOffsets(first, first + len(values) - 1, len(values))}, None)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self.flushed += 1
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return [0, 1]
+
+
+class FakeTxnProducer(FakeProducer):
+    """FakeProducer plus the transactional calls, in order."""
+
+    txn_instances: ClassVar[list[FakeTxnProducer]] = []
+
+    def __init__(self, config: dict[str, str]) -> None:
+        super().__init__(config)
+        self.events: list[str] = []
+        FakeTxnProducer.txn_instances.append(self)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self.events.append("init")
+
+    def begin_transaction(self) -> None:
+        self.events.append("begin")
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        self.events.append("prepare")
+        return PreparedTransaction(self.config["transactional.id"], 42, 3, (("t", 0), ("t", 1)))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self.events.append("abort")
+
+    def close(self, timeout: float | None = None) -> None:
+        self.events.append("close")
+        super().close(timeout)
