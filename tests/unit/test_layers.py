@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kafka_sink"
 
-LAYERS = ["wire", "records", "net", "producer", "admin", "spark", "testing"]
+LAYERS = ["wire", "records", "net", "admin", "producer", "spark", "testing"]
 SHARED_LEAVES = {"errors", "clock", "prepared"}
 
 # Pure layers are bytes in, bytes out: no I/O, no threads, no clock.
