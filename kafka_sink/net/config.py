@@ -280,8 +280,9 @@ def _check_jvm_security_key(key: str, raw: object) -> None:
 class ClientConfig:
     """Validated settings every client shares; build with :meth:`from_mapping`.
 
-    A client with keys of its own subclasses it (``kw_only`` lets its fields follow these),
-    extends ``_KEYS`` and, if it has cross-field rules, ``_validate_own``.
+    A client with keys of its own subclasses it, decorated as this class is (``kw_only`` lets
+    its fields follow these; ``repr=False`` keeps the secret-free ``__repr__`` below), extends
+    ``_KEYS`` and, if it has cross-field rules, ``_validate_own``.
     """
 
     #: The keys this class parses: Kafka's dotted name -> default, parser, attribute.

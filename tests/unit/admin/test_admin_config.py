@@ -75,6 +75,20 @@ def test_reads_a_producer_config_and_leaves_the_producer_keys_to_the_producer() 
         client.close()
 
 
+def test_secrets_stay_out_of_repr() -> None:
+    cfg = AdminConfig.from_mapping(
+        {
+            **BOOT,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "u",
+            "sasl.password": "pw-admin-secret",
+        }
+    )
+    assert "pw-admin-secret" not in repr(cfg)
+    assert repr(cfg).startswith("AdminConfig(") and "secrets_set=['sasl.password']" in repr(cfg)
+
+
 def test_defaults_match_the_producers() -> None:
     cfg = AdminConfig.from_mapping(BOOT)
     producer = ProducerConfig.from_mapping(BOOT)
