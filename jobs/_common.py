@@ -214,7 +214,7 @@ def _discoverable() -> bool:
 
 def describe(options: Mapping[str, str]) -> str:
     """Options for printing: keys that may hold secrets are masked."""
-    from kafka_sink.producer.config import SECRET_KEYS
+    from kafka_sink.net.config import SECRET_KEYS
 
     secret = ("password", "jaas", "secret", "token")
 

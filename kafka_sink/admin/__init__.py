@@ -9,8 +9,9 @@ Modules:
 - ``topic_log``: ``TopicLog``, a tiny producer-and-reader of one partition of a small topic
   (Produce with ``acks=all``, ListOffsets, Fetch) for the exactly-once intent store.
 
-Invariants: this package sits beside ``producer/`` on the floor above ``net/``: it imports only
-``net``, ``wire``, ``records`` and the shared leaves (never the producer, numpy or
-``pyarrow.compute``), so the driver's exactly-once paths stay light. Every call is bounded by a
-deadline.
+Invariants: this package sits between ``net/`` and ``producer/``: it imports only ``net``, ``wire``,
+``records`` and the shared leaves (never the producer, numpy or ``pyarrow``; the import-linter
+contracts in pyproject.toml hold it to that), so the driver's exactly-once paths stay light. Its
+config is the net layer's ``ClientConfig`` plus the few producer keys it honours
+(``client.AdminConfig``). Every call is bounded by a deadline.
 """

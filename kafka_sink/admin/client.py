@@ -2,9 +2,11 @@
 
 Role: drives the net layer's NetworkClient from the caller's thread (no sender thread) for
 short administrative exchanges: wait for metadata, find a transaction coordinator, send one
-request to a node and wait for its answer, retry what is retriable. Built from a producer config
-(``ProducerConfig`` + ``build_network_config``), so bootstrap, TLS and SASL settings mean exactly
-what they mean for the producer, and secrets stay out of logs, errors and ``repr``.
+request to a node and wait for its answer, retry what is retriable. Built from a producer-style
+config (Kafka's dotted keys) read as an :class:`AdminConfig`: the keys every client shares
+(:class:`~kafka_sink.net.config.ClientConfig`: bootstrap, TLS, SASL, timings) mean exactly what
+they mean for the producer and are refused with the same words, secrets stay out of logs, errors
+and ``repr``, and the producer's own keys are skipped (the producer checks them).
 
 Invariants:
 - Every wait is bounded by one :class:`Deadline`; when it passes, the
@@ -25,7 +27,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
@@ -40,10 +43,9 @@ from kafka_sink.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from kafka_sink.net.config import CLIENT_KEYS, MAX_LONG, ClientConfig, ConfigKey, int_in
 from kafka_sink.net.metadata import ExponentialBackoff, Metadata
 from kafka_sink.net.network_client import ClientRequest, ClientResponse, NetworkClient
-from kafka_sink.producer.config import ProducerConfig
-from kafka_sink.producer.producer import build_network_config
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     KEY_TYPE_TRANSACTION,
@@ -51,7 +53,7 @@ from kafka_sink.wire.messages import (
     FindCoordinatorRequest,
 )
 
-__all__ = ["RETRIABLE", "AdminClient", "Deadline"]
+__all__ = ["RETRIABLE", "AdminClient", "AdminConfig", "Deadline"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,30 @@ MOVED = (NotCoordinatorError, CoordinatorNotAvailableError, KafkaConnectionError
 RETRIABLE = (*MOVED, CoordinatorLoadInProgressError, ConcurrentTransactionsError, KafkaTimeoutError)
 
 _POLL_MS = 100  # the longest single poll while waiting for a connection or metadata
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class AdminConfig(ClientConfig):
+    """The shared client keys, plus the three producer keys an admin client honours.
+
+    It reads the config given to a producer (the Spark sink's, a user's): the producer's other
+    keys are skipped, as the producer checks them. Each key keeps the producer's meaning, default
+    and range.
+    """
+
+    _KEYS: ClassVar[Mapping[str, ConfigKey]] = {
+        **CLIENT_KEYS,
+        # The default bound of every call that is given no timeout.
+        "max.block.ms": ConfigKey(60000, int_in(0, MAX_LONG), "max_block_ms"),
+        "metadata.max.idle.ms": ConfigKey(300000, int_in(5000, MAX_LONG), "metadata_max_idle_ms"),
+        "max.in.flight.requests.per.connection": ConfigKey(5, int_in(1), "max_in_flight"),
+    }
+    _KIND: ClassVar[str] = "admin"
+    _OTHER_KEYS_IGNORED: ClassVar[bool] = True
+
+    max_block_ms: int
+    metadata_max_idle_ms: int
+    max_in_flight: int
 
 
 class Deadline:
@@ -117,17 +143,18 @@ class AdminClient:
     @classmethod
     def from_config(
         cls, config: Mapping[str, object], clock: Clock = SYSTEM_CLOCK
-    ) -> tuple[AdminClient, ProducerConfig]:
-        """A client for the cluster a producer config points at, and that config, validated."""
-        cfg = ProducerConfig.from_mapping(config)
+    ) -> tuple[AdminClient, AdminConfig]:
+        """A client for the cluster a producer-style config points at, and that config, read."""
+        cfg = AdminConfig.from_mapping(config)
         metadata = Metadata(
             metadata_max_age_ms=cfg.metadata_max_age_ms,
             metadata_max_idle_ms=cfg.metadata_max_idle_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
         )
-        network_config = build_network_config(cfg, cfg.client_id or "kafka-sink-admin")
-        network_config.allow_auto_topic_creation = False
+        network_config = cfg.network_config(
+            cfg.client_id or "kafka-sink-admin", max_in_flight=cfg.max_in_flight
+        )
         network = NetworkClient(network_config, metadata, clock)
         network.bootstrap(clock.now_ms())
         client = cls(

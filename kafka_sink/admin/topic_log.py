@@ -41,7 +41,7 @@ from kafka_sink.errors import (
 from kafka_sink.records.batch import Record, RecordBatchBuilder
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.fetched import fetched_records
-from kafka_sink.records.murmur2 import murmur2_unsigned
+from kafka_sink.records.murmur2 import partition_for_key
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     CreateTopicsRequest,
@@ -163,7 +163,7 @@ class TopicLog:
     @staticmethod
     def partition_for(key: bytes, partitions: int) -> int:
         """The partition Kafka's default partitioner gives ``key`` (murmur2, as in Java)."""
-        return (murmur2_unsigned(key) & 0x7FFFFFFF) % partitions
+        return partition_for_key(key, partitions)
 
     # -- data -------------------------------------------------------------------------------
 

@@ -13,12 +13,12 @@ prepared, or a job sweeping what a dead process left open):
   for all their ids (v4+), every EndTxn sent before any answer is awaited, one
   :class:`Completion` per handle.
 
-Each function is one-shot and blocking: it builds an
-:class:`~kafka_sink.admin.client.AdminClient` from a producer-style config (Kafka's
+:class:`TransactionAdmin` makes these calls over one
+:class:`~kafka_sink.admin.client.AdminClient`, built from a producer-style config (Kafka's
 dotted keys: bootstrap, TLS and SASL settings mean what they mean for the producer; secrets stay
-out of logs, errors and ``repr``), does its work and closes it. :class:`TransactionAdmin` makes
-the same calls over one client kept open until ``close()`` (connections, API versions and
-finalized features negotiated once).
+out of logs, errors and ``repr``) on first use and kept open until ``close()`` (connections, API
+versions and finalized features negotiated once). Each module function is its one-shot form:
+blocking, a ``TransactionAdmin`` opened for the one call and closed.
 
 Invariants:
 - :func:`complete_transactions` raises only for bad arguments: each handle's outcome (ended,
@@ -161,21 +161,6 @@ def _check_timeout(timeout: float | None) -> None:
         raise ValueError(f"timeout must be >= 0 seconds (or None), got {timeout}")
 
 
-def _run(
-    config: Mapping[str, object],
-    timeout: float | None,
-    operation: str,
-    body: Callable[[AdminClient, Deadline], T],
-) -> T:
-    _check_timeout(timeout)
-    client, cfg = AdminClient.from_config(config)
-    try:
-        timeout_ms = cfg.max_block_ms if timeout is None else int(timeout * 1000)
-        return body(client, Deadline(client.clock, timeout_ms, operation))
-    finally:
-        client.close()
-
-
 # -- the two transaction requests -----------------------------------------------------------------
 
 
@@ -293,18 +278,8 @@ def complete_transaction(
     :class:`~kafka_sink.errors.KafkaTimeoutError` when ``timeout`` passed, naming what it
     waited for.
     """
-    _check_prepared(prepared)
-    what = "commit" if commit else "abort"
-    operation = (
-        f"complete_transaction({what}) of {prepared.transactional_id!r} "
-        f"(producer id {prepared.producer_id}, epoch {prepared.producer_epoch})"
-    )
-
-    def body(client: AdminClient, deadline: Deadline) -> tuple[int, int] | None:
-        return _complete_one(client, prepared, commit, deadline)
-
-    result: tuple[int, int] | None = _run(config, timeout, operation, body)
-    return result
+    with TransactionAdmin(config, timeout) as admin:
+        return admin.complete(prepared, commit)
 
 
 def _check_prepared(prepared: object) -> None:
@@ -364,16 +339,8 @@ def complete_transactions(
     for bad arguments: a failure is reported per transaction, so the caller knows which ones
     were ended and which were not.
     """
-    for handle in prepared:
-        _check_prepared(handle)
-    what = "commit" if commit else "abort"
-    operation = f"complete_transactions({what}) of {len(prepared)} transaction(s)"
-
-    def body(client: AdminClient, deadline: Deadline) -> list[Completion]:
-        return _end_all(client, list(prepared), commit, deadline)
-
-    result: list[Completion] = _run(config, timeout, operation, body)
-    return result
+    with TransactionAdmin(config, timeout) as admin:
+        return admin.complete_all(prepared, commit)
 
 
 def _end_all(
@@ -696,14 +663,8 @@ def list_transactions(
     the whole list is filtered here); each id is then described by its coordinator. Sorted by
     transactional id. ``timeout`` (seconds) bounds the call; None means ``max.block.ms``.
     """
-    if not isinstance(prefix, str):
-        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
-
-    def body(client: AdminClient, deadline: Deadline) -> list[TransactionListing]:
-        return _list(client, prefix, deadline)
-
-    result: list[TransactionListing] = _run(config, timeout, f"list_transactions({prefix!r})", body)
-    return result
+    with TransactionAdmin(config, timeout) as admin:
+        return admin.list(prefix)
 
 
 def abort_transactions(
@@ -723,35 +684,8 @@ def abort_transactions(
     and why (after trying them all); a transaction that ended meanwhile (another process
     committed or aborted it) is not an error, nor in the result.
     """
-    if not isinstance(prefix, str) or not prefix:
-        raise ValueError(
-            "abort_transactions needs a non-empty transactional-id prefix (an empty one would "
-            "abort every transaction of the cluster)"
-        )
-    operation = f"abort_transactions({prefix!r})"
-
-    def body(client: AdminClient, deadline: Deadline) -> list[TransactionListing]:
-        aborted: list[TransactionListing] = []
-        failures: list[str] = []
-        for listing in _list(client, prefix, deadline):
-            if listing.state not in OPEN_STATES and listing.state not in ENDING_STATES:
-                continue
-            try:
-                if _abort_one(client, listing, deadline):
-                    aborted.append(listing)
-            except KafkaTimeoutError:
-                raise
-            except KafkaError as exc:
-                failures.append(f"{listing.transactional_id!r}: {exc}")
-        if failures:
-            raise KafkaError(
-                f"{operation} could not abort {len(failures)} transaction(s) (aborted "
-                f"{len(aborted)}): " + "; ".join(failures)
-            )
-        return aborted
-
-    result: list[TransactionListing] = _run(config, timeout, operation, body)
-    return result
+    with TransactionAdmin(config, timeout) as admin:
+        return admin.abort(prefix)
 
 
 def _abort_one(client: AdminClient, listing: TransactionListing, deadline: Deadline) -> bool:
@@ -796,7 +730,8 @@ class TransactionAdmin:
     For a caller that makes several in a row (the Spark driver committing a batch: list, then
     commit them all, then sweep): connections, API versions and the finalized features are
     negotiated once. The client is opened on first use. Each call is bounded by its own
-    ``timeout`` (seconds; None: the config's ``max.block.ms``); not thread-safe.
+    ``timeout`` (seconds; None: the config's ``max.block.ms``); not thread-safe. A context
+    manager: leaving the ``with`` block closes it.
     """
 
     def __init__(self, config: Mapping[str, object], timeout: float | None = None) -> None:
@@ -805,6 +740,12 @@ class TransactionAdmin:
         self._timeout = timeout
         self._client: AdminClient | None = None
         self._max_block_ms = 0
+
+    def __enter__(self) -> TransactionAdmin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def _call(self, operation: str, body: Callable[[AdminClient, Deadline], T]) -> T:
         if self._client is None:
@@ -838,6 +779,38 @@ class TransactionAdmin:
             f"complete_transactions({what}) of {len(items)} transaction(s)",
             lambda client, deadline: _end_all(client, items, commit, deadline),
         )
+        return result
+
+    def abort(self, prefix: str) -> list[TransactionListing]:
+        """:func:`abort_transactions` over this session's client."""
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(
+                "abort_transactions needs a non-empty transactional-id prefix (an empty one would "
+                "abort every transaction of the cluster)"
+            )
+        operation = f"abort_transactions({prefix!r})"
+
+        def body(client: AdminClient, deadline: Deadline) -> list[TransactionListing]:
+            aborted: list[TransactionListing] = []
+            failures: list[str] = []
+            for listing in _list(client, prefix, deadline):
+                if listing.state not in OPEN_STATES and listing.state not in ENDING_STATES:
+                    continue
+                try:
+                    if _abort_one(client, listing, deadline):
+                        aborted.append(listing)
+                except KafkaTimeoutError:
+                    raise
+                except KafkaError as exc:
+                    failures.append(f"{listing.transactional_id!r}: {exc}")
+            if failures:
+                raise KafkaError(
+                    f"{operation} could not abort {len(failures)} transaction(s) (aborted "
+                    f"{len(aborted)}): " + "; ".join(failures)
+                )
+            return aborted
+
+        result: list[TransactionListing] = self._call(operation, body)
         return result
 
     def list(self, prefix: str) -> list[TransactionListing]:

@@ -12,7 +12,9 @@ Module map (bottom to top):
   ApiVersions negotiation, SASL handshake); bytes in, bytes out.
 - ``metadata``: thread-safe cluster ``Metadata`` (brokers, leaders and epochs, topic errors,
   refresh timing) and ``ExponentialBackoff``.
-- ``config`` / ``client_request``: ``NetworkConfig``; ``ClientRequest`` / ``ClientResponse``.
+- ``config``: ``ClientConfig``, the dotted keys every client shares (Java's
+  ``CommonClientConfigs``), and the ``NetworkConfig`` it builds for the network client.
+- ``client_request``: ``ClientRequest`` / ``ClientResponse``.
 - ``metadata_updater``: when and where to refresh metadata.
 - ``network_client``: ``NetworkClient``, which ties them together on the sender thread.
 """

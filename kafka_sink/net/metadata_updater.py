@@ -6,12 +6,17 @@ the metadata's backoff applies; any disconnect makes a refresh due; an authentic
 recorded as fatal for callers waiting on metadata. When no known broker is even connectable, or
 no update succeeded for ``metadata.recovery.rebootstrap.trigger.ms``, it returns to the
 bootstrap servers (``metadata.recovery.strategy=rebootstrap``, KIP-899/KIP-1102).
+
+It drives the client that owns it only through :class:`UpdaterClient`, the eight calls it needs
+(pick a node, connect to it, send to it); the
+:class:`~kafka_sink.net.network_client.NetworkClient` satisfies that protocol structurally, so
+this module does not import the client, and the client imports this module.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafka_sink.errors import AuthenticationError, KafkaConnectionError, KafkaError
 from kafka_sink.net.client_request import ClientRequest, ClientResponse
@@ -19,18 +24,36 @@ from kafka_sink.net.config import NetworkConfig
 from kafka_sink.net.metadata import Metadata
 from kafka_sink.wire.messages import MetadataRequest
 
-if TYPE_CHECKING:
-    from kafka_sink.net.network_client import NetworkClient
-
-__all__ = ["MetadataUpdater"]
+__all__ = ["MetadataUpdater", "UpdaterClient"]
 
 log = logging.getLogger(__name__)
+
+
+class UpdaterClient(Protocol):
+    """What the updater asks of the network client that owns it (Java's updater reaches the
+    same calls as an inner class of ``NetworkClient``)."""
+
+    def least_loaded_node(self, now_ms: int) -> int | None: ...
+
+    def is_any_node_ready(self) -> bool: ...
+
+    def is_any_node_connecting(self) -> bool: ...
+
+    def can_send_request(self, node_id: int, now_ms: int) -> bool: ...
+
+    def can_connect(self, node_id: int, now_ms: int) -> bool: ...
+
+    def initiate_connect(self, node_id: int, now_ms: int) -> None: ...
+
+    def connection_delay(self, node_id: int, now_ms: int) -> int: ...
+
+    def send(self, request: ClientRequest, now_ms: int) -> None: ...
 
 
 class MetadataUpdater:
     """When and where to refresh metadata (Java's ``DefaultMetadataUpdater``)."""
 
-    def __init__(self, client: NetworkClient, metadata: Metadata, config: NetworkConfig) -> None:
+    def __init__(self, client: UpdaterClient, metadata: Metadata, config: NetworkConfig) -> None:
         self._client = client
         self._metadata = metadata
         self._config = config

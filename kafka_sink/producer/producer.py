@@ -61,7 +61,7 @@ from kafka_sink.errors import (
     TopicAuthorizationFailedError,
 )
 from kafka_sink.net.metadata import Metadata, PartitionInfo
-from kafka_sink.net.network_client import NetworkClient, NetworkConfig
+from kafka_sink.net.network_client import NetworkClient
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.accumulator import RecordAccumulator
 from kafka_sink.producer.bulk import BulkAppender, bulk_columns
@@ -144,33 +144,6 @@ def _as_headers(headers: object) -> list[tuple[str, bytes | None]]:
     return out
 
 
-def build_network_config(config: ProducerConfig, client_id: str) -> NetworkConfig:
-    """Translate the producer config into the network client's settings."""
-    return NetworkConfig(
-        bootstrap_servers=list(config.bootstrap_servers),
-        client_id=client_id,
-        request_timeout_ms=config.request_timeout_ms,
-        reconnect_backoff_ms=config.reconnect_backoff_ms,
-        reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
-        max_in_flight=config.max_in_flight,
-        send_buffer_bytes=config.send_buffer_bytes,
-        receive_buffer_bytes=config.receive_buffer_bytes,
-        connections_max_idle_ms=config.connections_max_idle_ms,
-        socket_connection_setup_timeout_ms=config.socket_connection_setup_timeout_ms,
-        socket_connection_setup_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
-        security_protocol=config.security_protocol,
-        sasl_mechanism=config.sasl_mechanism if config.uses_sasl else None,
-        sasl_username=config.sasl_username,
-        sasl_password=config.sasl_password,
-        tls=config.tls_config(),
-        metadata_max_age_ms=config.metadata_max_age_ms,
-        retry_backoff_ms=config.retry_backoff_ms,
-        retry_backoff_max_ms=config.retry_backoff_max_ms,
-        # Java's producer metadata asks brokers to auto-create topics (if they allow it).
-        allow_auto_topic_creation=True,
-    )
-
-
 class KafkaProducer:
     """A thread-safe Kafka producer with Java 4.x semantics and defaults.
 
@@ -221,9 +194,13 @@ class KafkaProducer:
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
         )
-        self._network = NetworkClient(
-            build_network_config(cfg, self.client_id), self._metadata, self._clock
+        network_config = cfg.network_config(
+            self.client_id,
+            max_in_flight=cfg.max_in_flight,
+            # Java's producer metadata asks brokers to auto-create topics (if they allow it).
+            allow_auto_topic_creation=True,
         )
+        self._network = NetworkClient(network_config, self._metadata, self._clock)
         self._accumulator = RecordAccumulator(
             clock=self._clock,
             batch_size=cfg.batch_size,

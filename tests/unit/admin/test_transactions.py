@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kafka_sink.admin.client import AdminClient
+from kafka_sink.admin.client import AdminClient, AdminConfig
 from kafka_sink.admin.transactions import (
     Completion,
     abort_transactions,
@@ -35,7 +35,6 @@ from kafka_sink.errors import (
 )
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     ApiVersionsRequest,
@@ -220,8 +219,8 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> ScriptedCluster:
 
     def from_config(
         config: Mapping[str, object], clock: object = None
-    ) -> tuple[AdminClient, ProducerConfig]:
-        cfg = ProducerConfig.from_mapping(config)
+    ) -> tuple[AdminClient, AdminConfig]:
+        cfg = AdminConfig.from_mapping(config)
         client = AdminClient(
             scripted,
             scripted.metadata,

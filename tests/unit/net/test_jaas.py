@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kafka_sink.errors import ConfigError
+from kafka_sink.net.config import ClientConfig, parse_jaas_config
 from kafka_sink.net.jaas import parse_jaas
-from kafka_sink.producer.config import ProducerConfig, parse_jaas_config
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -63,7 +63,7 @@ def test_malformed_values_are_clear_errors_without_the_password(text: str, messa
 
 
 def test_producer_config_reads_escaped_jaas_credentials() -> None:
-    config = ProducerConfig.from_mapping(
+    config = ClientConfig.from_mapping(
         {
             "bootstrap.servers": "h:1",
             "security.protocol": "SASL_SSL",

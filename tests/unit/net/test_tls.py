@@ -20,9 +20,8 @@ import pytest
 
 from kafka_sink.errors import ConfigError
 from kafka_sink.net import tls as tls_module
+from kafka_sink.net.config import ClientConfig
 from kafka_sink.net.tls import IANA_TO_OPENSSL, TlsConfig, describe_tls_failure
-from kafka_sink.producer.config import ProducerConfig
-from kafka_sink.producer.producer import build_network_config
 from kafka_sink.testing.certs import TestPki, make_test_pki
 
 
@@ -101,7 +100,7 @@ def test_inline_pem_keystore_from_producer_config_is_presented(
 ) -> None:
     # The regression: ssl.keystore.key/ssl.keystore.certificate.chain used to be dropped, so a
     # broker requiring client certificates refused the connection.
-    config = ProducerConfig.from_mapping(
+    config = ClientConfig.from_mapping(
         {
             "bootstrap.servers": "127.0.0.1:1",
             "security.protocol": "SSL",
@@ -111,7 +110,7 @@ def test_inline_pem_keystore_from_producer_config_is_presented(
             "ssl.key.password": pki.key_password,
         }
     )
-    context = build_network_config(config, "c").ssl_context()
+    context = config.network_config("c").ssl_context()
     assert context is not None
     assert _talk(context, server.port)[2] == b"PING"
     assert server.peers == ["test-client"]
@@ -272,8 +271,8 @@ def test_secrets_never_in_repr_errors_or_logs(
         "ssl.keystore.certificate.chain": _pem(pki.client_cert),
         "ssl.key.password": "wrong-key-password",
     }
-    config = ProducerConfig.from_mapping(mapping)
-    network = build_network_config(config, "c")
+    config = ClientConfig.from_mapping(mapping)
+    network = config.network_config("c")
     shown = [repr(config), repr(network), repr(network.tls)]
     with pytest.raises(ConfigError) as info:
         network.ssl_context()  # wrong password: the key cannot be opened

@@ -7,7 +7,8 @@ import ssl
 import pytest
 
 from kafka_sink.errors import ConfigError
-from kafka_sink.producer.config import ProducerConfig, parse_jaas_config
+from kafka_sink.net.config import parse_jaas_config
+from kafka_sink.producer.config import ProducerConfig
 
 BOOT = {"bootstrap.servers": "localhost:9092"}
 

@@ -60,7 +60,7 @@ def test_flags_override_the_options_file(tmp_path) -> None:
 
 
 def test_describe_masks_every_secret_producer_key() -> None:
-    from kafka_sink.producer.config import SECRET_KEYS
+    from kafka_sink.net.config import SECRET_KEYS
 
     common = _common()
     shown = common.describe({f"kafka.{key}": f"s3cret-{i}" for i, key in enumerate(SECRET_KEYS)})
