@@ -648,7 +648,7 @@ def test_an_unreachable_cluster_times_out_naming_the_metadata_wait(
 
     def on_manual_clock(
         config: Mapping[str, object], _clock: object = None
-    ) -> tuple[AdminClient, ProducerConfig]:
+    ) -> tuple[AdminClient, AdminConfig]:
         client, cfg = on_system_clock(config, clock)
         real_poll = client.network.poll
 

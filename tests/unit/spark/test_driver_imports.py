@@ -14,11 +14,8 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-
-import kafka_sink
 
 _PROBE = textwrap.dedent(
     """
@@ -79,18 +76,7 @@ def test_at_least_once_planning_and_commit_load_no_executor_modules() -> None:
     assert loaded == [], f"driver-side path imported: {loaded}"
 
 
-def _admin_client_builds_on_the_producer() -> bool:
-    source = Path(kafka_sink.__file__).parent / "admin" / "client.py"
-    return "kafka_sink.producer" in source.read_text(encoding="utf-8")
-
-
 @pytest.mark.broker
-@pytest.mark.xfail(
-    _admin_client_builds_on_the_producer(),
-    reason="kafka_sink.admin.client imports the producer's config and facade, which load "
-    "KafkaProducer, the bulk path, numpy and pyarrow.compute",
-    strict=True,
-)
 def test_exactly_once_planning_and_commit_load_no_executor_modules(kafka_bootstrap: str) -> None:
     loaded = _loaded_by_driver(kafka_bootstrap, "exactly-once", _EXECUTOR_MODULES)
     assert loaded == [], f"driver-side path imported: {loaded}"
