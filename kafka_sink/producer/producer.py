@@ -89,7 +89,7 @@ from kafka_sink.producer.plugins import (
 )
 from kafka_sink.producer.sender import Sender
 from kafka_sink.producer.txn.manager import TransactionManager
-from kafka_sink.records.batch import BATCH_HEADER_SIZE, estimate_record_size
+from kafka_sink.records.batch import BATCH_HEADER_SIZE, as_bytes, estimate_record_size
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.murmur2 import murmur2_unsigned
 
@@ -113,18 +113,6 @@ _SNAPSHOT_EVERY = 1024
 _RECORD_OVERHEAD = 21 + 10
 
 
-def _as_bytes(what: str, data: object) -> bytes:
-    if isinstance(data, bytes):
-        return data
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    if isinstance(data, str):
-        return data.encode("utf-8")
-    raise TypeError(
-        f"{what} must be bytes, bytearray, memoryview, str or None; got {type(data).__name__}"
-    )
-
-
 def _as_headers(headers: object) -> list[tuple[str, bytes | None]]:
     if isinstance(headers, Mapping):
         items: Any = headers.items()
@@ -140,7 +128,7 @@ def _as_headers(headers: object) -> list[tuple[str, bytes | None]]:
             raise TypeError(f"a header must be a (str, bytes | None) pair, got {item!r}") from None
         if not isinstance(name, str):
             raise TypeError(f"header names must be str, got {type(name).__name__}")
-        out.append((name, None if value is None else _as_bytes(f"header {name!r}", value)))
+        out.append((name, None if value is None else as_bytes(f"header {name!r}", value)))
     return out
 
 
@@ -496,9 +484,9 @@ class KafkaProducer:
         if self._txn is not None:
             self._txn.ensure_can_send()
         if value is not None and type(value) is not bytes:
-            value = _as_bytes("value", value)
+            value = as_bytes("value", value)
         if key is not None and type(key) is not bytes:
-            key = _as_bytes("key", key)
+            key = as_bytes("key", key)
         hdrs: list[tuple[str, bytes | None]] | tuple[()] = _as_headers(headers) if headers else ()
         # The cluster snapshot is re-read every _SNAPSHOT_EVERY sends (and whenever it lacks
         # the topic or partition): a partition-count change is seen a few sends late at most,
