@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from kafka_sink.errors import RecordTooLargeError
 from kafka_sink.producer.futures import BulkSendFuture
+from kafka_sink.producer.partitioner import BuiltInPartitioner, partitions_with_leader
 from kafka_sink.records.arrow import (
     arrow_ints,
     as_binary_array,
@@ -61,9 +62,7 @@ if TYPE_CHECKING:
     from kafka_sink.net.metadata import PartitionInfo
     from kafka_sink.producer.accumulator import RecordAccumulator
     from kafka_sink.producer.interceptors import BulkAcknowledgements
-    from kafka_sink.producer.partitioner import BuiltInPartitioner
     from kafka_sink.producer.plugins import CustomPartitioner
-    from kafka_sink.records.compression import CompressionType
 
 __all__ = ["QUEUED_FUTURE", "BulkAppender", "BulkColumns", "bulk_columns"]
 
@@ -287,12 +286,12 @@ def check_record_sizes(
         )
 
 
-def _with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
-    return [p.partition for p in parts if p.leader_id >= 0]
-
-
 class BulkAppender:
-    """Seals and queues the rows of ``send_columns`` calls for one producer (thread-safe)."""
+    """Seals and queues the rows of ``send_columns`` calls for one producer (thread-safe).
+
+    Batches are sealed with the accumulator's ``batch.size`` and compression, and records are
+    checked against its ``buffer.memory``: the settings of the queue they go into.
+    """
 
     def __init__(
         self,
@@ -300,12 +299,8 @@ class BulkAppender:
         accumulator: RecordAccumulator,
         partitioner: BuiltInPartitioner,
         clock: Clock,
-        batch_size: int,
-        compression_type: CompressionType,
-        compression_level: int | None,
         max_block_ms: int,
         max_request_size: int,
-        buffer_memory: int,
         ignore_keys: bool,
         wakeup: Callable[[], None],
         custom_partitioner: CustomPartitioner | None = None,
@@ -314,12 +309,12 @@ class BulkAppender:
         self._custom_partitioner = custom_partitioner
         self._partitioner = partitioner
         self._clock = clock
-        self._batch_size = batch_size
-        self._compression_type = compression_type
-        self._compression_level = compression_level
+        self._batch_size = accumulator.batch_size
+        self._compression_type = accumulator.compression_type
+        self._compression_level = accumulator.compression_level
         self._max_block_ms = max_block_ms
         self._max_request_size = max_request_size
-        self._buffer_memory = buffer_memory
+        self._buffer_memory = accumulator.buffer_memory
         self._ignore_keys = ignore_keys
         self._wakeup = wakeup
         # Per topic, as Java's CompressionRatioEstimator: lets batch.size bound the compressed
@@ -553,7 +548,7 @@ class BulkAppender:
             chunk = np.cumsum(sizes) // max(self._batch_size, 1)
             chunk -= chunk[0]
             chosen = self._partitioner.sticky_chunks(
-                topic, num_partitions, int(chunk[-1]) + 1, lambda: _with_leader(parts)
+                topic, num_partitions, int(chunk[-1]) + 1, lambda: partitions_with_leader(parts)
             )
             assigned[rows] = np.asarray(chosen, dtype=np.int32)[chunk]
         return assigned

@@ -27,9 +27,18 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka_sink.net.metadata import PartitionInfo
 
 # Partitions with a leader: a list, a callable computing it only when a draw needs it, or None.
 Available = Sequence[int] | Callable[[], Sequence[int]] | None
+
+
+def partitions_with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
+    """The partitions a sticky draw picks from: those whose leader is known."""
+    return [p.partition for p in parts if p.leader_id >= 0]
 
 
 class _StickyState:

@@ -79,7 +79,7 @@ from kafka_sink.producer.interceptors import (
     ProducerInterceptors,
     ProducerRecord,
 )
-from kafka_sink.producer.partitioner import BuiltInPartitioner
+from kafka_sink.producer.partitioner import BuiltInPartitioner, partitions_with_leader
 from kafka_sink.producer.plugins import (
     CustomPartitioner,
     Serializer,
@@ -201,8 +201,6 @@ class KafkaProducer:
         else:
             with _producer_ids_lock:
                 self.client_id = f"producer-{next(_producer_ids)}"
-        self._compression = CompressionType.from_name(cfg.compression_type)
-        self._compression_level = cfg.compression_level
         self._metadata = Metadata(
             metadata_max_age_ms=cfg.metadata_max_age_ms,
             metadata_max_idle_ms=cfg.metadata_max_idle_ms,
@@ -218,8 +216,8 @@ class KafkaProducer:
             linger_ms=cfg.linger_ms,
             buffer_memory=cfg.buffer_memory,
             delivery_timeout_ms=cfg.delivery_timeout_ms,
-            compression_type=self._compression,
-            compression_level=self._compression_level,
+            compression_type=CompressionType.from_name(cfg.compression_type),
+            compression_level=cfg.compression_level,
             wakeup=self._network.wakeup,
         )
         self._transaction_manager = (
@@ -259,12 +257,8 @@ class KafkaProducer:
             accumulator=self._accumulator,
             partitioner=self._partitioner,
             clock=self._clock,
-            batch_size=cfg.batch_size,
-            compression_type=self._compression,
-            compression_level=self._compression_level,
             max_block_ms=cfg.max_block_ms,
             max_request_size=cfg.max_request_size,
-            buffer_memory=cfg.buffer_memory,
             ignore_keys=cfg.partitioner_ignore_keys,
             wakeup=self._network.wakeup,
             custom_partitioner=self._custom_partitioner,
@@ -509,7 +503,7 @@ class KafkaProducer:
                 partition = partition_for_key(key, num_partitions)
             else:
                 partition = self._partitioner.sticky_partition(
-                    topic, num_partitions, lambda: _with_leader(parts)
+                    topic, num_partitions, lambda: partitions_with_leader(parts)
                 )
                 sticky = True
         elif type(partition) is not int or partition < 0:
@@ -531,7 +525,7 @@ class KafkaProducer:
                 size + _RECORD_OVERHEAD,
                 num_partitions,
                 enforce_switch=batch_is_full,
-                available=lambda: _with_leader(parts),
+                available=lambda: partitions_with_leader(parts),
             )
         if new_batch:
             # A new batch means the previous one is full and sendable: wake the sender. (Java
@@ -803,10 +797,6 @@ class KafkaProducer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"KafkaProducer(client_id={self.client_id!r}, {state})"
-
-
-def _with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
-    return [p.partition for p in parts if p.leader_id >= 0]
 
 
 class _InterceptorCallback:
