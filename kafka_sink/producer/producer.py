@@ -48,7 +48,7 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
@@ -92,6 +92,9 @@ from kafka_sink.producer.txn.manager import TransactionManager
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, as_bytes, estimate_record_size
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.murmur2 import murmur2_unsigned, partition_for_key
+
+if TYPE_CHECKING:
+    from kafka_sink.producer.txn.requests import TransactionalRequestResult
 
 log = logging.getLogger(__name__)
 
@@ -654,6 +657,15 @@ class KafkaProducer:
     def _timeout_ms(self, timeout: float | None) -> int:
         return self._max_block_ms if timeout is None else max(int(timeout * 1000), 0)
 
+    def _await_transactional(
+        self, tm: TransactionManager, result: TransactionalRequestResult, timeout: float | None
+    ) -> None:
+        """Wake the sender for the request behind ``result`` and wait for it: ``timeout``
+        seconds, or max.block.ms; a KafkaTimeoutError says what it was still waiting for."""
+        acc = self._accumulator
+        self._sender.wakeup()
+        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
+
     def init_transactions(self, timeout: float | None = None) -> None:
         """Register ``transactional.id`` with its transaction coordinator (Java's
         ``initTransactions``); call once before the first ``begin_transaction()``.
@@ -666,10 +678,7 @@ class KafkaProducer:
         (``max.block.ms`` by default); on KafkaTimeoutError, calling again resumes the wait.
         """
         tm = self._transactional("init_transactions()")
-        acc = self._accumulator
-        result = tm.initialize_transactions()
-        self._sender.wakeup()
-        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
+        self._await_transactional(tm, tm.initialize_transactions(), timeout)
 
     def begin_transaction(self) -> None:
         """Start a transaction: records sent until ``commit_transaction()`` or
@@ -688,10 +697,7 @@ class KafkaProducer:
         background and calling ``commit_transaction()`` again resumes the wait.
         """
         tm = self._transactional("commit_transaction()")
-        acc = self._accumulator
-        result = tm.begin_commit()
-        self._sender.wakeup()
-        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
+        self._await_transactional(tm, tm.begin_commit(), timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the open transaction: records still queued are not sent (their futures fail
@@ -699,10 +705,7 @@ class KafkaProducer:
         Also the way out of an abortable error. Waits up to ``timeout`` seconds
         (``max.block.ms`` by default); calling again after a KafkaTimeoutError resumes."""
         tm = self._transactional("abort_transaction()")
-        acc = self._accumulator
-        result = tm.begin_abort()
-        self._sender.wakeup()
-        result.wait(self._timeout_ms(timeout), lambda: tm.describe_wait(acc.has_incomplete()))
+        self._await_transactional(tm, tm.begin_abort(), timeout)
 
     def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
         """Flush, wait until every record of the open transaction is acknowledged, and return
