@@ -127,24 +127,9 @@ class RecordAccumulator:
             if dq is None:
                 dq = self._batches[tp] = deque()
             elif dq:
-                # ProducerBatch.try_append, inlined: this is the per-record path.
-                last = dq[-1]
-                builder = last.builder
-                if builder is not None and not last.full:
-                    delta = builder.append(timestamp_ms, key, value, headers)
-                    if delta is not None:
-                        last.record_count = delta + 1
-                        future = FutureRecordMetadata(
-                            last.result,
-                            delta,
-                            timestamp_ms,
-                            -1 if key is None else len(key),
-                            -1 if value is None else len(value),
-                        )
-                        if callback is not None:
-                            last.add_thunk(callback, future)
-                        return future, len(dq) > 1, False
-                    last.full = True
+                future = dq[-1].try_append(timestamp_ms, key, value, headers, callback)
+                if future is not None:
+                    return future, len(dq) > 1, False
             size = max(self.batch_size, estimate_record_size(key, value, headers) + 61)
             if now_ms is None:
                 now_ms = self._clock.now_ms()
@@ -190,6 +175,8 @@ class RecordAccumulator:
             dq = self._batches.get((topic, partition))
             if not dq or self._closed:
                 return None
+            # ProducerBatch.try_append without headers, inlined: calling it costs 40-50 ns, 2% of
+            # a send() (test_send_fast_path holds this path to the general one byte for byte).
             last = dq[-1]
             builder = last.builder
             if builder is None or last.full:

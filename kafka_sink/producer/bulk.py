@@ -1,9 +1,10 @@
 """The bulk path behind ``KafkaProducer.send_columns``: whole columns in, sealed batches queued.
 
 Role: :func:`bulk_columns` checks and normalises the columns of one call (values, keys,
-explicit partitions, timestamps, headers); :class:`BulkAppender` then takes the rows one window
-at a time: it partitions them (explicit > ``partitioner.class`` if configured > murmur2(key) >
-sticky, as ``send()``), groups them by
+explicit partitions, timestamps, headers; keys and values through
+``records.arrow.as_binary_array``, as on every columnar path); :class:`BulkAppender` then takes
+the rows one window at a time: it partitions them (explicit > ``partitioner.class`` if
+configured > murmur2(key) > sticky, as ``send()``), groups them by
 partition, seals them into record batches (``records.columnar.iter_seal_columns``) and queues
 each batch in the RecordAccumulator as soon as it is sealed. The result is one BulkSendFuture
 with per-partition offsets instead of a future per record.
@@ -44,7 +45,14 @@ import pyarrow.compute as pc
 
 from kafka_sink.errors import RecordTooLargeError
 from kafka_sink.producer.futures import BulkSendFuture
-from kafka_sink.records.arrow import arrow_ints, int_column, valid_mask
+from kafka_sink.producer.partitioner import BuiltInPartitioner, partitions_with_leader
+from kafka_sink.records.arrow import (
+    arrow_ints,
+    as_binary_array,
+    binary_offsets,
+    int_column,
+    valid_mask,
+)
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, MAX_RECORD_OVERHEAD, Header, encode_headers
 from kafka_sink.records.columnar import CompressionRatioEstimator, iter_seal_columns
 from kafka_sink.records.murmur2 import partitions_for_keys
@@ -54,9 +62,7 @@ if TYPE_CHECKING:
     from kafka_sink.net.metadata import PartitionInfo
     from kafka_sink.producer.accumulator import RecordAccumulator
     from kafka_sink.producer.interceptors import BulkAcknowledgements
-    from kafka_sink.producer.partitioner import BuiltInPartitioner
     from kafka_sink.producer.plugins import CustomPartitioner
-    from kafka_sink.records.compression import CompressionType
 
 __all__ = ["QUEUED_FUTURE", "BulkAppender", "BulkColumns", "bulk_columns"]
 
@@ -144,42 +150,6 @@ def bulk_columns(
     )
 
 
-def as_binary_array(data: Any, what: str) -> Any:
-    """A pyarrow binary (or large binary, or null) array of ``data``; strings keep their bytes."""
-    if isinstance(data, pa.ChunkedArray):
-        data = data.combine_chunks()
-    if isinstance(data, pa.Array):
-        if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
-            return data.cast(
-                pa.large_binary() if pa.types.is_large_string(data.type) else pa.binary()
-            )
-        if (
-            pa.types.is_binary(data.type)
-            or pa.types.is_large_binary(data.type)
-            or pa.types.is_null(data.type)
-        ):
-            return data
-        raise TypeError(f"{what} must be a binary or string column, got {data.type}")
-    try:
-        return pa.array([None if x is None else _as_bytes(what, x) for x in data], type=pa.binary())
-    except TypeError:
-        raise
-    except Exception as exc:
-        raise TypeError(f"{what} must be a sequence of bytes | None: {exc}") from None
-
-
-def _as_bytes(what: str, data: object) -> bytes:
-    if isinstance(data, bytes):
-        return data
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    if isinstance(data, str):
-        return data.encode("utf-8")
-    raise TypeError(
-        f"{what} must be bytes, bytearray, memoryview, str or None; got {type(data).__name__}"
-    )
-
-
 def _timestamp_array(timestamps: Any, n: int) -> Any:
     """An int64 array (nulls kept: they mean "now"); refuses negative timestamps by row."""
     if isinstance(timestamps, pa.ChunkedArray):
@@ -232,12 +202,7 @@ def _offsets(column: Any) -> np.ndarray[Any, Any] | None:
     """Row i's bytes start at [i] and end at [i + 1] (a view, no copy); None: all null."""
     if column is None or pa.types.is_null(column.type):
         return None
-    n = len(column)
-    buf = column.buffers()[1]
-    if buf is None or n == 0:
-        return np.zeros(n + 1, dtype=np.int64)
-    dtype = np.int64 if pa.types.is_large_binary(column.type) else np.int32
-    return np.frombuffer(buf, dtype=dtype, count=column.offset + n + 1)[column.offset :]
+    return binary_offsets(column)
 
 
 def _windows(columns: BulkColumns) -> list[tuple[int, int]]:
@@ -321,12 +286,12 @@ def check_record_sizes(
         )
 
 
-def _with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
-    return [p.partition for p in parts if p.leader_id >= 0]
-
-
 class BulkAppender:
-    """Seals and queues the rows of ``send_columns`` calls for one producer (thread-safe)."""
+    """Seals and queues the rows of ``send_columns`` calls for one producer (thread-safe).
+
+    Batches are sealed with the accumulator's ``batch.size`` and compression, and records are
+    checked against its ``buffer.memory``: the settings of the queue they go into.
+    """
 
     def __init__(
         self,
@@ -334,12 +299,8 @@ class BulkAppender:
         accumulator: RecordAccumulator,
         partitioner: BuiltInPartitioner,
         clock: Clock,
-        batch_size: int,
-        compression_type: CompressionType,
-        compression_level: int | None,
         max_block_ms: int,
         max_request_size: int,
-        buffer_memory: int,
         ignore_keys: bool,
         wakeup: Callable[[], None],
         custom_partitioner: CustomPartitioner | None = None,
@@ -348,12 +309,12 @@ class BulkAppender:
         self._custom_partitioner = custom_partitioner
         self._partitioner = partitioner
         self._clock = clock
-        self._batch_size = batch_size
-        self._compression_type = compression_type
-        self._compression_level = compression_level
+        self._batch_size = accumulator.batch_size
+        self._compression_type = accumulator.compression_type
+        self._compression_level = accumulator.compression_level
         self._max_block_ms = max_block_ms
         self._max_request_size = max_request_size
-        self._buffer_memory = buffer_memory
+        self._buffer_memory = accumulator.buffer_memory
         self._ignore_keys = ignore_keys
         self._wakeup = wakeup
         # Per topic, as Java's CompressionRatioEstimator: lets batch.size bound the compressed
@@ -587,7 +548,7 @@ class BulkAppender:
             chunk = np.cumsum(sizes) // max(self._batch_size, 1)
             chunk -= chunk[0]
             chosen = self._partitioner.sticky_chunks(
-                topic, num_partitions, int(chunk[-1]) + 1, lambda: _with_leader(parts)
+                topic, num_partitions, int(chunk[-1]) + 1, lambda: partitions_with_leader(parts)
             )
             assigned[rows] = np.asarray(chosen, dtype=np.int32)[chunk]
         return assigned

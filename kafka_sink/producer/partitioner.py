@@ -5,7 +5,10 @@ built-in partitioner does.
 
 - A record with an explicit partition goes there.
 - A record with a key (and ``partitioner.ignore.keys=false``) goes to
-  ``(murmur2(key) & 0x7fffffff) % num_partitions`` over *all* partitions of the topic.
+  ``(murmur2(key) & 0x7fffffff) % num_partitions`` over *all* partitions of the topic: that
+  mapping is ``records.murmur2.partition_for_key`` (``partitions_for_keys`` beside it is the
+  same over a column, for the bulk path), below this layer so that every reader of keyed
+  placement uses the one formula. This class holds the sticky state only.
 - A record without a key goes to the topic's current sticky partition. After about
   ``batch.size`` bytes were produced to it (at least ``batch.size`` once the current batch is
   full, at most twice that), the next sticky partition is drawn uniformly at random among the
@@ -24,11 +27,18 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from kafka_sink.records.murmur2 import murmur2_unsigned
+if TYPE_CHECKING:
+    from kafka_sink.net.metadata import PartitionInfo
 
 # Partitions with a leader: a list, a callable computing it only when a draw needs it, or None.
 Available = Sequence[int] | Callable[[], Sequence[int]] | None
+
+
+def partitions_with_leader(parts: Sequence[PartitionInfo]) -> list[int]:
+    """The partitions a sticky draw picks from: those whose leader is known."""
+    return [p.partition for p in parts if p.leader_id >= 0]
 
 
 class _StickyState:
@@ -45,10 +55,6 @@ class BuiltInPartitioner:
         self._random = rng or random.Random()
         self._lock = threading.Lock()
         self._sticky: dict[str, _StickyState] = {}
-
-    @staticmethod
-    def partition_for_key(key: bytes, num_partitions: int) -> int:
-        return (murmur2_unsigned(key) & 0x7FFFFFFF) % num_partitions
 
     def sticky_partition(self, topic: str, num_partitions: int, available: Available = None) -> int:
         """The current sticky partition for a keyless record of ``topic``."""

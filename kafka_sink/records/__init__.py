@@ -2,9 +2,13 @@
 
 Modules:
 
+* ``arrow``: ``as_binary_array``, the one normaliser of key and value columns (string, binary,
+  their large, view, dictionary and null forms, chunked arrays, Python sequences) to Arrow
+  binary, and numpy views of Arrow buffers (offsets, ints, validity) without pandas.
 * ``batch``: RecordBatchBuilder (per-record appends, the producer's ``send()`` path),
   SealedBatch (records compressed once; ``encode`` stamps producer id/epoch/sequence and the
-  CRC), ``estimate_record_size``, and ``read_batches`` (decoder that verifies CRCs).
+  CRC), ``estimate_record_size``, ``as_bytes`` (what a key, value or header value becomes),
+  and ``read_batches`` (decoder that verifies CRCs).
 * ``columnar``: ``seal_columns``, the bulk path that encodes whole Arrow columns with numpy and
   pyarrow; its uncompressed output equals the builder's byte for byte.
 * ``compression``: the codecs in the framings Kafka expects (gzip member, xerial snappy, LZ4

@@ -1,9 +1,14 @@
 """Normalising byte columns (pyarrow arrays or Python sequences) for the columnar paths.
 
-Role: one place that turns whatever a caller hands the bulk encoders (Binary, LargeBinary,
-String, LargeString, view types, chunked arrays, sliced arrays, or a sequence of bytes | None)
-into a single contiguous pyarrow Binary/LargeBinary array plus numpy views of its offsets,
-data and per-row lengths.
+Role: the one place that turns whatever a caller hands a columnar path as keys or values
+(Binary, LargeBinary, String, LargeString, view types, fixed-size binary, dictionary-encoded
+strings or bytes, a null-typed column, chunked or sliced arrays, or a sequence of
+``bytes | bytearray | memoryview | str | None``) into a single-chunk pyarrow Binary/LargeBinary
+array (``as_binary_array``), and that reads it as numpy views: ``binary_offsets`` (row i's
+bytes start at ``offsets[i]`` and end at ``offsets[i + 1]``, no copy) and ``as_byte_column``
+(offsets, data and per-row lengths together). The Spark sink's columns
+(``spark.columns``), ``send_columns`` (``producer.bulk``), the batch sealer
+(``records.columnar``) and the vectorised key hash (``records.murmur2``) all go through it.
 
 ``int_column`` and ``valid_mask`` read integer and validity data straight from Arrow buffers,
 ``arrow_ints`` wraps a numpy integer array without a copy and ``binary_scalar`` makes a bytes
@@ -11,14 +16,16 @@ scalar: pyarrow's own ``to_numpy``,
 ``pa.array`` and ``pa.scalar`` import pandas whenever pandas is installed, which costs a process
 tens of MiB of resident memory and a second of start-up for nothing the producer uses.
 
-Invariants: ``offsets`` has ``len + 1`` entries and already accounts for the array's slice
-offset, so row i's bytes are ``data[offsets[i]:offsets[i + 1]]``; ``lengths[i]`` is -1 for a
-null row and the byte length otherwise; strings are taken as their UTF-8 bytes, unchanged.
+Invariants: strings are taken as their UTF-8 bytes, unchanged, and Binary, LargeBinary, String
+and LargeString arrays are never copied (a view of the same buffers); a null-typed column stays
+a NullArray in ``as_binary_array`` (nothing is allocated for it) and becomes binary nulls only
+in ``as_byte_column``; ``offsets`` already accounts for the array's slice offset;
+``lengths[i]`` is -1 for a null row and the byte length otherwise; a column of the wrong type
+raises TypeError naming it (``what``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +33,14 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from kafka_sink.records.batch import as_bytes
+
 __all__ = [
     "ByteColumn",
     "arrow_ints",
+    "as_binary_array",
     "as_byte_column",
+    "binary_offsets",
     "binary_scalar",
     "int_column",
     "valid_mask",
@@ -50,19 +61,18 @@ class ByteColumn:
         return len(self.lengths)
 
 
-def _to_binary_array(values: Any) -> Any:
+def as_binary_array(values: Any, what: str = "values") -> Any:
+    """``values`` (see the module docstring) as one Binary or LargeBinary array, or as is when
+    null-typed; strings keep their bytes. TypeError, naming ``what``, for anything else."""
     if isinstance(values, pa.ChunkedArray):
-        if values.num_chunks == 1:
-            values = values.chunk(0)
-        else:
-            if values.nbytes > _INT32_MAX and not pa.types.is_large_binary(values.type):
-                # 32-bit offsets cannot address the combined data: widen first.
-                values = values.cast(pa.large_binary())
-            values = values.combine_chunks()
+        values = _one_chunk(values)
     elif not isinstance(values, pa.Array):
-        values = pa.array(_as_list(values), type=pa.binary())
+        return _sequence_array(values, what)
     t = values.type
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+    if pa.types.is_dictionary(t):
+        values = values.dictionary_decode()
+        t = values.type
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_null(t):
         return values
     if pa.types.is_string(t):
         return values.view(pa.binary())
@@ -70,27 +80,55 @@ def _to_binary_array(values: Any) -> Any:
         return values.view(pa.large_binary())
     if pa.types.is_binary_view(t) or pa.types.is_string_view(t) or pa.types.is_fixed_size_binary(t):
         return values.cast(pa.binary())
-    if pa.types.is_null(t):
-        return pa.nulls(len(values), type=pa.binary())
-    raise TypeError(f"expected a binary or string column, got {t}")
+    raise TypeError(f"{what} must be a binary or string column, got {t}")
 
 
-def _as_list(values: Sequence[bytes | None]) -> list[bytes | None]:
-    return values if isinstance(values, list) else list(values)
+def _one_chunk(values: Any) -> Any:
+    if values.num_chunks == 1:
+        return values.chunk(0)
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(values.type.value_type)
+    if values.nbytes > _INT32_MAX and not pa.types.is_large_binary(values.type):
+        # 32-bit offsets cannot address the combined data: widen first.
+        values = values.cast(pa.large_binary())
+    return values.combine_chunks()
+
+
+def _sequence_array(values: Any, what: str) -> Any:
+    try:
+        array = pa.array(
+            [None if item is None else as_bytes(what, item) for item in values], type=pa.binary()
+        )
+    except TypeError:
+        raise
+    except Exception as exc:
+        raise TypeError(f"{what} must be a sequence of bytes | None: {exc}") from None
+    # pa.array splits more than 2 GiB of binary data into chunks.
+    return _one_chunk(array) if isinstance(array, pa.ChunkedArray) else array
+
+
+def binary_offsets(array: Any) -> npt.NDArray[np.int32] | npt.NDArray[np.int64]:
+    """The offsets of a Binary/LargeBinary array, its slice offset applied: a view, no copy.
+
+    Row i's bytes are ``data[offsets[i]:offsets[i + 1]]`` of the array's data buffer (so a
+    slice's first offset need not be 0).
+    """
+    n = len(array)
+    buffer = array.buffers()[1]
+    if n == 0 or buffer is None:
+        return np.zeros(n + 1, dtype=np.int64)
+    dtype = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    offsets: npt.NDArray[Any] = np.frombuffer(buffer, dtype=dtype, count=array.offset + n + 1)
+    return offsets[array.offset :]
 
 
 def as_byte_column(values: Any) -> ByteColumn:
     """Normalise ``values`` (see the module docstring) into a ByteColumn."""
-    arr = _to_binary_array(values)
-    n = len(arr)
-    large = pa.types.is_large_binary(arr.type)
+    arr = as_binary_array(values)
+    if pa.types.is_null(arr.type):
+        arr = pa.nulls(len(arr), type=pa.binary())
+    offsets = binary_offsets(arr).astype(np.int64)
     buffers = arr.buffers()
-    off_type = np.int64 if large else np.int32
-    if n == 0 or buffers[1] is None:
-        offsets = np.zeros(n + 1, dtype=np.int64)
-    else:
-        raw = np.frombuffer(buffers[1], dtype=off_type, count=arr.offset + n + 1)
-        offsets = raw[arr.offset :].astype(np.int64)
     data = (
         np.frombuffer(buffers[2], dtype=np.uint8)
         if buffers[2] is not None

@@ -4,7 +4,9 @@ Role: the producer's ``send()`` path appends records one at a time to a RecordBa
 it into an immutable SealedBatch (records section compressed once), and stamps producer id,
 epoch and base sequence only when the batch is drained into a Produce request. The encoded bytes
 are then kept, so a retry resends exactly the same bytes. ``read_batches`` decodes batches back
-(tests, verification) and checks their CRC.
+(tests, verification) and checks their CRC. ``as_bytes`` is the one rule for what a key, value
+or header value given as bytes, bytearray, memoryview or str becomes in a record (``send()``
+and the columnar paths' Python sequences share it).
 
 Batch layout (all integers big-endian; 61-byte header, then the records section)::
 
@@ -53,6 +55,7 @@ __all__ = [
     "RecordBatch",
     "RecordBatchBuilder",
     "SealedBatch",
+    "as_bytes",
     "encode_headers",
     "encode_varint",
     "estimate_record_size",
@@ -107,6 +110,22 @@ def _varint_size(value: int) -> int:
         z >>= 7
         size += 1
     return size
+
+
+def as_bytes(what: str, data: object) -> bytes:
+    """A key, value or header value as the bytes a record holds (``what`` names it in errors).
+
+    bytes pass through; bytearray and memoryview are copied; str becomes its UTF-8 bytes.
+    """
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    raise TypeError(
+        f"{what} must be bytes, bytearray, memoryview, str or None; got {type(data).__name__}"
+    )
 
 
 def encode_headers(headers: Sequence[Header]) -> bytes:

@@ -6,7 +6,10 @@ land where Kafka Streams, Connect and other producers put the same key.
 Algorithm: 32-bit Murmur2, seed 0x9747b28c, m = 0x5bd1e995, r = 24; little-endian 4-byte words;
 the 1-3 tail bytes fall through (3 implies 2 implies 1); every product is taken modulo 2**32 and
 every shift is logical. ``murmur2`` returns Java's signed int; the partition is
-``(murmur2(key) & 0x7fffffff) % num_partitions`` (Java's toPositive, never abs()).
+``(murmur2(key) & 0x7fffffff) % num_partitions`` (Java's toPositive, never abs()), and
+``partition_for_key`` is the one definition of it: the producer's built-in partitioning uses it
+(``send()``'s fast path inlines it, a test holding the two equal) and ``partitions_for_keys``
+computes it over a column.
 
 ``murmur2`` hashes ``bytes`` with the ``murmurhash2`` package's native MurmurHash2 (the same
 function: Kafka's murmur2 is MurmurHash2 with the seed below), 0.3-0.4 µs for a 16-byte key

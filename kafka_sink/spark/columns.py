@@ -3,7 +3,8 @@
 Role: the executor-side half of the input contract (``schema.py`` is the driver-side half). Given
 an Arrow batch that Spark hands a task (``task.py``), produce per topic the value and key columns
 as Arrow binary arrays, the partition column (int32, null = "the partitioner decides"), the
-timestamps (numpy int64 epoch ms) and, when present, the headers.
+timestamps (numpy int64 epoch ms) and, when present, the headers. Strings become their UTF-8 bytes
+through ``records.arrow.as_binary_array``, the normaliser every columnar path shares.
 
 Invariants:
 - No per-row Python for value, key, topic, partition and timestamp: casts, masks and filters are
@@ -25,7 +26,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import int_column, valid_mask
+from kafka_sink.records.arrow import as_binary_array, int_column, valid_mask
 from kafka_sink.spark.errors import SinkDataError
 from kafka_sink.spark.schema import InputLayout
 
@@ -61,19 +62,6 @@ class TopicColumns:
         if self.source_rows is None:
             return self.row_base + index
         return self.row_base + int(self.source_rows[index].as_py())
-
-
-def _as_binary(array: pa.Array) -> pa.Array:
-    """Strings become their UTF-8 bytes (a zero-copy cast); binary passes through."""
-    if pa.types.is_string(array.type):
-        return array.cast(pa.binary())
-    if pa.types.is_large_string(array.type):
-        return array.cast(pa.large_binary())
-    if pa.types.is_string_view(array.type):
-        return array.cast(pa.binary())
-    if pa.types.is_binary_view(array.type):
-        return array.cast(pa.binary())
-    return array
 
 
 def _timestamps_ms(array: pa.Array, now_ms: int) -> npt.NDArray[np.int64]:
@@ -185,8 +173,8 @@ def _columns(
             f"row {row_number(0)} has an empty 'topic'. Fix: filter such rows out, or set "
             ".option('topic', 'name')."
         )
-    values = _as_binary(batch.column("value"))
-    keys = _as_binary(batch.column("key")) if layout.key_column else None
+    values = as_binary_array(batch.column("value"), "value")
+    keys = as_binary_array(batch.column("key"), "key") if layout.key_column else None
     if keys is not None and keys.null_count == len(keys):
         keys = None
     partitions: pa.Array | None = None

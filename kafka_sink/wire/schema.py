@@ -403,28 +403,21 @@ def _primitive_codec(
         return enc_fixed, dec_fixed
     if type_ == "uuid":
         return Writer.uuid, Reader.uuid
-    if type_ == "string":
+    # string, bytes and records (nullable bytes in practice): a length, then the bytes; only the
+    # Writer/Reader method tells them apart.
+    write, read = (
+        (Writer.string, Reader.string) if type_ == "string" else (Writer.bytes_, Reader.bytes_)
+    )
 
-        def enc_str(w: Writer, v: Any) -> None:
-            if v is None and not nullable:
-                raise ProtocolError(f"{where}: null is not allowed")
-            w.string(v, compact=flexible, nullable=nullable)
-
-        def dec_str(r: Reader) -> Any:
-            return r.string(flexible, nullable)
-
-        return enc_str, dec_str
-
-    # bytes and records: the same encoding (records is nullable bytes in practice)
-    def enc_bytes(w: Writer, v: Any) -> None:
+    def enc_sized(w: Writer, v: Any) -> None:
         if v is None and not nullable:
             raise ProtocolError(f"{where}: null is not allowed")
-        w.bytes_(v, compact=flexible, nullable=nullable)
+        write(w, v, compact=flexible, nullable=nullable)
 
-    def dec_bytes(r: Reader) -> Any:
-        return r.bytes_(flexible, nullable)
+    def dec_sized(r: Reader) -> Any:
+        return read(r, flexible, nullable)
 
-    return enc_bytes, dec_bytes
+    return enc_sized, dec_sized
 
 
 def _int32_array_codec(flexible: bool, nullable: bool, where: str) -> tuple[Encoder, Decoder]:

@@ -137,12 +137,8 @@ def make_bulk(
         accumulator=accumulator,
         partitioner=BuiltInPartitioner(batch_size, rng=random.Random(3)),
         clock=clock,
-        batch_size=batch_size,
-        compression_type=compression,
-        compression_level=None,
         max_block_ms=max_block_ms,
         max_request_size=1 << 20,
-        buffer_memory=buffer_memory,
         ignore_keys=False,
         wakeup=lambda: None,
     )
@@ -372,9 +368,8 @@ accumulator = RecordAccumulator(
 )
 appender = BulkAppender(
     accumulator=accumulator, partitioner=BuiltInPartitioner(16384, rng=random.Random(3)),
-    clock=clock, batch_size=16384, compression_type=CompressionType.NONE,
-    compression_level=None, max_block_ms=1000, max_request_size=1 << 20,
-    buffer_memory=1 << 26, ignore_keys=False, wakeup=lambda: None,
+    clock=clock, max_block_ms=1000, max_request_size=1 << 20, ignore_keys=False,
+    wakeup=lambda: None,
 )
 n = 5000
 values = pa.Array.from_buffers(pa.binary(), n, [None,

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from kafka_sink.producer.partitioner import BuiltInPartitioner
+from kafka_sink.records.murmur2 import partition_for_key
 
 # From kafka-python's partitioner tests, which were checked against Java's partitioner.
 JAVA_1000 = [
@@ -21,7 +22,7 @@ JAVA_1000 = [
 
 @pytest.mark.parametrize(("key", "partition"), JAVA_1000)
 def test_keyed_records_land_where_java_puts_them(key: bytes, partition: int) -> None:
-    assert BuiltInPartitioner.partition_for_key(key, 1000) == partition
+    assert partition_for_key(key, 1000) == partition
 
 
 def test_keyed_placement_matches_kafka_python() -> None:
@@ -31,7 +32,7 @@ def test_keyed_placement_matches_kafka_python() -> None:
     for _ in range(500):
         key = rng.randbytes(rng.randrange(0, 40))
         expected = (kp_murmur2(key) & 0x7FFFFFFF) % 12
-        assert BuiltInPartitioner.partition_for_key(key, 12) == expected
+        assert partition_for_key(key, 12) == expected
 
 
 def test_sticky_partition_switches_after_batch_size_bytes() -> None:

@@ -7,6 +7,7 @@ read back from the accumulator and completed by hand.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -156,3 +157,30 @@ def test_closed_or_failed_producer_refuses_through_the_fast_path(make_producer) 
 def test_plugins_and_ignored_keys_never_take_the_fast_path(make_producer, config) -> None:
     producer = make_producer(**config)
     assert not producer._keyed_fast_path
+
+
+@pytest.mark.parametrize("partitions", [1, 7, 1000])
+def test_the_fast_paths_inlined_formula_is_partition_for_key(make_producer, partitions) -> None:
+    """send()'s fast path inlines records.murmur2.partition_for_key; the general path calls it."""
+    producer = make_producer(
+        partitions=partitions, **{"batch.size": 1 << 18, "buffer.memory": 1 << 30}
+    )
+    rng = random.Random(partitions)
+    keys = [rng.randbytes(rng.randrange(0, 24)) for _ in range(2000)]
+    general = [producer.send("t", b"v", key, headers=[]) for key in keys]  # opens every batch
+    general_calls = 0
+    send_general = producer._send
+
+    def counting_send(*args: Any) -> Any:
+        nonlocal general_calls
+        general_calls += 1
+        return send_general(*args)
+
+    producer._send = counting_send
+    fast = [producer.send("t", b"v", key) for key in keys]
+    assert general_calls == 0  # every record took the fast path
+    for batch in _batches(producer):
+        batch.done(0, -1, None)
+    expected = [partition_for_key(key, partitions) for key in keys]
+    assert [f.get(0).partition for f in general] == expected
+    assert [f.get(0).partition for f in fast] == expected
