@@ -55,7 +55,7 @@ from kafka_sink.records.arrow import (
 )
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, MAX_RECORD_OVERHEAD, Header, encode_headers
 from kafka_sink.records.columnar import CompressionRatioEstimator, iter_seal_columns
-from kafka_sink.records.murmur2 import partitions_for_keys
+from kafka_sink.records.murmur2_columns import partitions_for_keys
 
 if TYPE_CHECKING:
     from kafka_sink.clock import Clock

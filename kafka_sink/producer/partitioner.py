@@ -6,7 +6,7 @@ built-in partitioner does.
 - A record with an explicit partition goes there.
 - A record with a key (and ``partitioner.ignore.keys=false``) goes to
   ``(murmur2(key) & 0x7fffffff) % num_partitions`` over *all* partitions of the topic: that
-  mapping is ``records.murmur2.partition_for_key`` (``partitions_for_keys`` beside it is the
+  mapping is ``records.murmur2.partition_for_key`` (``murmur2_columns.partitions_for_keys`` is the
   same over a column, for the bulk path), below this layer so that every reader of keyed
   placement uses the one formula. This class holds the sticky state only.
 - A record without a key goes to the topic's current sticky partition. After about

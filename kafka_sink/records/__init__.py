@@ -17,7 +17,8 @@ Modules:
 * ``fetched``: ``fetched_records``, the data records a consumer sees in one Fetch response
   partition (truncated tail, control batches and, under read_committed, aborted transactions
   left out) and the offset to fetch next.
-* ``murmur2``: Java's key hash and partition choice, scalar and vectorised over a key column.
+* ``murmur2``: Java's key hash and partition choice (no numpy); ``murmur2_columns``: the same
+  vectorised over a key column.
 
 Nothing is re-exported here, so importing the builder does not import pyarrow.
 """

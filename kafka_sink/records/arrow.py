@@ -8,7 +8,7 @@ array (``as_binary_array``), and that reads it as numpy views: ``binary_offsets`
 bytes start at ``offsets[i]`` and end at ``offsets[i + 1]``, no copy) and ``as_byte_column``
 (offsets, data and per-row lengths together). The Spark sink's columns
 (``spark.columns``), ``send_columns`` (``producer.bulk``), the batch sealer
-(``records.columnar``) and the vectorised key hash (``records.murmur2``) all go through it.
+(``records.columnar``) and the vectorised key hash (``records.murmur2_columns``) all go through it.
 
 ``int_column`` and ``valid_mask`` read integer and validity data straight from Arrow buffers,
 ``arrow_ints`` wraps a numpy integer array without a copy and ``binary_scalar`` makes a bytes

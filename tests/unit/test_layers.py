@@ -89,6 +89,50 @@ def test_module_respects_layers(path: Path) -> None:
             assert target is None or target in SHARED_LEAVES, f"{path.name} imports {name}"
 
 
+# -- rooms inside a layer ------------------------------------------------------------------------
+
+# A room may not import these (module prefixes): transactions sit under the producer's facade, and
+# the driver's rooms of spark never load the executor side.
+_EXECUTOR_SIDE = (
+    "kafka_sink.spark.task",
+    "kafka_sink.spark.columns",
+    "kafka_sink.spark.producer_cache",
+    "kafka_sink.spark.writer",
+    "kafka_sink.spark.datasource",
+    "kafka_sink.producer",
+    "numpy",
+)
+ROOM_RULES = {
+    "producer/txn": (
+        "kafka_sink.producer.producer",
+        "kafka_sink.producer.sender",
+        "kafka_sink.producer.bulk",
+        "kafka_sink.producer.accumulator",
+    ),
+    "spark/eos": _EXECUTOR_SIDE,
+    "spark/commit_log": (*_EXECUTOR_SIDE, "kafka_sink.spark.eos"),
+    "admin": ("kafka_sink.producer", "numpy", "pyarrow"),
+}
+
+
+def _in_room(path: Path, room: str) -> bool:
+    return path.relative_to(PACKAGE).as_posix().startswith(room + "/")
+
+
+@pytest.mark.parametrize("room", sorted(ROOM_RULES))
+def test_room_keeps_to_itself(room: str) -> None:
+    members = [path for path in MODULES if _in_room(path, room)]
+    assert members, f"no module in kafka_sink/{room}"
+    for path in members:
+        bad = {
+            name
+            for name in _imports(path)
+            for forbidden in ROOM_RULES[room]
+            if name == forbidden or name.startswith(forbidden + ".")
+        }
+        assert not bad, f"{path.relative_to(PACKAGE)} must not import {sorted(bad)}"
+
+
 # -- import circles -------------------------------------------------------------------------------
 
 

@@ -19,9 +19,9 @@ from kafka_sink.records.murmur2 import (
     murmur2_python,
     murmur2_unsigned,
     partition_for_key,
-    partitions_for_keys,
     to_positive,
 )
+from kafka_sink.records.murmur2_columns import partitions_for_keys
 
 # Apache Kafka UtilsTest.testMurmur2 (signed results).
 JAVA_VECTORS = {
