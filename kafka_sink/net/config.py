@@ -276,8 +276,22 @@ def _check_jvm_security_key(key: str, raw: object) -> None:
         raise ConfigError(f"{key}: {text!r} is not supported: {why}")
 
 
+class _SecurityProtocol:
+    """What ``security.protocol`` implies, for the configs that carry it."""
+
+    security_protocol: str
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol.endswith("SSL")
+
+
 @dataclass(frozen=True, kw_only=True, repr=False)
-class ClientConfig:
+class ClientConfig(_SecurityProtocol):
     """Validated settings every client shares; build with :meth:`from_mapping`.
 
     A client with keys of its own subclasses it, decorated as this class is (``kw_only`` lets
@@ -328,14 +342,6 @@ class ClientConfig:
     ssl_cipher_suites: tuple[str, ...]
     #: The dotted keys the mapping set (the rules that depend on a choice being explicit).
     explicitly_set: frozenset[str] = frozenset()
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.security_protocol.startswith("SASL_")
-
-    @property
-    def uses_ssl(self) -> bool:
-        return self.security_protocol.endswith("SSL")
 
     def tls_config(self) -> TlsConfig | None:
         """The ``ssl.*`` settings for the network layer (None unless the protocol uses TLS)."""
@@ -543,7 +549,7 @@ def parse_bootstrap_servers(
 
 
 @dataclass
-class NetworkConfig:
+class NetworkConfig(_SecurityProtocol):
     """Network settings, built by :meth:`ClientConfig.network_config` (Kafka key per field)."""
 
     bootstrap_servers: Sequence[tuple[str, int]] | Sequence[str] | str  # bootstrap.servers
@@ -594,14 +600,6 @@ class NetworkConfig:
                 f"ssl.* settings need security.protocol SSL or SASL_SSL, "
                 f"not {self.security_protocol}"
             )
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.security_protocol.startswith("SASL_")
-
-    @property
-    def uses_ssl(self) -> bool:
-        return self.security_protocol.endswith("SSL")
 
     def sasl_config(self) -> SaslConfig | None:
         if not self.uses_sasl:
