@@ -1,10 +1,12 @@
 """A small topic as a durable log: create it, append one record, read a range back.
 
 Role: what the exactly-once intent store needs from Kafka, without a producer or a consumer:
-``ensure_topic`` (Metadata, CreateTopics, DescribeConfigs), ``append`` (one Produce with
-``acks=all``), ``end_offset`` (ListOffsets) and ``read`` (Fetch). Blocking, on the caller's thread,
-through :class:`~kafka_sink.admin.client.AdminClient`, so bootstrap, TLS and SASL
-settings mean what they mean for the producer and secrets stay out of messages.
+``ensure_topic`` (Metadata, CreateTopics), ``topic_config`` (DescribeConfigs), ``replicas``
+(Metadata), ``append`` (one Produce with ``acks=all``), ``end_offset`` (ListOffsets) and ``read``
+(Fetch). It picks no partition itself: the caller names one (no key hashing, so no numpy).
+Blocking, on the caller's thread, through :class:`~kafka_sink.admin.client.AdminClient`, so
+bootstrap, TLS and SASL settings mean what they mean for the producer and secrets stay out of
+messages.
 
 Invariants:
 - Every call is bounded by one deadline (``timeout_ms``, default ``max.block.ms``); its timeout
@@ -18,6 +20,16 @@ Invariants:
 - ``read`` yields the data records with ``start <= offset < end`` in offset order, reading
   uncommitted data (the log is written without transactions); offsets compaction removed are
   simply absent. A start below the log start offset reads from the log start.
+- A read never ends short of ``end``: a Fetch answer whose high watermark is below ``end`` (a
+  newly elected leader whose high watermark has not caught up, or a broker that is no longer the
+  leader) is retried after a metadata refresh until the deadline, never taken as the end of the
+  log. ``end_offset(..., at_least=n)`` likewise retries a listing below ``n`` (an offset the
+  caller has already seen). So a leader change between ListOffsets and Fetch cannot make a
+  reader miss the latest record and return an older one.
+- ListOffsets and Fetch carry the partition's leader epoch from the metadata
+  (``current_leader_epoch``, ListOffsets v4+, Fetch v9+): a broker with another view of the
+  leadership answers FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH instead of data, and the call
+  refreshes the metadata and retries.
 - Fetch is sent at v12 at most, where topics travel by name.
 """
 
@@ -33,15 +45,16 @@ from kafka_sink.errors import (
     BrokerResponseError,
     KafkaConnectionError,
     KafkaError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from kafka_sink.net.metadata import PartitionInfo
 from kafka_sink.records.batch import Record, RecordBatchBuilder
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.fetched import fetched_records
-from kafka_sink.records.murmur2 import partition_for_key
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     CreateTopicsRequest,
@@ -160,10 +173,12 @@ class TopicLog:
 
         return self._retrying(deadline, attempt)
 
-    @staticmethod
-    def partition_for(key: bytes, partitions: int) -> int:
-        """The partition Kafka's default partitioner gives ``key`` (murmur2, as in Java)."""
-        return partition_for_key(key, partitions)
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...]:
+        """The replica node ids of ``topic-partition`` (Metadata; the topic must exist)."""
+        deadline = self._deadline(f"looking up the replicas of {topic}-{partition}")
+        return self._retrying(
+            deadline, lambda: self._partition(topic, partition, deadline).replicas
+        )
 
     # -- data -------------------------------------------------------------------------------
 
@@ -177,7 +192,7 @@ class TopicLog:
         deadline = self._deadline(f"appending to {topic}-{partition}")
 
         def attempt() -> int:
-            leader = self._leader(topic, partition, deadline)
+            leader, _epoch = self._leader(topic, partition, deadline)
             request = ProduceRequest(
                 acks=-1,
                 timeout_ms=max(min(self.client.request_timeout_ms, deadline.remaining_ms()), 1),
@@ -200,19 +215,25 @@ class TopicLog:
 
         return self._retrying(deadline, attempt)
 
-    def end_offset(self, topic: str, partition: int) -> int:
-        """The offset the next record appended to ``topic-partition`` gets (ListOffsets)."""
+    def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
+        """The offset the next record appended to ``topic-partition`` gets (ListOffsets).
+
+        ``at_least`` is an end the caller has already seen: a smaller answer comes from a leader
+        that has not caught up yet, and is retried until the deadline instead of returned.
+        """
         deadline = self._deadline(f"listing the end offset of {topic}-{partition}")
 
         def attempt() -> int:
-            leader = self._leader(topic, partition, deadline)
+            leader, epoch = self._leader(topic, partition, deadline)
             request = ListOffsetsRequest(
                 topics=[
                     ListOffsetsRequest.ListOffsetsTopic(
                         name=topic,
                         partitions=[
                             ListOffsetsRequest.ListOffsetsPartition(
-                                partition_index=partition, timestamp=LATEST_TIMESTAMP
+                                partition_index=partition,
+                                current_leader_epoch=epoch,
+                                timestamp=LATEST_TIMESTAMP,
                             )
                         ],
                     )
@@ -224,6 +245,8 @@ class TopicLog:
             error = error_for_code(answer.error_code)
             if error is not None:
                 raise error
+            if answer.offset < at_least:
+                raise _behind(topic, partition, leader, int(answer.offset), at_least)
             return int(answer.offset)
 
         return self._retrying(deadline, attempt)
@@ -234,7 +257,7 @@ class TopicLog:
         position = start
         while position < end:
             records, following = self._retrying(
-                deadline, functools.partial(self._fetch, topic, partition, position, deadline)
+                deadline, functools.partial(self._fetch, topic, partition, position, end, deadline)
             )
             if following <= position:
                 return  # the leader has nothing at or after ``position``
@@ -247,9 +270,10 @@ class TopicLog:
     # -- steps ------------------------------------------------------------------------------
 
     def _fetch(
-        self, topic: str, partition: int, offset: int, deadline: Deadline
+        self, topic: str, partition: int, offset: int, end: int, deadline: Deadline
     ) -> tuple[list[Record], int]:
-        leader = self._leader(topic, partition, deadline)
+        """Records from ``offset`` and the offset after them, from a leader that has ``end``."""
+        leader, epoch = self._leader(topic, partition, deadline)
         version = min(
             self.client.api_version(leader, ApiKey.FETCH, deadline), _LAST_NAMED_FETCH_VERSION
         )
@@ -263,6 +287,7 @@ class TopicLog:
                     partitions=[
                         FetchRequest.FetchPartition(
                             partition=partition,
+                            current_leader_epoch=epoch,
                             fetch_offset=offset,
                             partition_max_bytes=_FETCH_MAX_BYTES,
                         )
@@ -283,6 +308,10 @@ class TopicLog:
             if offset >= data.log_start_offset >= 0 or data.log_start_offset < 0:
                 raise
             return [], data.log_start_offset  # compaction or retention moved the start
+        if fetched.high_watermark < end:
+            # Its log is shorter than the one ListOffsets saw: what it lacks may hold the newest
+            # record, so this answer must not end the read.
+            raise _behind(topic, partition, leader, fetched.high_watermark, end)
         if fetched.next_offset == offset and not fetched.records:
             # No batch at or after ``offset``: compaction emptied the rest of a cleaned segment
             # (the next batch starts the active segment), or there is nothing more at all.
@@ -326,15 +355,24 @@ class TopicLog:
             if last is not None:
                 deadline.last_error = last
 
-    def _leader(self, topic: str, partition: int, deadline: Deadline) -> int:
+    def _partition(self, topic: str, partition: int, deadline: Deadline) -> PartitionInfo:
         count = self._partition_count(topic, deadline)
         if count is None:
             raise KafkaError(f"topic {topic!r} does not exist")
+        parts: list[PartitionInfo] = self.client.metadata.partitions_for(topic) or []
+        info = next((p for p in parts if p.partition == partition), None)
+        if info is None:
+            raise KafkaError(f"topic {topic!r} has no partition {partition} (it has {count})")
+        return info
+
+    def _leader(self, topic: str, partition: int, deadline: Deadline) -> tuple[int, int]:
+        """The leader's node id and the leader epoch the metadata knows (-1: unknown)."""
+        info = self._partition(topic, partition, deadline)
         node = self.client.metadata.leader_for(topic, partition)
         if node is None:
             self.client.metadata.request_update()
             raise KafkaConnectionError(f"no leader for {topic}-{partition} yet")
-        return int(node.node_id)
+        return int(node.node_id), int(info.leader_epoch)
 
     def _deadline(self, operation: str) -> Deadline:
         return Deadline(self.client.clock, self.timeout_ms, operation)
@@ -352,3 +390,11 @@ class TopicLog:
                     self.client.metadata.request_update()
             self.client.back_off(attempts, deadline)
             attempts += 1
+
+
+def _behind(topic: str, partition: int, node: int, found: int, wanted: int) -> KafkaError:
+    """The retriable error for a leader whose log ends at ``found``, short of ``wanted``."""
+    return OffsetNotAvailableError(
+        f"node {node} answered for {topic}-{partition} with a log ending at offset {found}, "
+        f"below offset {wanted} already seen (a leader that has not caught up)"
+    )

@@ -6,19 +6,30 @@ another host (with a checkpoint in an object store) finds the intent its predece
 The sink already has the cluster's address and credentials; no other service is involved.
 
 Layout: one record per :class:`BatchRecord` step, key = the query key (streaming query id) in
-UTF-8, value = the record as JSON (``format`` 1), compressed with zstd. A query's records all
-go to one partition (murmur2 of the key, as Kafka's default partitioner), so the latest record
-of a key is its current state and compaction keeps exactly that one.
+UTF-8, value = the record as JSON (``format`` 1), compressed with zstd. Every record goes to
+partition 0, whatever the topic's partition count (no key hashing: adding partitions to the topic
+never moves a query's records elsewhere), so the latest record of a key in partition 0 is its
+current state and compaction keeps exactly that one.
 
 The topic, when missing, is created with ``cleanup.policy=compact``, 1 partition, replication
-``min(3, brokers)`` and ``min.insync.replicas`` one less than that (at least 1), and segments
-rolled every 10 minutes so the cleaner can keep it small. An existing topic is used as it is,
-after checking that its ``cleanup.policy`` is ``compact`` (a deleting policy would lose the
-state of a query idle for longer than ``retention.ms``).
+``min(3, brokers)`` and ``min.insync.replicas`` ``min(2, replication)``, and segments rolled every
+10 minutes so the cleaner can keep it small. Whether created here or found, the topic is then
+checked (once per process and cluster) and refused, naming the topic, the values found and the
+fix, when:
+
+- its ``cleanup.policy`` is not exactly ``compact`` (``delete``, alone or with ``compact``, drops
+  the state of a query idle for longer than ``retention.ms``);
+- the cluster has two brokers or more and partition 0 has fewer than 2 replicas or the topic's
+  ``min.insync.replicas`` is below 2: an intent acknowledged with ``acks=all`` could then live on
+  one broker only, and be lost with it.
+
+On a 1-broker cluster nothing can be replicated: the topic is accepted and a warning is logged
+once per process.
 
 Invariants:
-- ``write`` returns once the record is on every in-sync replica (``acks=all``); a failure
-  raises, and the committer then stops before its next step.
+- ``write`` returns once the record is on every in-sync replica (``acks=all``, at least two of
+  them on a cluster of two brokers or more); a failure raises, and the committer then stops
+  before its next step.
 - ``last(key)`` returns the record with the highest offset for ``key``. It reads backwards in
   growing windows from the end of the partition, so finding a recent record costs one or two
   small fetches however long the log is; in a process that has read or written the key before,
@@ -28,12 +39,17 @@ Invariants:
   failed; one store uses it at a time.
 - A query has one writer at a time (Spark refuses to run two instances of a query id); the
   cached position never hides a newer record, since every ``last`` reads up to the end offset.
+- ``last`` never returns a record older than one this process has seen or one the listed end
+  offset covers: a leader that has not caught up (after a leader change) is retried until the
+  deadline, not read short (:class:`~kafka_sink.admin.topic_log.TopicLog` ``at_least`` and its
+  high-watermark check), and a timeout raises.
 - Errors name the topic, what was refused and the fix (ACLs, creating the topic, the option).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,9 +63,22 @@ from kafka_sink.errors import (
 from kafka_sink.spark.eos.intents import BatchRecord, record_from_json, record_to_json
 from kafka_sink.spark.errors import SinkError
 
-__all__ = ["FORMAT", "IntentStoreError", "KafkaIntentStore", "close_idle", "topic_settings"]
+__all__ = [
+    "FORMAT",
+    "PARTITION",
+    "IntentStoreError",
+    "KafkaIntentStore",
+    "close_idle",
+    "topic_settings",
+]
+
+log = logging.getLogger(__name__)
 
 FORMAT = 1
+# Every query's records, whatever the topic's partition count.
+PARTITION = 0
+# What survives the loss of one broker: two copies of every acknowledged record.
+_MIN_COPIES = 2
 # The first backward window, in offsets; each further window is four times the previous one.
 _FIRST_WINDOW = 32
 _WINDOW_GROWTH = 4
@@ -68,8 +97,10 @@ class _Position:
 
 # (bootstrap servers, topic, partition, key) -> what this process last knew of the key.
 _POSITIONS: dict[tuple[str, str, int, str], _Position] = {}
-# (bootstrap servers, topic) -> partitions, for topics this process has checked.
-_CHECKED: dict[tuple[str, str], int] = {}
+# (bootstrap servers, topic) of the topics this process has checked.
+_CHECKED: set[tuple[str, str]] = set()
+# Whether this process has warned that an intent topic lives on a 1-broker cluster.
+_WARNED_SINGLE_BROKER = False
 # Idle connections to a cluster, by the producer config (Spark plans and commits every
 # micro-batch in long-lived driver-side workers: a warm client spares a connection, ApiVersions
 # and Metadata per call). A log is taken out while a store uses it and put back by close().
@@ -91,7 +122,7 @@ def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
     replication = max(1, min(3, brokers))
     return replication, {
         "cleanup.policy": "compact",
-        "min.insync.replicas": str(max(1, replication - 1)),
+        "min.insync.replicas": str(min(_MIN_COPIES, replication)),
         "segment.ms": _SEGMENT_MS,
     }
 
@@ -105,13 +136,11 @@ class KafkaIntentStore:
         topic: str,
         *,
         cluster: str,
-        partitions: int,
         pool_key: tuple[tuple[str, str], ...] | None = None,
     ) -> None:
         self.log = log
         self.topic = topic
         self.cluster = cluster
-        self.partitions = partitions
         self._pool_key = pool_key
         self._healthy = True
 
@@ -129,12 +158,12 @@ class KafkaIntentStore:
             log = TopicLog.from_config(producer_config, timeout_s)
         try:
             with _lock:
-                partitions = _CHECKED.get((cluster, topic))
-            if partitions is None:
-                partitions = _prepare_topic(log, topic)
+                checked = (cluster, topic) in _CHECKED
+            if not checked:
+                _prepare_topic(log, topic)
                 with _lock:
-                    _CHECKED[(cluster, topic)] = partitions
-            return cls(log, topic, cluster=cluster, partitions=partitions, pool_key=key)
+                    _CHECKED.add((cluster, topic))
+            return cls(log, topic, cluster=cluster, pool_key=key)
         except BaseException:
             log.close()
             raise
@@ -154,16 +183,17 @@ class KafkaIntentStore:
 
     def last(self, query_key: str) -> BatchRecord | None:
         key = query_key.encode("utf-8")
-        partition = TopicLog.partition_for(key, self.partitions)
-        slot = (self.cluster, self.topic, partition, query_key)
+        slot = (self.cluster, self.topic, PARTITION, query_key)
+        with _lock:
+            known = _POSITIONS.get(slot)
         try:
-            end = self.log.end_offset(self.topic, partition)
-            with _lock:
-                known = _POSITIONS.get(slot)
-            if known is not None and known.next_offset <= end:
-                found = self._forward(partition, key, known, end)
+            # Never below what this process has seen: a shorter log is a leader catching up.
+            seen = 0 if known is None else known.next_offset
+            end = self.log.end_offset(self.topic, PARTITION, at_least=seen)
+            if known is not None:
+                found = self._forward(key, known, end)
             else:
-                found = self._backward(partition, key, end)
+                found = self._backward(key, end)
         except KafkaError as exc:
             self._healthy = False
             raise IntentStoreError(self._failure("read", exc)) from exc
@@ -174,51 +204,47 @@ class KafkaIntentStore:
     def delete(self, query_key: str) -> None:
         """Drop ``query_key``'s state (a tombstone; compaction then removes the key)."""
         key = query_key.encode("utf-8")
-        partition = TopicLog.partition_for(key, self.partitions)
         try:
-            self.log.append(self.topic, partition, key, None)
+            self.log.append(self.topic, PARTITION, key, None)
         except KafkaError as exc:
             self._healthy = False
             raise IntentStoreError(self._failure("write", exc)) from exc
         with _lock:
-            _POSITIONS.pop((self.cluster, self.topic, partition, query_key), None)
+            _POSITIONS.pop((self.cluster, self.topic, PARTITION, query_key), None)
 
     def write(self, record: BatchRecord) -> None:
         key = record.query_key.encode("utf-8")
-        partition = TopicLog.partition_for(key, self.partitions)
         value = json.dumps({"format": FORMAT, **record_to_json(record)}, sort_keys=True)
         try:
-            offset = self.log.append(self.topic, partition, key, value.encode("utf-8"))
+            offset = self.log.append(self.topic, PARTITION, key, value.encode("utf-8"))
         except KafkaError as exc:
             self._healthy = False
             raise IntentStoreError(self._failure("write", exc)) from exc
         with _lock:
             # Whatever lies below ``offset`` is older than this record.
-            _POSITIONS[(self.cluster, self.topic, partition, record.query_key)] = _Position(
+            _POSITIONS[(self.cluster, self.topic, PARTITION, record.query_key)] = _Position(
                 offset + 1, record
             )
 
     # -- reading ------------------------------------------------------------------------------
 
-    def _forward(
-        self, partition: int, key: bytes, known: _Position, end: int
-    ) -> BatchRecord | None:
+    def _forward(self, key: bytes, known: _Position, end: int) -> BatchRecord | None:
         found = known.record
         if known.next_offset >= end:
             return found
-        for record in self.log.read(self.topic, partition, known.next_offset, end):
+        for record in self.log.read(self.topic, PARTITION, known.next_offset, end):
             if record.key == key:
                 found = _decode(record.value)
         return found
 
-    def _backward(self, partition: int, key: bytes, end: int) -> BatchRecord | None:
+    def _backward(self, key: bytes, end: int) -> BatchRecord | None:
         high = end
         window = _FIRST_WINDOW
         while high > 0:
             low = max(0, high - window)
             latest: bytes | None = None
             seen = False
-            for record in self.log.read(self.topic, partition, low, high):
+            for record in self.log.read(self.topic, PARTITION, low, high):
                 if record.key == key:
                     latest, seen = record.value, True
             if seen:
@@ -250,30 +276,66 @@ def _fix_for(exc: KafkaError, topic: str) -> str:
     )
 
 
-def _prepare_topic(log: TopicLog, topic: str) -> int:
+def _prepare_topic(log: TopicLog, topic: str) -> None:
+    """Create ``topic`` when missing, then refuse it unless it can keep every intent."""
     try:
-        partitions = log.partition_count(topic)
-        if partitions is None:
-            replication, configs = topic_settings(len(log.brokers()))
-            partitions = log.ensure_topic(
-                topic, partitions=1, replication_factor=replication, configs=configs
-            )
-            return partitions
-        policy = log.topic_config(topic, ["cleanup.policy"]).get("cleanup.policy", "")
+        brokers = len(log.brokers())
+        if log.partition_count(topic) is None:
+            replication, configs = topic_settings(brokers)
+            log.ensure_topic(topic, partitions=1, replication_factor=replication, configs=configs)
+        # Checked even when just created: a concurrent creator's settings win.
+        found = log.topic_config(topic, ["cleanup.policy", "min.insync.replicas"])
+        replicas = len(log.replicas(topic, PARTITION))
     except KafkaError as exc:
         raise IntentStoreError(
             f"the exactly-once intent store could not look up or create topic {topic!r}: {exc}. "
             + _fix_for(exc, topic)
         ) from exc
-    if "compact" not in {p.strip() for p in policy.split(",")}:
+    _check_cleanup_policy(topic, found.get("cleanup.policy", ""))
+    _check_durability(topic, brokers, replicas, found.get("min.insync.replicas", "1"))
+
+
+def _check_cleanup_policy(topic: str, policy: str) -> None:
+    if {p.strip() for p in policy.split(",")} != {"compact"}:
         raise IntentStoreError(
             f"topic {topic!r} has cleanup.policy={policy!r}: the exactly-once intent store needs "
-            "a compacted topic (a deleting policy drops the state of a query idle for longer "
-            f"than retention.ms). Fix: kafka-configs --alter --entity-type topics --entity-name "
-            f"{topic} --add-config cleanup.policy=compact, or set option 'intentTopic' to "
-            "another topic (the sink creates a missing one compacted)"
+            "cleanup.policy=compact alone (a deleting policy drops the state of a query idle for "
+            f"longer than retention.ms). Fix: kafka-configs --alter --entity-type topics "
+            f"--entity-name {topic} --add-config cleanup.policy=compact, or set option "
+            "'intentTopic' to another topic (the sink creates a missing one compacted)"
         )
-    return partitions
+
+
+def _check_durability(topic: str, brokers: int, replicas: int, min_insync: str) -> None:
+    global _WARNED_SINGLE_BROKER
+    if brokers < _MIN_COPIES:
+        with _lock:
+            warned, _WARNED_SINGLE_BROKER = _WARNED_SINGLE_BROKER, True
+        if not warned:
+            log.warning(
+                "the exactly-once intent topic %r lives on a cluster of %d broker: its records "
+                "have one copy and are lost with that broker's disk (on a cluster of 2 brokers or "
+                "more the sink requires replication and min.insync.replicas of at least 2)",
+                topic,
+                brokers,
+            )
+        return
+    try:
+        min_copies = int(min_insync)
+    except ValueError:
+        min_copies = 0
+    if replicas >= _MIN_COPIES and min_copies >= _MIN_COPIES:
+        return
+    raise IntentStoreError(
+        f"topic {topic!r} has replication factor {replicas} and min.insync.replicas="
+        f"{min_insync} on a cluster of {brokers} brokers: the exactly-once intent store needs "
+        f"both at least {_MIN_COPIES}, or an acknowledged intent may live on one broker only and "
+        "be lost with it. Fix: raise the replication factor with kafka-reassign-partitions and "
+        f"run kafka-configs --alter --entity-type topics --entity-name {topic} --add-config "
+        f"min.insync.replicas={_MIN_COPIES}, or set option 'intentTopic' to a topic that does "
+        "not exist yet (the sink creates it with replication min(3, brokers) and "
+        f"min.insync.replicas {_MIN_COPIES})"
+    )
 
 
 def _decode(value: bytes | None) -> BatchRecord | None:

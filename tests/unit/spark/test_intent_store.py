@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from kafka_sink.admin.topic_log import TopicLog
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos import kafka_intents
 from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord
@@ -29,7 +30,8 @@ class FakeTopicLog:
         self.next_offset = 0
         self.reads: list[tuple[int, int]] = []
 
-    def end_offset(self, topic: str, partition: int) -> int:
+    def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
+        assert self.next_offset >= at_least
         return self.next_offset
 
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[_Rec]:
@@ -60,7 +62,7 @@ def _fresh_process() -> Iterator[None]:
 
 
 def _store(log: FakeTopicLog) -> KafkaIntentStore:
-    return KafkaIntentStore(log, "intents", cluster="c:9092", partitions=1)  # type: ignore[arg-type]
+    return KafkaIntentStore(log, "intents", cluster="c:9092")  # type: ignore[arg-type]
 
 
 def _record(key: str, batch_id: int, state: str = DONE) -> BatchRecord:
@@ -164,12 +166,14 @@ def test_a_record_of_an_unknown_format_is_refused() -> None:
         _store(log).last("q")
 
 
-def test_new_topic_settings_follow_the_cluster_size() -> None:
+def test_new_topic_settings_survive_the_loss_of_a_broker() -> None:
     assert topic_settings(1) == (
         1,
         {"cleanup.policy": "compact", "min.insync.replicas": "1", "segment.ms": "600000"},
     )
-    assert topic_settings(2)[0:1] == (2,) and topic_settings(2)[1]["min.insync.replicas"] == "1"
+    # Two brokers: both copies must acknowledge (min ISR 1 would let an intent live on one).
+    assert topic_settings(2)[0:1] == (2,) and topic_settings(2)[1]["min.insync.replicas"] == "2"
+    assert topic_settings(3)[0] == 3 and topic_settings(3)[1]["min.insync.replicas"] == "2"
     assert topic_settings(5)[0] == 3 and topic_settings(5)[1]["min.insync.replicas"] == "2"
 
 
@@ -179,17 +183,103 @@ def _encoded(record: BatchRecord) -> bytes:
     return json.dumps({"format": 1, **record_to_json(record)}).encode()
 
 
-class _RefusingLog(FakeTopicLog):
-    def __init__(self, error: Exception, policy: str = "compact") -> None:
+class ClusterLog(FakeTopicLog):
+    """A cluster of ``brokers`` brokers holding topic ``intents`` (or none), whose partitions
+    each keep their own records; ``add_partitions`` grows the topic as CreatePartitions would."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        partitions: int | None = None,
+        replicas: int = 3,
+        configs: dict[str, str] | None = None,
+    ) -> None:
         super().__init__()
-        self.error = error
-        self.policy = policy
+        self.broker_count = brokers
+        self.count = partitions
+        self.replica_count = replicas
+        self.configs = configs or {"cleanup.policy": "compact", "min.insync.replicas": "2"}
+        self.created: list[tuple[int, int, dict[str, str]]] = []
+        self.by_partition: dict[int, FakeTopicLog] = {}
+
+    def brokers(self) -> list[int]:
+        return list(range(self.broker_count))
 
     def partition_count(self, topic: str) -> int | None:
-        raise self.error
+        return self.count
+
+    def ensure_topic(
+        self, topic: str, *, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> int:
+        self.created.append((partitions, replication_factor, dict(configs)))
+        self.count, self.replica_count, self.configs = partitions, replication_factor, dict(configs)
+        return partitions
 
     def topic_config(self, topic: str, keys: list[str]) -> dict[str, str]:
-        return {"cleanup.policy": self.policy}
+        return {k: v for k, v in self.configs.items() if k in keys}
+
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...]:
+        return tuple(range(self.replica_count))
+
+    def add_partitions(self, count: int) -> None:
+        assert self.count is not None and count > self.count
+        self.count = count
+
+    def _part(self, partition: int) -> FakeTopicLog:
+        assert self.count is not None and 0 <= partition < self.count
+        return self.by_partition.setdefault(partition, FakeTopicLog())
+
+    def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
+        return self._part(partition).end_offset(topic, partition, at_least=at_least)
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[_Rec]:
+        return self._part(partition).read(topic, partition, start, end)
+
+    def append(self, topic: str, partition: int, key: bytes, value: bytes | None) -> int:
+        return self._part(partition).append(topic, partition, key, value)
+
+
+def _open(monkeypatch: pytest.MonkeyPatch, log: ClusterLog) -> KafkaIntentStore:
+    """The store a new driver process opens on ``log``'s cluster."""
+    kafka_intents._POSITIONS.clear()
+    kafka_intents._CHECKED.clear()
+    kafka_intents._IDLE.clear()
+    monkeypatch.setattr(TopicLog, "from_config", lambda config, timeout_s=None: log)
+    return KafkaIntentStore.open({"bootstrap.servers": "c:9092"}, "intents")
+
+
+@pytest.mark.parametrize("query", ["q", "query-2", "5f0c-query", "orders-eos"])
+def test_records_stay_on_partition_0_when_partitions_are_added(
+    monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    log = ClusterLog(partitions=1)
+    _open(monkeypatch, log).write(_record(query, 1, INTENT))
+    log.add_partitions(5)
+    # A restarted driver finds the intent where it was written, and writes after it there.
+    store = _open(monkeypatch, log)
+    assert store.last(query) == _record(query, 1, INTENT)
+    store.write(_record(query, 1, DONE))
+    log.add_partitions(12)
+    assert _open(monkeypatch, log).last(query) == _record(query, 1, DONE)
+    assert set(log.by_partition) == {0}
+
+
+def test_a_created_topic_is_replicated_to_survive_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = ClusterLog(brokers=2)
+    _open(monkeypatch, log)
+    assert log.created == [
+        (1, 2, {"cleanup.policy": "compact", "min.insync.replicas": "2", "segment.ms": "600000"})
+    ]
+
+
+class _RefusingLog(ClusterLog):
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def brokers(self) -> list[int]:
+        raise self.error
 
 
 def test_a_missing_acl_names_the_topic_the_acls_and_the_options() -> None:
@@ -204,14 +294,58 @@ def test_a_missing_acl_names_the_topic_the_acls_and_the_options() -> None:
     assert "'intentTopic'" in message and "intentStore=checkpoint" in message
 
 
-def test_a_topic_that_is_not_compacted_is_refused() -> None:
-    class Existing(_RefusingLog):
-        def partition_count(self, topic: str) -> int | None:
-            return 1
+@pytest.mark.parametrize("policy", ["delete", "compact,delete", "delete, compact", ""])
+def test_a_topic_that_deletes_records_is_refused(policy: str) -> None:
+    log = ClusterLog(partitions=1, configs={"cleanup.policy": policy, "min.insync.replicas": "2"})
+    with pytest.raises(IntentStoreError) as caught:
+        kafka_intents._prepare_topic(log, "t")  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert f"topic 't' has cleanup.policy={policy!r}" in message
+    assert "Fix: kafka-configs --alter --entity-type topics --entity-name t" in message
+    assert "--add-config cleanup.policy=compact" in message and "'intentTopic'" in message
 
-    with pytest.raises(IntentStoreError, match=r"cleanup.policy='delete'.*Fix: kafka-configs"):
-        kafka_intents._prepare_topic(Existing(RuntimeError(), "delete"), "t")  # type: ignore[arg-type]
-    assert kafka_intents._prepare_topic(Existing(RuntimeError(), "compact,delete"), "t") == 1  # type: ignore[arg-type]
+
+def test_a_compacted_replicated_topic_is_accepted() -> None:
+    log = ClusterLog(
+        partitions=1, configs={"cleanup.policy": "compact", "min.insync.replicas": "2"}
+    )
+    kafka_intents._prepare_topic(log, "t")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("brokers", "replicas", "min_isr"), [(3, 1, "1"), (3, 3, "1"), (2, 2, "1"), (3, 1, "2")]
+)
+def test_a_topic_one_broker_loss_could_empty_is_refused(
+    brokers: int, replicas: int, min_isr: str
+) -> None:
+    log = ClusterLog(
+        brokers,
+        partitions=1,
+        replicas=replicas,
+        configs={"cleanup.policy": "compact", "min.insync.replicas": min_isr},
+    )
+    with pytest.raises(IntentStoreError) as caught:
+        kafka_intents._prepare_topic(log, "t")  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert (
+        f"topic 't' has replication factor {replicas} and min.insync.replicas={min_isr} on a "
+        f"cluster of {brokers} brokers"
+    ) in message
+    assert "kafka-reassign-partitions" in message
+    assert "--add-config min.insync.replicas=2" in message and "'intentTopic'" in message
+
+
+def test_one_broker_is_accepted_with_one_warning_per_process(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(kafka_intents, "_WARNED_SINGLE_BROKER", False, raising=False)
+    caplog.set_level("WARNING", logger=kafka_intents.__name__)
+    for topic in ("t1", "t2", "t1"):
+        log = ClusterLog(1, partitions=1, replicas=1, configs={"cleanup.policy": "compact"})
+        kafka_intents._prepare_topic(log, topic)  # type: ignore[arg-type]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "'t1'" in warnings[0].getMessage() and "1 broker" in warnings[0].getMessage()
 
 
 def test_a_process_reuses_its_client_unless_a_call_failed(monkeypatch: pytest.MonkeyPatch) -> None:
