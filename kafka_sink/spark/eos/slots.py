@@ -16,7 +16,10 @@ still run, and PySpark exposes no stage attempt number.
   takes the id, the first is fenced at its first write and fails, and Spark retries it.
 - The attempt number's slot (``attempt_number % SLOTS_PER_PARTITION``) is tried first, then the
   others in ascending order, so the usual case keeps one id per partition and finds the
-  worker's cached producer of that id warm.
+  worker's cached producer of that id warm. When that slot's transaction is being ended
+  (PrepareCommit, PrepareAbort, PrepareEpochFence: the previous batch's commit still writing
+  its markers), the attempt asks again for up to ``sum(ENDING_RECHECK_MS)`` ms before taking
+  another slot.
 
 Invariants:
 - :func:`choose_slot` is pure; a slot it returns was free in the states given.
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
@@ -45,6 +49,8 @@ from kafka_sink.spark.logs import ensure_logging, logger
 
 __all__ = [
     "BUSY_STATES",
+    "ENDING_RECHECK_MS",
+    "ENDING_STATES",
     "SLOTS_PER_PARTITION",
     "SlotsBusyError",
     "choose_slot",
@@ -58,8 +64,15 @@ __all__ = [
 SLOTS_PER_PARTITION = 8
 #: Transaction states in which another attempt holds the id (InitProducerId would abort it).
 BUSY_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+#: Busy states that end by themselves within moments (the coordinator writes the markers).
+ENDING_STATES = BUSY_STATES - {"Ongoing"}
+#: Pauses before asking again while the attempt's own slot is ending: the driver's EndTxn
+#: returns at PrepareCommit, so the next micro-batch's task may find its previous transaction
+#: still writing markers; waiting a little keeps its id (and its warm producer).
+ENDING_RECHECK_MS = (10, 20, 50, 100, 200)
 
 _MAX_ADMINS = 4
+_sleep = time.sleep  # tests step a manual clock instead
 _ConfigKey = tuple[tuple[str, str], ...]
 
 
@@ -166,7 +179,13 @@ def claim_transactional_id(
     Raises :class:`SlotsBusyError` when every slot is busy.
     """
     ids = [transactional_id(prefix, partition_id, s) for s in range(SLOTS_PER_PARTITION)]
+    preferred = slot_order(attempt_number)[0]
     states = describe_states(config, ids)
+    for pause_ms in ENDING_RECHECK_MS:
+        if states[preferred] not in ENDING_STATES:
+            break
+        _sleep(pause_ms / 1000)
+        states = describe_states(config, ids)
     slot = choose_slot(attempt_number, states)
     if slot is None:
         held = ", ".join(f"{t} ({state})" for t, state in zip(ids, states, strict=True))
@@ -178,7 +197,6 @@ def claim_transactional_id(
             "end (at most kafka.transaction.timeout.ms) or abort the open transactions of the "
             "prefix, and make sure no two writes share a transactionalIdPrefix"
         )
-    preferred = slot_order(attempt_number)[0]
     if slot != preferred:
         ensure_logging()
         logger.info(

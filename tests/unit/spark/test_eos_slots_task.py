@@ -319,3 +319,32 @@ def test_an_hour_of_one_second_triggers_with_retries_and_stage_re_attempts_stays
     used = coordinator.ever_used
     assert all(parse_transactional_id(PREFIX, t) is not None for t in used)
     assert len(used) <= tasks * SLOTS_PER_PARTITION
+
+
+def test_an_own_slot_still_being_committed_is_waited_for_then_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The driver's EndTxn returned at PrepareCommit; the next batch's task asks before the
+    # markers are written: it asks again shortly and keeps its id (and warm producer).
+    clock = ManualClock()
+    answers = [["PrepareCommit"] + [None] * 7, ["PrepareCommit"] + [None] * 7]
+    asked: list[int] = []
+
+    def describe(config: Mapping[str, str], ids: Sequence[str]) -> list[str | None]:
+        asked.append(clock.now_ms())
+        return answers.pop(0) if answers else ["CompleteCommit"] + [None] * 7
+
+    monkeypatch.setattr(slots, "describe_states", describe)
+    monkeypatch.setattr(slots, "_sleep", lambda s: clock.advance(int(s * 1000)))
+    assert slots.claim_transactional_id({}, "p", 0, 0) == "p-0-0"
+    assert asked == [0, 10, 30]
+
+
+def test_an_own_slot_that_stays_ending_is_left_after_a_bounded_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = ManualClock()
+    monkeypatch.setattr(slots, "describe_states", lambda config, ids: ["PrepareAbort"] + [None] * 7)
+    monkeypatch.setattr(slots, "_sleep", lambda s: clock.advance(int(s * 1000)))
+    assert slots.claim_transactional_id({}, "p", 0, 0) == "p-0-1"
+    assert clock.now_ms() == sum(slots.ENDING_RECHECK_MS)
