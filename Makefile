@@ -23,7 +23,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
-	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-eos-commit clean
+	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-eos-commit bench-eos-acquire clean
 
 setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
 
@@ -106,6 +106,9 @@ bench-microbatch-eos: setup
 # The driver's commit per batch and a task's producer set-up, without Spark.
 bench-eos-commit: setup
 	$(PY) benchmarks/bench_eos_commit.py --out benchmarks/results/bench_eos_commit.md
+
+bench-eos-acquire: setup
+	$(PY) benchmarks/bench_eos_acquire.py
 
 clean:
 	rm -rf $(VENV) $(CACHE) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

@@ -9,6 +9,8 @@ prepared, or a job sweeping what a dead process left open):
   (ListTransactions to every broker, then DescribeTransactions to each id's coordinator; a
   broker that died is waited for only until the controller fences it and its coordinators move);
 - :func:`abort_transactions` aborts the open ones among them;
+- :meth:`TransactionAdmin.describe_many` describes given ids in one round (a task choosing a
+  transactional id no other attempt holds open);
 - :func:`complete_transactions` ends many prepared transactions at once: one FindCoordinator
   for all their ids (v4+), every EndTxn sent before any answer is awaited, one
   :class:`Completion` per handle.
@@ -189,6 +191,47 @@ def _describe_one(
         node = None
 
     return client.retrying(deadline, attempt, on_moved=moved)
+
+
+def _describe_ids(
+    client: AdminClient, transactional_ids: Sequence[str], deadline: Deadline
+) -> dict[str, TransactionListing | None]:
+    """The coordinators' view of each id (None: unknown to its coordinator) in one round.
+
+    One FindCoordinator for all the ids (v4+), then one DescribeTransactions per coordinator,
+    all sent at once; an id whose answer is not final (its coordinator moved, the connection
+    was lost) is then described alone, with retries.
+    """
+    wanted = sorted(set(transactional_ids))
+    nodes = client.find_coordinators(wanted, deadline)
+    by_node: dict[int, list[str]] = {}
+    for transactional_id in wanted:
+        by_node.setdefault(nodes[transactional_id], []).append(transactional_id)
+    requests: list[tuple[int, Any, int | None]] = [
+        (node, DescribeTransactionsRequest(ids), None) for node, ids in sorted(by_node.items())
+    ]
+    deadline.waiting_for = (
+        f"descriptions of {len(wanted)} transaction(s) from {len(requests)} coordinator(s)"
+    )
+    out: dict[str, TransactionListing | None] = {}
+    for (node, _body, _version), answer in zip(
+        requests, client.request_all(requests, deadline), strict=True
+    ):
+        if isinstance(answer, KafkaError):
+            if deadline.is_own(answer):
+                raise answer
+            deadline.last_error = answer
+            continue
+        for state in answer.transaction_states:
+            error = error_for_code(state.error_code)
+            if error is None:
+                out[state.transactional_id] = _listing(state, node)
+            elif isinstance(error, TransactionalIdNotFoundError):
+                out[state.transactional_id] = None
+    for transactional_id in wanted:
+        if transactional_id not in out:
+            out[transactional_id] = _describe_one(client, transactional_id, deadline)
+    return out
 
 
 def _end_txn_version(client: AdminClient, node: int, deadline: Deadline) -> int:
@@ -811,6 +854,24 @@ class TransactionAdmin:
             return aborted
 
         result: list[TransactionListing] = self._call(operation, body)
+        return result
+
+    def describe_many(
+        self, transactional_ids: Sequence[str]
+    ) -> dict[str, TransactionListing | None]:
+        """Each id's transaction as its coordinator describes it (None: an id it does not
+        know), in one round: one FindCoordinator, one DescribeTransactions per coordinator.
+
+        Raises :class:`~kafka_sink.errors.UnsupportedVersionError` on brokers without
+        DescribeTransactions (before Kafka 3.0).
+        """
+        ids = list(transactional_ids)
+        if not ids or not all(isinstance(t, str) and t for t in ids):
+            raise ValueError("describe_many needs one or more non-empty transactional ids")
+        result: dict[str, TransactionListing | None] = self._call(
+            f"describe of {len(ids)} transaction(s)",
+            lambda client, deadline: _describe_ids(client, ids, deadline),
+        )
         return result
 
     def list(self, prefix: str) -> list[TransactionListing]:

@@ -13,9 +13,10 @@ acknowledged, and what a failure does to the producer.
   other than bad data evicts (closes) the producer and logs the ranges that were acknowledged,
   which Spark's retry of the task writes again.
 - Exactly-once (the writer carries an :class:`~kafka_sink.spark.eos.plan.EosPlan`): a
-  transactional producer of the attempt's own id, ``eos.plan.transactional_id(prefix, partition
-  id, attempt number)`` (never the shared at-least-once entry), leased from the cache keyed by
-  config and id, so the same partition and attempt slot of the next micro-batch finds it warm;
+  transactional producer of an id no other running attempt holds, ``<prefix>-<partition
+  id>-<slot>`` with the slot chosen by ``eos/slots.py`` (the attempt number's when free; never
+  the shared at-least-once entry), leased from the cache keyed by config and id, so the same
+  partition and slot of the next micro-batch finds it warm;
   ``init_transactions()`` runs for every task (a cached producer it fails for is replaced) and
   one transaction is begun. Once every record is acknowledged it calls
   ``prepare_transaction()`` (nothing is committed) and the commit message carries the
@@ -66,7 +67,8 @@ from kafka_sink.spark.commit_log.document import (
     PyKafkaCommitMessage,
     merge_range,
 )
-from kafka_sink.spark.eos.plan import EosPlan, transactional_id
+from kafka_sink.spark.eos import slots
+from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.logs import ensure_logging, logger
 from kafka_sink.spark.options import SinkOptions
@@ -239,14 +241,16 @@ class _ExactlyOnce:
     def acquire(self, task: _TaskInfo) -> TransactionalProducer:
         """This attempt's producer, its transaction begun.
 
+        Its transactional id is a slot of the partition no other attempt holds open
+        (``eos/slots.py``, asked before InitProducerId, which would abort such a transaction).
         Leased from the worker's cache by config and transactional id: the same Spark
-        partition and attempt slot in the next micro-batch gets it warm. InitProducerId runs
+        partition and slot in the next micro-batch gets it warm. InitProducerId runs
         every time (it fences older producers of the id and moves on from the transaction the
         driver has since ended); a cached one it fails for is replaced by a new producer.
         """
         config = self._options.producer_config
-        config["transactional.id"] = transactional_id(
-            self._prefix, task.partition_id, task.attempt_number
+        config["transactional.id"] = slots.claim_transactional_id(
+            config, self._prefix, task.partition_id, task.attempt_number
         )
         items = tuple(sorted(config.items()))
         idle_ms = self._options.producer_idle_timeout_ms

@@ -9,26 +9,33 @@ from it and the driver opens its intent store from it.
 
 Transactional ids. A write uses ``<prefix>-<partition id>-<slot>``, where the prefix is the
 ``transactionalIdPrefix`` option or ``pykafka-<query id>`` (streaming) / ``pykafka-<write id>``
-(batch job), and the slot is the task's attempt number. So:
+(batch job), and the slot is one of ``slots.SLOTS_PER_PARTITION`` (8) per Spark partition. So:
 
-- Concurrent attempts of one partition (a retry while a lost attempt still runs, a speculative
-  copy) never share an id: Spark numbers the attempts of a task within a stage attempt
-  distinctly. (PySpark does not expose the stage attempt number; a stage re-attempt restarts
-  attempt numbers at 0, and a zombie attempt of the earlier stage attempt would share its id
-  with the new attempt 0: the later InitProducerId fences the zombie, whose transaction then
-  never reaches the driver. Neither reaches Kafka's read_committed readers twice.)
-- The set of ids of a streaming query is bounded: partitions x attempt slots, normally one id
-  per partition (one more for each retry or speculative copy ever seen), reused from batch to
-  batch. The coordinator keeps every id for ``transactional.id.expiration.ms`` (7 days), so a
-  query with one-second triggers keeps a fixed number of ids instead of millions.
+- Attempts of one partition that run at the same time do not share an id. Spark's attempt
+  number cannot tell them apart (it restarts at 0 when a stage is re-attempted while tasks of
+  the earlier stage attempt, or of an earlier run of the query, may still run; PySpark exposes
+  no stage attempt number), so a task attempt asks the coordinators for the state of its
+  partition's ids before its InitProducerId and takes one that no attempt holds open
+  (``slots.py``: the attempt number's slot when free). With every slot held, the task fails
+  and Spark retries it.
+- The residual race: two attempts that ask at the same moment may take the same free slot; the
+  later InitProducerId fences the earlier, whose next write fails (a task failure Spark
+  retries). The one harmful interleaving, an attempt that stalls between its describe and its
+  InitProducerId for as long as another attempt needs to initialise, write and prepare on the
+  same id, aborts a prepared transaction; the driver's check of the batch's transactions
+  before its first commit fails that batch with nothing of it visible, and its re-run writes it.
+- The set of ids of a query is bounded by partitions x 8, normally one id per partition (the
+  attempt number's slot, 0), reused from batch to batch. The coordinator keeps every id for
+  ``transactional.id.expiration.ms`` (7 days), so a query with one-second triggers keeps a
+  fixed number of ids instead of millions.
 - An id is reused only once the batch that last used it is durably done, because reusing an id
   (InitProducerId) aborts whatever that id left open. Within a run, Spark plans batch N+1 only
   after commit(N) returned, and commit(N) writes "done" before it returns. After a restart, the
   driver finishes any recorded intent (``EosCommitter.recover``) while planning, before any task
-  of the re-run is launched, so a re-run's InitProducerId can only abort transactions no intent
-  names (those of failed attempts, which must not survive anyway).
-- A batch job's ids are new for each job (its write id is unique): ``partitions x attempts``
-  ids per job.
+  of the re-run is launched; an id whose transaction is still open (a failed attempt's, not yet
+  swept) is skipped by the slot choice rather than aborted.
+- A batch job's ids are new for each job (its write id is unique): at most partitions x 8 ids
+  per job.
 
 Invariants:
 - ``transactional_id`` and ``parse_transactional_id`` round-trip; ids of other writes (another
@@ -64,7 +71,7 @@ def default_prefix(query_or_write_id: str) -> str:
 
 
 def transactional_id(prefix: str, partition_id: int, slot: int) -> str:
-    """The id of the transaction of Spark partition ``partition_id``, attempt slot ``slot``."""
+    """The id of the transaction of Spark partition ``partition_id`` in slot ``slot``."""
     if partition_id < 0 or slot < 0:
         raise ValueError(f"partition id and slot must be >= 0, got {partition_id}, {slot}")
     return f"{prefix}-{partition_id}-{slot}"

@@ -214,6 +214,11 @@ class ScriptedCluster(FakeNetworkClient):
 @pytest.fixture
 def cluster(monkeypatch: pytest.MonkeyPatch) -> ScriptedCluster:
     """The scripted cluster every call of this module's functions talks to."""
+    return install_scripted_cluster(monkeypatch)
+
+
+def install_scripted_cluster(monkeypatch: pytest.MonkeyPatch) -> ScriptedCluster:
+    """A scripted cluster that every admin client built from a config talks to."""
     scripted = ScriptedCluster(ManualClock())
     scripted.metadata = _Metadata({}, nodes=(0, 1))
 

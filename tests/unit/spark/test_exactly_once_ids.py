@@ -1,4 +1,5 @@
-"""The transactional-id scheme of exactly-once writes and the local intent stores."""
+"""The transactional-id scheme of exactly-once writes (ids, the slot an attempt takes) and the
+local intent stores."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kafka_sink.spark.eos.intents import (
     MemoryIntentStore,
 )
 from kafka_sink.spark.eos.plan import default_prefix, parse_transactional_id, transactional_id
+from kafka_sink.spark.eos.slots import BUSY_STATES, SLOTS_PER_PARTITION, choose_slot, slot_order
 
 
 def test_ids_round_trip() -> None:
@@ -25,16 +27,68 @@ def test_ids_round_trip() -> None:
         assert parse_transactional_id("q", tid) == (partition, slot)
 
 
-def test_concurrent_attempts_of_one_partition_never_share_an_id() -> None:
-    # Retries and speculative copies of a task carry distinct attempt numbers.
-    ids = {transactional_id("q", 3, attempt) for attempt in range(8)}
-    assert len(ids) == 8
-
-
 def test_ids_are_reused_from_batch_to_batch_so_the_set_is_bounded() -> None:
     # The batch id is not part of the id: 10,000 batches of 4 partitions, no retries, 4 ids.
     ids = {transactional_id("q", p, 0) for _batch in range(10_000) for p in range(4)}
     assert len(ids) == 4
+
+
+# -- the slot a task attempt takes ---------------------------------------------------------------
+
+K = SLOTS_PER_PARTITION
+ALL_STATES = (
+    None,
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "PrepareEpochFence",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+)
+FREE_STATES = (None, "Empty", "CompleteCommit", "CompleteAbort", "Dead")
+
+
+def test_the_slot_count_is_eight_and_the_busy_states_are_the_open_ones() -> None:
+    assert K == 8
+    assert {"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"} == BUSY_STATES
+    assert set(ALL_STATES) - BUSY_STATES == set(FREE_STATES)
+
+
+def test_the_attempt_numbers_slot_comes_first_then_the_others_ascending() -> None:
+    assert slot_order(0) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert slot_order(3) == [3, 0, 1, 2, 4, 5, 6, 7]
+    assert slot_order(K + 2) == [2, 0, 1, 3, 4, 5, 6, 7]
+    with pytest.raises(ValueError, match="attempt number"):
+        slot_order(-1)
+
+
+@pytest.mark.parametrize("attempt", range(2 * K + 1))
+def test_choose_slot_over_every_busy_pattern(attempt: int) -> None:
+    # Every subset of busy slots, for attempt numbers past K too: the first free slot in the
+    # attempt's order, never a busy one, None only when all are busy.
+    for busy in itertools.product((False, True), repeat=K):
+        states = ["Ongoing" if b else "CompleteCommit" for b in busy]
+        chosen = choose_slot(attempt, states)
+        free = [s for s in slot_order(attempt) if not busy[s]]
+        assert chosen == (free[0] if free else None)
+
+
+@pytest.mark.parametrize("state", ALL_STATES)
+def test_choose_slot_reads_each_state_as_busy_or_free(state: str | None) -> None:
+    states: list[str | None] = ["Ongoing"] * K
+    states[5] = state
+    assert choose_slot(0, states) == (None if state in BUSY_STATES else 5)
+    # The attempt's own slot wins whenever it is free, whatever the others hold.
+    own: list[str | None] = ["PrepareCommit"] * K
+    own[2] = state
+    assert choose_slot(2, own) == (None if state in BUSY_STATES else 2)
+
+
+def test_choose_slot_refuses_a_wrong_number_of_states() -> None:
+    with pytest.raises(ValueError, match="8 slot states"):
+        choose_slot(0, [None] * (K - 1))
 
 
 def test_ids_of_other_prefixes_do_not_parse() -> None:

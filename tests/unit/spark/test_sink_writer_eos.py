@@ -14,7 +14,7 @@ from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark import task as task_module
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
-from kafka_sink.spark.eos import committer
+from kafka_sink.spark.eos import committer, slots
 from kafka_sink.spark.eos.committer import TransactionOps
 from kafka_sink.spark.eos.intents import DONE, INTENT, FileIntentStore, MemoryIntentStore
 from kafka_sink.spark.eos.plan import EosPlan
@@ -30,6 +30,8 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> list[FakeTxnProducer]:
     producer_cache.close_all()
     monkeypatch.setattr(producer_cache, "_create", FakeProducer)
     monkeypatch.setattr(task_module, "_create_transactional", FakeTxnProducer)
+    # No other attempt holds any id open (tests/unit/spark/test_eos_slots_task.py: when one does).
+    monkeypatch.setattr(slots, "describe_states", lambda config, ids: [None] * len(ids))
     yield FakeTxnProducer.txn_instances
     producer_cache.close_all()
 
