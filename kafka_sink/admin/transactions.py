@@ -8,6 +8,9 @@ prepared, or a job sweeping what a dead process left open):
 - :func:`list_transactions` lists the transactions whose transactional id starts with a prefix
   (ListTransactions to every broker, then DescribeTransactions to each id's coordinator; a
   broker that died is waited for only until the controller fences it and its coordinators move);
+- :func:`describe_transactions` describes given ids (DescribeTransactions, one request per
+  coordinator): what a caller that knows its ids asks instead of listing, since a listing can
+  leave out an id whose coordinator is moving or loading;
 - :func:`abort_transactions` aborts the open ones among them;
 - :func:`complete_transactions` ends many prepared transactions at once: one FindCoordinator
   for all their ids (v4+), every EndTxn sent before any answer is awaited, one
@@ -90,6 +93,7 @@ __all__ = [
     "abort_transactions",
     "complete_transaction",
     "complete_transactions",
+    "describe_transactions",
     "list_transactions",
 ]
 
@@ -651,6 +655,78 @@ def _describe_all(
     return out
 
 
+def _describe_ids(
+    client: AdminClient, ids: Sequence[str], deadline: Deadline
+) -> dict[str, TransactionListing | None]:
+    """DescribeTransactions for ``ids``: one request per coordinator, sent at once.
+
+    An id whose coordinator answers a retriable error (loading, moved, unreachable) is asked
+    again, after backoff, at its coordinator found anew; TRANSACTIONAL_ID_NOT_FOUND is None.
+    """
+    out: dict[str, TransactionListing | None] = {}
+    pending = sorted(set(ids))
+    nodes: dict[str, int] = {}
+    attempts = 0
+    while pending:
+        nodes.update(client.find_coordinators([t for t in pending if t not in nodes], deadline))
+        by_node: dict[int, list[str]] = {}
+        for transactional_id in pending:
+            by_node.setdefault(nodes[transactional_id], []).append(transactional_id)
+        requests = [
+            (node, DescribeTransactionsRequest(asked), None)
+            for node, asked in sorted(by_node.items())
+        ]
+        deadline.waiting_for = f"a description of {len(pending)} transaction(s)"
+        answers = client.request_all(requests, deadline)
+        again: list[str] = []
+        for (node, _body, _version), answer in zip(requests, answers, strict=True):
+            asked = by_node[node]
+            errors: dict[str, KafkaError | None] = {}
+            if isinstance(answer, KafkaError):
+                errors = dict.fromkeys(asked, answer)
+            else:
+                for state in answer.transaction_states:
+                    refusal = error_for_code(state.error_code)
+                    if refusal is None:
+                        out[state.transactional_id] = _listing(state, node)
+                    elif isinstance(refusal, TransactionalIdNotFoundError):
+                        out[state.transactional_id] = None
+                    errors[state.transactional_id] = refusal
+            for transactional_id in asked:
+                error = errors.get(transactional_id)
+                if transactional_id in out:
+                    continue
+                if error is not None and not isinstance(error, RETRIABLE):
+                    raise error
+                if error is not None and deadline.is_own(error):
+                    raise error
+                deadline.last_error = error or deadline.last_error
+                if error is None or isinstance(error, MOVED):
+                    nodes.pop(transactional_id, None)  # unanswered or moved: look it up again
+                again.append(transactional_id)
+        pending = again
+        if pending:
+            client.back_off(attempts, deadline)
+            attempts += 1
+    return out
+
+
+def describe_transactions(
+    config: Mapping[str, object],
+    transactional_ids: Sequence[str],
+    timeout: float | None = None,
+) -> dict[str, TransactionListing | None]:
+    """How each coordinator describes each of ``transactional_ids`` (None: it does not know it).
+
+    The coordinators are found with one FindCoordinator (v4+), then each is sent one
+    DescribeTransactions for all its ids, at once; retriable answers are asked again within one
+    ``timeout`` (seconds; None: ``max.block.ms``). Unlike a listing, an id is never left out:
+    the result has every id asked, or the call raises.
+    """
+    with TransactionAdmin(config, timeout) as admin:
+        return admin.describe(transactional_ids)
+
+
 def list_transactions(
     config: Mapping[str, object],
     prefix: str,
@@ -811,6 +887,17 @@ class TransactionAdmin:
             return aborted
 
         result: list[TransactionListing] = self._call(operation, body)
+        return result
+
+    def describe(self, transactional_ids: Sequence[str]) -> dict[str, TransactionListing | None]:
+        """:func:`describe_transactions` over this session's client."""
+        ids = list(transactional_ids)
+        if any(not isinstance(t, str) or not t for t in ids):
+            raise ValueError("describe_transactions needs non-empty transactional ids")
+        result: dict[str, TransactionListing | None] = self._call(
+            f"describe_transactions({len(ids)} id(s))",
+            lambda client, deadline: _describe_ids(client, ids, deadline),
+        )
         return result
 
     def list(self, prefix: str) -> list[TransactionListing]:
