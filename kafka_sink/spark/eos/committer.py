@@ -257,7 +257,7 @@ class EosCommitter:
         pause_commit(batch_id)
         lost = self._commit_all(batch_id, tasks, until_ms=intent_ms + self.transaction_timeout_ms)
         if lost:
-            self._mark_lost(batch_id, lost)
+            self._mark_lost(batch_id, [t for t, _ in lost])
             self._sweep(keep=())
             raise SinkTransactionLostError(
                 self._lost_message(batch_id, lost, committed=len(tasks) - len(lost))
@@ -371,7 +371,7 @@ class EosCommitter:
             until_ms=self.clock.now_ms() + wait,
         )
         if lost:
-            marked = self._mark_lost(record.batch_id, lost)
+            marked = self._mark_lost(record.batch_id, [t for t, _ in lost])
             message = self._lost_message(
                 record.batch_id, lost, committed=len(record.transactions) - len(lost)
             )
@@ -414,14 +414,14 @@ class EosCommitter:
 
     def _commit_all(
         self, batch_id: int, tasks: Sequence[TaskTransaction], *, until_ms: int
-    ) -> list[TaskTransaction]:
-        """Commit each, retrying what may clear until ``until_ms``; the ones Kafka lost.
+    ) -> list[tuple[TaskTransaction, TransactionLostError]]:
+        """Commit each, retrying what may clear until ``until_ms``; the ones Kafka lost, why.
 
         Raises :class:`SinkCommitIncompleteError` when some could be neither committed nor
         found lost (the intent stays unfinished, for the next commit, abort or planning).
         """
         pending = list(tasks)
-        lost: list[TaskTransaction] = []
+        lost: list[tuple[TaskTransaction, TransactionLostError]] = []
         attempt = 0
         while pending:
             outcomes = self._end_each([t.transaction for t in pending], commit=True)
@@ -429,7 +429,7 @@ class EosCommitter:
             for task, outcome in zip(pending, outcomes, strict=True):
                 if isinstance(outcome, TransactionLostError):
                     log.error("pykafka exactly-once: %s", outcome)
-                    lost.append(task)
+                    lost.append((task, outcome))
                 elif outcome is not None:
                     failed.append((task, outcome))
             pending = [task for task, _ in failed]
@@ -517,8 +517,14 @@ class EosCommitter:
                 exc,
             )
 
-    def _lost_message(self, batch_id: int, lost: Sequence[TaskTransaction], committed: int) -> str:
-        ids = ", ".join(t.transaction.transactional_id for t in lost)
+    def _lost_message(
+        self,
+        batch_id: int,
+        lost_with_causes: Sequence[tuple[TaskTransaction, TransactionLostError]],
+        committed: int,
+    ) -> str:
+        lost = [t for t, _ in lost_with_causes]
+        causes = "; ".join(f"{error}" for _, error in lost_with_causes[:5])
         after = (
             "nothing of the batch became visible; the batch is run again and writes these rows "
             "again"
@@ -528,11 +534,12 @@ class EosCommitter:
         )
         return (
             f"exactly-once commit of batch {batch_id} failed: Kafka aborted {len(lost)} "
-            f"transaction(s){_spark_partitions(lost)} before the driver could commit them "
-            f"({ids}), most often because they stayed open longer than transaction.timeout.ms; "
-            f"partitions {_shown(lost)}. {after}. Fix: raise {self.timeout_hint} (at most the "
-            "brokers' transaction.max.timeout.ms) or make the tasks of a batch faster (smaller "
-            "batches, more partitions)"
+            f"transaction(s){_spark_partitions(lost)} before the driver could commit them, "
+            f"partitions {_shown(lost)} ({causes}). {after}. Fix: when Kafka timed them out, "
+            f"raise {self.timeout_hint} (at most the brokers' transaction.max.timeout.ms) or "
+            "make the tasks of a batch faster (smaller batches, more partitions); when another "
+            "producer fenced them, check that no other write uses the same "
+            "transactionalIdPrefix"
         )
 
     def _gone_message(self, batch_id: int, gone: Sequence[tuple[TaskTransaction, str]]) -> str:
@@ -560,7 +567,7 @@ class EosCommitter:
         batch_id: int,
         total: int,
         failed: Sequence[tuple[TaskTransaction, KafkaError]],
-        lost: Sequence[TaskTransaction],
+        lost: Sequence[object],
     ) -> str:
         each = "; ".join(f"{t.transaction.transactional_id!r}: {e}" for t, e in failed[:5])
         unended = [t for t, _ in failed]

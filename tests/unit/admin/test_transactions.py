@@ -833,12 +833,12 @@ def test_describe_asks_each_coordinator_once_for_its_ids_and_asks_again_when_loa
     loading = [True]
 
     def answer(sent: Sent) -> Any:
-        if isinstance(sent.body, DescribeTransactionsRequest) and sent.request.node_id == 0:
-            if loading and loading.pop():
-                state = DescribeTransactionsResponse.TransactionState(
-                    COORDINATOR_LOAD_IN_PROGRESS, "job-1", "", 0, -1, -1, -1, []
-                )
-                return DescribeTransactionsResponse(transaction_states=[state])
+        to_node_0 = isinstance(sent.body, DescribeTransactionsRequest) and sent.request.node_id == 0
+        if to_node_0 and loading and loading.pop():
+            state = DescribeTransactionsResponse.TransactionState(
+                COORDINATOR_LOAD_IN_PROGRESS, "job-1", "", 0, -1, -1, -1, []
+            )
+            return DescribeTransactionsResponse(transaction_states=[state])
         return original(sent)
 
     cluster._answer = answer  # type: ignore[method-assign]
