@@ -17,11 +17,9 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sparkutil import assert_nothing_left_open, commit_docs
 
 from kafka_sink.testing.local_kafka import LocalKafka
@@ -30,16 +28,6 @@ from kafka_sink.testing.oracle import create_topic, read_all
 ROWS = 3000
 PARTITIONS = 3
 HOLD_S = 15.0
-
-
-@pytest.fixture(scope="module")
-def proxied_kafka() -> Iterator[LocalKafka]:
-    kafka = LocalKafka(nodes=1, proxied=True, broker_config={"auto.create.topics.enable": "false"})
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.close()
 
 
 def test_a_batch_job_whose_end_txn_answers_are_lost_for_a_while_succeeds_exactly_once(

@@ -480,16 +480,11 @@ class EosCommitter:
                 continue
             self._abort_quietly(task.transaction)
 
-    def _sweep(
-        self,
-        *,
-        keep: Iterable[PreparedTransaction],
-        listed: Sequence[PreparedTransaction] | None = None,
-    ) -> None:
+    def _sweep(self, *, keep: Iterable[PreparedTransaction]) -> None:
         """Abort the open transactions of this write's ids that ``keep`` does not name."""
         kept = {_key(t) for t in keep}
         try:
-            found = self.ops.list_open(self._list_prefix()) if listed is None else listed
+            found = self.ops.list_open(self._list_prefix())
         except KafkaError as exc:
             log.warning(
                 "pykafka exactly-once: could not list open transactions of prefix %r to end "
