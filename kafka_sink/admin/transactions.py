@@ -8,9 +8,10 @@ prepared, or a job sweeping what a dead process left open):
 - :func:`list_transactions` lists the transactions whose transactional id starts with a prefix
   (ListTransactions to every broker, then DescribeTransactions to each id's coordinator; a
   broker that died is waited for only until the controller fences it and its coordinators move);
+- :func:`describe_transactions` describes given ids (DescribeTransactions, one request per
+  coordinator): what a caller that knows its ids asks instead of listing, since a listing can
+  leave out an id whose coordinator is moving or loading;
 - :func:`abort_transactions` aborts the open ones among them;
-- :meth:`TransactionAdmin.describe_many` describes given ids in one round (a task choosing a
-  transactional id no other attempt holds open);
 - :func:`complete_transactions` ends many prepared transactions at once: one FindCoordinator
   for all their ids (v4+), every EndTxn sent before any answer is awaited, one
   :class:`Completion` per handle.
@@ -92,6 +93,7 @@ __all__ = [
     "abort_transactions",
     "complete_transaction",
     "complete_transactions",
+    "describe_transactions",
     "list_transactions",
 ]
 
@@ -191,47 +193,6 @@ def _describe_one(
         node = None
 
     return client.retrying(deadline, attempt, on_moved=moved)
-
-
-def _describe_ids(
-    client: AdminClient, transactional_ids: Sequence[str], deadline: Deadline
-) -> dict[str, TransactionListing | None]:
-    """The coordinators' view of each id (None: unknown to its coordinator) in one round.
-
-    One FindCoordinator for all the ids (v4+), then one DescribeTransactions per coordinator,
-    all sent at once; an id whose answer is not final (its coordinator moved, the connection
-    was lost) is then described alone, with retries.
-    """
-    wanted = sorted(set(transactional_ids))
-    nodes = client.find_coordinators(wanted, deadline)
-    by_node: dict[int, list[str]] = {}
-    for transactional_id in wanted:
-        by_node.setdefault(nodes[transactional_id], []).append(transactional_id)
-    requests: list[tuple[int, Any, int | None]] = [
-        (node, DescribeTransactionsRequest(ids), None) for node, ids in sorted(by_node.items())
-    ]
-    deadline.waiting_for = (
-        f"descriptions of {len(wanted)} transaction(s) from {len(requests)} coordinator(s)"
-    )
-    out: dict[str, TransactionListing | None] = {}
-    for (node, _body, _version), answer in zip(
-        requests, client.request_all(requests, deadline), strict=True
-    ):
-        if isinstance(answer, KafkaError):
-            if deadline.is_own(answer):
-                raise answer
-            deadline.last_error = answer
-            continue
-        for state in answer.transaction_states:
-            error = error_for_code(state.error_code)
-            if error is None:
-                out[state.transactional_id] = _listing(state, node)
-            elif isinstance(error, TransactionalIdNotFoundError):
-                out[state.transactional_id] = None
-    for transactional_id in wanted:
-        if transactional_id not in out:
-            out[transactional_id] = _describe_one(client, transactional_id, deadline)
-    return out
 
 
 def _end_txn_version(client: AdminClient, node: int, deadline: Deadline) -> int:
@@ -694,6 +655,78 @@ def _describe_all(
     return out
 
 
+def _describe_ids(
+    client: AdminClient, ids: Sequence[str], deadline: Deadline
+) -> dict[str, TransactionListing | None]:
+    """DescribeTransactions for ``ids``: one request per coordinator, sent at once.
+
+    An id whose coordinator answers a retriable error (loading, moved, unreachable) is asked
+    again, after backoff, at its coordinator found anew; TRANSACTIONAL_ID_NOT_FOUND is None.
+    """
+    out: dict[str, TransactionListing | None] = {}
+    pending = sorted(set(ids))
+    nodes: dict[str, int] = {}
+    attempts = 0
+    while pending:
+        nodes.update(client.find_coordinators([t for t in pending if t not in nodes], deadline))
+        by_node: dict[int, list[str]] = {}
+        for transactional_id in pending:
+            by_node.setdefault(nodes[transactional_id], []).append(transactional_id)
+        requests = [
+            (node, DescribeTransactionsRequest(asked), None)
+            for node, asked in sorted(by_node.items())
+        ]
+        deadline.waiting_for = f"a description of {len(pending)} transaction(s)"
+        answers = client.request_all(requests, deadline)
+        again: list[str] = []
+        for (node, _body, _version), answer in zip(requests, answers, strict=True):
+            asked = by_node[node]
+            errors: dict[str, KafkaError | None] = {}
+            if isinstance(answer, KafkaError):
+                errors = dict.fromkeys(asked, answer)
+            else:
+                for state in answer.transaction_states:
+                    refusal = error_for_code(state.error_code)
+                    if refusal is None:
+                        out[state.transactional_id] = _listing(state, node)
+                    elif isinstance(refusal, TransactionalIdNotFoundError):
+                        out[state.transactional_id] = None
+                    errors[state.transactional_id] = refusal
+            for transactional_id in asked:
+                error = errors.get(transactional_id)
+                if transactional_id in out:
+                    continue
+                if error is not None and not isinstance(error, RETRIABLE):
+                    raise error
+                if error is not None and deadline.is_own(error):
+                    raise error
+                deadline.last_error = error or deadline.last_error
+                if error is None or isinstance(error, MOVED):
+                    nodes.pop(transactional_id, None)  # unanswered or moved: look it up again
+                again.append(transactional_id)
+        pending = again
+        if pending:
+            client.back_off(attempts, deadline)
+            attempts += 1
+    return out
+
+
+def describe_transactions(
+    config: Mapping[str, object],
+    transactional_ids: Sequence[str],
+    timeout: float | None = None,
+) -> dict[str, TransactionListing | None]:
+    """How each coordinator describes each of ``transactional_ids`` (None: it does not know it).
+
+    The coordinators are found with one FindCoordinator (v4+), then each is sent one
+    DescribeTransactions for all its ids, at once; retriable answers are asked again within one
+    ``timeout`` (seconds; None: ``max.block.ms``). Unlike a listing, an id is never left out:
+    the result has every id asked, or the call raises.
+    """
+    with TransactionAdmin(config, timeout) as admin:
+        return admin.describe(transactional_ids)
+
+
 def list_transactions(
     config: Mapping[str, object],
     prefix: str,
@@ -856,20 +889,13 @@ class TransactionAdmin:
         result: list[TransactionListing] = self._call(operation, body)
         return result
 
-    def describe_many(
-        self, transactional_ids: Sequence[str]
-    ) -> dict[str, TransactionListing | None]:
-        """Each id's transaction as its coordinator describes it (None: an id it does not
-        know), in one round: one FindCoordinator, one DescribeTransactions per coordinator.
-
-        Raises :class:`~kafka_sink.errors.UnsupportedVersionError` on brokers without
-        DescribeTransactions (before Kafka 3.0).
-        """
+    def describe(self, transactional_ids: Sequence[str]) -> dict[str, TransactionListing | None]:
+        """:func:`describe_transactions` over this session's client."""
         ids = list(transactional_ids)
-        if not ids or not all(isinstance(t, str) and t for t in ids):
-            raise ValueError("describe_many needs one or more non-empty transactional ids")
+        if any(not isinstance(t, str) or not t for t in ids):
+            raise ValueError("describe_transactions needs non-empty transactional ids")
         result: dict[str, TransactionListing | None] = self._call(
-            f"describe of {len(ids)} transaction(s)",
+            f"describe_transactions({len(ids)} id(s))",
             lambda client, deadline: _describe_ids(client, ids, deadline),
         )
         return result

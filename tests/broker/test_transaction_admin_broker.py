@@ -22,6 +22,7 @@ from kafka_sink.admin.transactions import (
     TransactionListing,
     abort_transactions,
     complete_transaction,
+    describe_transactions,
     list_transactions,
 )
 from kafka_sink.errors import (
@@ -220,6 +221,13 @@ def test_a_transaction_the_broker_timed_out_is_reported_lost(
     while (state := _only(config, prefix).state) != "CompleteAbort":
         assert time.monotonic() < deadline, f"still {state} 40 s after it expired"
         time.sleep(0.5)
+    # What the driver's check before the first commit makes of it.
+    from kafka_sink.spark.eos.committer import _why_gone
+
+    why = _why_gone(
+        prepared, describe_transactions(config, [f"{prefix}-1"], timeout=30)[f"{prefix}-1"]
+    )
+    assert why is not None and why.startswith("aborted by the coordinator, because it stayed"), why
     with pytest.raises(TransactionLostError) as caught:
         complete_transaction(config, prepared, commit=True, timeout=30)
     text = str(caught.value)
@@ -229,6 +237,48 @@ def test_a_transaction_the_broker_timed_out_is_reported_lost(
     # Aborting it is a success: the coordinator answers NONE (its abort bumped the epoch).
     bumped = (prepared.producer_id, prepared.producer_epoch + 1)
     assert complete_transaction(config, prepared, commit=False, timeout=30) == bumped
+
+
+_INIT_ONLY = """
+import sys
+from confluent_kafka import Producer
+bootstrap, transactional_id = sys.argv[1:3]
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+producer.init_transactions(30)
+"""
+
+
+def test_describe_shows_an_open_transaction_then_the_fence_of_another_producer(
+    kafka_bootstrap: str, topic_factory: TopicFactory, prefix: str
+) -> None:
+    """What the driver's check before the first commit reads: a prepared transaction is Ongoing
+    at its producer id and epoch; once another producer initialised the same id (a zombie
+    attempt) it is Empty at a higher epoch; an id the coordinator never saw is None."""
+    from kafka_sink.spark.eos.committer import _why_gone
+
+    config = {"bootstrap.servers": kafka_bootstrap}
+    topic = topic_factory(partitions=2)
+    mine = f"{prefix}-1"
+    _open_and_die(kafka_bootstrap, mine, topic)
+    described = describe_transactions(config, [mine, f"{prefix}-never"], timeout=30)
+    assert described[f"{prefix}-never"] is None
+    now = described[mine]
+    assert now is not None and now.state == "Ongoing"
+    assert now.partitions == ((topic, 0), (topic, 1))
+    prepared = now.prepared()
+    assert _why_gone(prepared, now) is None
+    subprocess.run(
+        [sys.executable, "-c", _INIT_ONLY, kafka_bootstrap, mine],
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
+    after = describe_transactions(config, [mine], timeout=30)[mine]
+    assert after is not None and after.producer_id == prepared.producer_id
+    assert (after.state, after.producer_epoch > prepared.producer_epoch) == ("Empty", True)
+    why = _why_gone(prepared, after)
+    assert why is not None and why.startswith("fenced by another producer"), why
+    assert read_all(kafka_bootstrap, topic, isolation_level="read_committed") == []
 
 
 @pytest.fixture(scope="module")

@@ -1,170 +1,413 @@
-"""A model of Kafka's transaction coordinator (Transactions V2), and producers that use it.
+"""A model of Kafka's transaction coordinator (Transactions V2), on a manual clock.
 
-``FakeCoordinator`` keeps, per transactional id, what ``TransactionMetadata`` keeps: producer
-id, epoch, state and the partitions of the open transaction, plus the rows each transaction
-wrote, so a test can ask what a read_committed reader would see. It follows the answers that
-matter to exactly-once (see Kafka's ``TransactionCoordinator``):
+Role: the driver's exactly-once commit is tested against what the coordinator would answer, not
+against a list of expected calls. :class:`FakeCoordinator` keeps, per transactional id, what
+Kafka's ``TransactionMetadata`` keeps (producer id, epoch, state, partitions, transaction start
+time and timeout) and answers InitProducerId, the first write of a transaction (Produce v12 adds
+its partition), EndTxn v5, DescribeTransactions and ListTransactions as
+``TransactionCoordinator`` does:
 
-- InitProducerId on an id whose transaction is Ongoing aborts it (CompleteAbort) and bumps the
-  epoch; on a new id it hands out a new producer id at epoch 0 (state Empty);
-- a write with an epoch older than the id's current one is fenced (``ProducerFencedError``);
-  the first write of a transaction moves it to Ongoing;
-- EndTxn(commit) needs the transaction Ongoing at exactly that producer id and epoch, else the
-  commit is refused as lost (``TransactionLostError``); a repeated commit of a committed one
-  succeeds;
-- DescribeTransactions answers (state, producer id, epoch), None for an id it never saw.
+- InitProducerId fences: an Ongoing transaction is aborted with an epoch bump, then the id moves
+  to a fresh epoch (Empty); a new id gets a new producer id at epoch 0.
+- EndTxn v5 bumps the epoch on every end; a retry (the epoch just before the current one) of a
+  commit that completed answers NONE, of an abort that completed too; commit after an abort or
+  on Empty answers INVALID_TXN_STATE; a wrong epoch PRODUCER_FENCED, a wrong producer id
+  INVALID_PRODUCER_ID_MAPPING.
+- The reaper (:meth:`FakeCoordinator.expire`, run by :meth:`advance`) aborts a transaction
+  older than its timeout, bumping the epoch (PrepareEpochFence, then CompleteAbort).
+- Markers are written at once: Prepare* states pass straight to Complete*.
+- :meth:`read_committed` is what a read_committed consumer sees: the rows of committed
+  transactions, per partition.
 
-``CoordinatedProducer`` is a transactional producer of one id on top of it, shaped like the
-:class:`~tests.fakes.spark.FakeTxnProducer` a task leases; ``describe_states`` has the shape of
-``kafka_sink.spark.eos.slots.describe_states``.
+Fault injection: :meth:`FakeCoordinator.script` queues answers for the next calls of one
+operation (``"init"``, ``"write"``, ``"end_txn"``, ``"describe"``, ``"list"``): an error code
+answered instead of applying the request, :data:`LOST_ANSWER` (applied, then the connection
+drops before the answer), :data:`TIMEOUT` (not applied, no answer in time) or a callable run
+before the request is applied (to stage a concurrent fence or a timeout abort).
+
+:func:`coordinator_ops` builds the committer's ``TransactionOps`` over it, ending transactions
+as ``kafka_sink.admin.transactions`` does: a commit refused because the transaction is gone
+raises ``TransactionLostError``, an abort of an aborted transaction succeeds, retriable answers
+reach the caller (the committer retries them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
-from kafka_sink.errors import ProducerFencedError, TransactionLostError
-from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.producer.futures import PartitionOffsets
-from tests.fakes.spark import FakeFuture
+from kafka_sink.admin.transactions import TransactionListing
+from kafka_sink.clock import ManualClock
+from kafka_sink.errors import (
+    BrokerResponseError,
+    InvalidTxnStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    TransactionLostError,
+    error_for_code,
+)
+from kafka_sink.prepared import PreparedTransaction, TopicPartition
+from kafka_sink.spark.eos.committer import TransactionOps
 
-__all__ = ["CoordinatedProducer", "FakeCoordinator", "IdState"]
+NONE = 0
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TXN_STATE = 48
+CONCURRENT_TRANSACTIONS = 51
+PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
+
+RETRIABLE_CODES = (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
+    CONCURRENT_TRANSACTIONS,
+)
+
+EMPTY, ONGOING = "Empty", "Ongoing"
+PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
+PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+
+_MAX_EPOCH = 32767
+
+
+class _Signal:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+LOST_ANSWER = _Signal("LOST_ANSWER")  # applied, then the connection dropped
+TIMEOUT = _Signal("TIMEOUT")  # never applied, never answered
+
+Answer = int | _Signal | Callable[[], None]
 
 
 @dataclass
-class IdState:
+class TxnMetadata:
+    """What the coordinator holds for one transactional id (Kafka's ``TransactionMetadata``)."""
+
     producer_id: int
-    epoch: int
-    state: str = "Empty"
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    rows: list[bytes] = field(default_factory=list)
+    producer_epoch: int
+    state: str = EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    timeout_ms: int = 60_000
+    start_ms: int = -1
+    serial: int = -1  # which run of a transaction on this id the rows belong to
 
 
-@dataclass
 class FakeCoordinator:
-    ids: dict[str, IdState] = field(default_factory=dict)
-    #: Rows of committed transactions, in commit order: what read_committed readers see.
-    visible: list[bytes] = field(default_factory=list)
-    #: Every id ever initialised (the coordinator keeps them for transactional.id.expiration.ms).
-    ever_used: set[str] = field(default_factory=set)
-    describes: list[tuple[str, ...]] = field(default_factory=list)
-    _next_pid: int = 1000
+    """Every transactional id of a cluster, one coordinator (see the module docstring)."""
 
-    def init_producer_id(self, tid: str) -> tuple[int, int]:
-        self.ever_used.add(tid)
-        current = self.ids.get(tid)
-        if current is None:
-            self._next_pid += 1
-            self.ids[tid] = IdState(self._next_pid, 0)
-            return self._next_pid, 0
-        if current.state == "Ongoing":  # fenced: the open transaction is aborted
-            current.epoch += 1
-            self._drop(current, "CompleteAbort")
-        current.epoch += 1
-        current.state = "Empty"
-        return current.producer_id, current.epoch
+    def __init__(self, clock: ManualClock | None = None) -> None:
+        self.clock = clock if clock is not None else ManualClock()
+        self.txns: dict[str, TxnMetadata] = {}
+        self.log: dict[TopicPartition, list[tuple[int, object]]] = {}
+        self.committed: set[int] = set()
+        self.calls: list[tuple[str, str]] = []
+        self._scripts: dict[str, list[Answer]] = {}
+        self._pids = itertools.count(1000)
+        self._serials = itertools.count(1)
+        #: Ids a ListTransactions answer leaves out (a coordinator whose cache is loading).
+        self.listing_misses: set[str] = set()
 
-    def write(self, tid: str, pid: int, epoch: int, tp: tuple[str, int], rows: list[bytes]) -> None:
-        current = self.ids[tid]
-        if (current.producer_id, current.epoch) != (pid, epoch):
-            raise ProducerFencedError(f"{tid}: epoch {epoch} is fenced by {current.epoch}")
-        current.state = "Ongoing"
-        current.partitions.add(tp)
-        current.rows.extend(rows)
+    # -- fault injection -------------------------------------------------------------------
 
-    def end(self, prepared: PreparedTransaction, commit: bool) -> None:
-        current = self.ids.get(prepared.transactional_id)
-        key = (prepared.producer_id, prepared.producer_epoch)
-        retried = current is not None and (current.producer_id, current.epoch - 1) == key
-        if retried and commit and current is not None and current.state == "CompleteCommit":
-            return  # a retried commit (EndTxn v5 bumped the epoch)
-        if current is None or (current.producer_id, current.epoch) != key:
-            if commit:
-                raise TransactionLostError(f"{prepared.transactional_id} is lost")
-            return
-        if current.state != "Ongoing":
-            if commit:
-                raise TransactionLostError(f"{prepared.transactional_id} is {current.state}")
-            return
-        current.epoch += 1
+    def script(self, operation: str, *answers: Answer) -> None:
+        """Answer the next calls of ``operation`` with ``answers`` (then normally again)."""
+        self._scripts.setdefault(operation, []).extend(answers)
+
+    def _scripted(self, operation: str) -> Answer | None:
+        queue = self._scripts.get(operation)
+        if not queue:
+            return None
+        answer = queue.pop(0)
+        if callable(answer) and not isinstance(answer, _Signal):
+            answer()
+            return None
+        return answer
+
+    def _call(self, operation: str, key: str, apply: Callable[[], int]) -> None:
+        """Run one request: a scripted fault, else ``apply`` (its error code raises)."""
+        self.calls.append((operation, key))
+        answer = self._scripted(operation)
+        if isinstance(answer, int) and answer != NONE:
+            raise _error(answer, f"{operation} {key!r} (scripted)")
+        if answer is TIMEOUT:
+            raise KafkaTimeoutError(f"{operation} {key!r} got no answer (scripted)")
+        code = apply()
+        if answer is LOST_ANSWER:
+            raise KafkaConnectionError(f"{operation} {key!r}: the connection was lost (scripted)")
+        if code != NONE:
+            raise _error(code, f"{operation} {key!r}")
+
+    # -- time ------------------------------------------------------------------------------
+
+    def advance(self, ms: int) -> None:
+        self.clock.advance(ms)
+        self.expire()
+
+    def expire(self) -> None:
+        """The reaper: abort every transaction open longer than its timeout, fencing it."""
+        now = self.clock.now_ms()
+        for meta in self.txns.values():
+            if meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
+                self._bump(meta)
+                meta.state = PREPARE_EPOCH_FENCE
+                self._complete(meta, commit=False)
+
+    # -- the producer's requests -------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int = 60_000) -> tuple[int, int]:
+        """InitProducerId: (producer id, epoch); fences whatever the id had open."""
+        out: list[tuple[int, int]] = []
+
+        def apply() -> int:
+            meta = self.txns.get(transactional_id)
+            if meta is None:
+                meta = TxnMetadata(next(self._pids), 0, timeout_ms=timeout_ms)
+                self.txns[transactional_id] = meta
+            else:
+                if meta.state == ONGOING:  # the fence: abort at a bumped epoch
+                    self._bump(meta)
+                    meta.state = PREPARE_EPOCH_FENCE
+                    self._complete(meta, commit=False)
+                self._bump(meta)
+                meta.state = EMPTY
+                meta.timeout_ms = timeout_ms
+            out.append((meta.producer_id, meta.producer_epoch))
+            return NONE
+
+        self._call("init", transactional_id, apply)
+        return out[0]
+
+    def write(
+        self, transactional_id: str, producer_id: int, epoch: int, tp: TopicPartition, row: object
+    ) -> None:
+        """A transactional Produce v12: adds the partition (the first one starts the txn)."""
+
+        def apply() -> int:
+            meta = self.txns.get(transactional_id)
+            if meta is None or meta.producer_id != producer_id:
+                return INVALID_PRODUCER_ID_MAPPING
+            if meta.producer_epoch != epoch:
+                return PRODUCER_FENCED
+            if meta.state not in (EMPTY, ONGOING, COMPLETE_COMMIT, COMPLETE_ABORT):
+                return CONCURRENT_TRANSACTIONS
+            if meta.state != ONGOING:
+                meta.state, meta.partitions = ONGOING, set()
+                meta.start_ms, meta.serial = self.clock.now_ms(), next(self._serials)
+            meta.partitions.add(tp)
+            self.log.setdefault(tp, []).append((meta.serial, row))
+            return NONE
+
+        self._call("write", transactional_id, apply)
+
+    def begin(
+        self,
+        transactional_id: str,
+        rows: Mapping[TopicPartition, Sequence[object]],
+        timeout_ms: int = 60_000,
+    ) -> PreparedTransaction:
+        """What a task does: InitProducerId, write ``rows``, and hand back the handle."""
+        pid, epoch = self.init_producer_id(transactional_id, timeout_ms)
+        for tp, values in rows.items():
+            for row in values:
+                self.write(transactional_id, pid, epoch, tp, row)
+        return PreparedTransaction(transactional_id, pid, epoch, tuple(rows))
+
+    def end_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> tuple[int, int]:
+        """EndTxn v5: (producer id, epoch) the id moved to."""
+        out: list[tuple[int, int]] = []
+
+        def apply() -> int:
+            meta = self.txns.get(transactional_id)
+            if meta is None or meta.producer_id != producer_id:
+                return INVALID_PRODUCER_ID_MAPPING
+            retry = epoch == meta.producer_epoch - 1
+            if epoch != meta.producer_epoch and not retry:
+                return PRODUCER_FENCED
+            code = self._end(meta, commit, retry)
+            out.append((meta.producer_id, meta.producer_epoch))
+            return code
+
+        self._call("end_txn", transactional_id, apply)
+        return out[0]
+
+    def _end(self, meta: TxnMetadata, commit: bool, retry: bool) -> int:
+        done, other = (
+            (COMPLETE_COMMIT, COMPLETE_ABORT) if commit else (COMPLETE_ABORT, COMPLETE_COMMIT)
+        )
+        if meta.state == ONGOING:
+            if retry:
+                return PRODUCER_FENCED
+            self._bump(meta)
+            meta.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+            self._complete(meta, commit)
+            return NONE
+        if meta.state == done and retry:
+            return NONE
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
+            return CONCURRENT_TRANSACTIONS
+        if not commit and not retry and meta.state in (EMPTY, other, done):
+            self._bump(meta)  # TV2: an abort with nothing open only bumps the epoch
+            return NONE
+        return INVALID_TXN_STATE
+
+    def _bump(self, meta: TxnMetadata) -> None:
+        if meta.producer_epoch + 1 >= _MAX_EPOCH:
+            meta.producer_id, meta.producer_epoch = next(self._pids), 0
+        else:
+            meta.producer_epoch += 1
+
+    def _complete(self, meta: TxnMetadata, commit: bool) -> None:
+        meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         if commit:
-            self.visible.extend(current.rows)
-        self._drop(current, "CompleteCommit" if commit else "CompleteAbort")
+            self.committed.add(meta.serial)
 
-    def time_out(self, tid: str) -> None:
-        """The coordinator's reaper aborts an expired transaction (fencing its producer)."""
-        current = self.ids[tid]
-        if current.state == "Ongoing":
-            current.epoch += 1
-            self._drop(current, "CompleteAbort")
+    # -- the admin's requests --------------------------------------------------------------
 
-    def state(self, tid: str) -> str | None:
-        current = self.ids.get(tid)
-        return None if current is None else current.state
+    def describe(self, transactional_id: str) -> TransactionListing | None:
+        """DescribeTransactions for one id; None for TRANSACTIONAL_ID_NOT_FOUND."""
+        out: list[TransactionListing | None] = []
 
-    def describe_states(self, config: Mapping[str, str], ids: Sequence[str]) -> list[str | None]:
-        self.describes.append(tuple(ids))
-        return [self.state(t) for t in ids]
+        def apply() -> int:
+            meta = self.txns.get(transactional_id)
+            out.append(None if meta is None else self._listing(transactional_id, meta))
+            return NONE
 
-    def open_ids(self) -> list[str]:
-        return sorted(t for t, s in self.ids.items() if s.state == "Ongoing")
+        self._call("describe", transactional_id, apply)
+        return out[0]
+
+    def list_transactions(
+        self, prefix: str, states: frozenset[str] | None = None
+    ) -> list[TransactionListing]:
+        """ListTransactions (by prefix and state), each described."""
+        out: list[TransactionListing] = []
+
+        def apply() -> int:
+            for tid in sorted(self.txns):
+                meta = self.txns[tid]
+                if not tid.startswith(prefix) or tid in self.listing_misses:
+                    continue
+                if states is None or meta.state in states:
+                    out.append(self._listing(tid, meta))
+            return NONE
+
+        self._call("list", prefix, apply)
+        return out
 
     @staticmethod
-    def _drop(current: IdState, state: str) -> None:
-        current.state = state
-        current.partitions = set()
-        current.rows = []
+    def _listing(transactional_id: str, meta: TxnMetadata) -> TransactionListing:
+        open_now = meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+        return TransactionListing(
+            transactional_id,
+            meta.producer_id,
+            meta.producer_epoch,
+            meta.state,
+            tuple(sorted(meta.partitions)) if open_now else (),
+            coordinator_id=0,
+            transaction_timeout_ms=meta.timeout_ms,
+            transaction_start_time_ms=meta.start_ms if open_now else -1,
+        )
+
+    # -- what readers see --------------------------------------------------------------------
+
+    def read_committed(self) -> dict[TopicPartition, list[object]]:
+        """Per partition, the rows a read_committed consumer reads (committed transactions)."""
+        return {
+            tp: [row for serial, row in rows if serial in self.committed]
+            for tp, rows in self.log.items()
+        }
+
+    def visible_rows(self) -> list[object]:
+        return sorted((row for rows in self.read_committed().values() for row in rows), key=repr)
+
+    def open_transactions(self) -> list[str]:
+        """Ids whose transaction still holds read_committed readers back."""
+        return sorted(
+            t
+            for t, m in self.txns.items()
+            if m.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+        )
 
 
-class CoordinatedProducer:
-    """A transactional producer of ``config["transactional.id"]`` over a :class:`FakeCoordinator`.
+def _error(code: int, context: str) -> KafkaError:
+    error = error_for_code(code, context)
+    assert error is not None
+    return error
 
-    Every row goes to partition 0 of its topic; futures are done at once.
-    """
 
-    coordinator: ClassVar[FakeCoordinator]
-    instances: ClassVar[list[CoordinatedProducer]] = []
+_LOST_CODES = (
+    INVALID_TXN_STATE,
+    PRODUCER_FENCED,
+    INVALID_PRODUCER_ID_MAPPING,
+    TRANSACTIONAL_ID_NOT_FOUND,
+)
 
-    def __init__(self, config: dict[str, str]) -> None:
-        self.config = config
-        self.tid = config["transactional.id"]
-        self.pid = -1
-        self.epoch = -1
-        self.partitions: set[tuple[str, int]] = set()
-        self.next_offset = 0
-        self.closed = False
-        CoordinatedProducer.instances.append(self)
 
-    def init_transactions(self, timeout: float | None = None) -> None:
-        self.pid, self.epoch = self.coordinator.init_producer_id(self.tid)
+def coordinator_ops(coordinator: FakeCoordinator, *, batched: bool = True) -> TransactionOps:
+    """The committer's ``TransactionOps`` over ``coordinator`` (see the module docstring)."""
 
-    def begin_transaction(self) -> None:
-        self.partitions = set()
-
-    def send_columns(self, topic: str, values: Any, keys: Any = None, **kw: Any) -> FakeFuture:
-        rows = [bytes(v) for v in values.to_pylist()]
+    def complete(prepared: PreparedTransaction, commit: bool) -> None:
         try:
-            self.coordinator.write(self.tid, self.pid, self.epoch, (topic, 0), rows)
-        except ProducerFencedError as exc:
-            return FakeFuture(None, exc)
-        self.partitions.add((topic, 0))
-        first = self.next_offset
-        self.next_offset += len(rows)
-        return FakeFuture({0: PartitionOffsets(first, first + len(rows) - 1, len(rows))}, None)
+            coordinator.end_txn(
+                prepared.transactional_id, prepared.producer_id, prepared.producer_epoch, commit
+            )
+        except BrokerResponseError as exc:
+            if exc.code not in _LOST_CODES:
+                raise
+            now = coordinator.txns.get(prepared.transactional_id)
+            if commit:
+                seen = (
+                    "nothing" if now is None else (now.state, now.producer_id, now.producer_epoch)
+                )
+                raise TransactionLostError(
+                    f"transaction {prepared.transactional_id!r} cannot be committed: "
+                    f"{exc.name}; the coordinator shows {seen}"
+                ) from exc
+            aborted = (
+                now is not None
+                and now.producer_id == prepared.producer_id
+                and now.producer_epoch - prepared.producer_epoch in (0, 1)
+                and now.state == COMPLETE_ABORT
+            )
+            if not aborted:
+                raise InvalidTxnStateError(
+                    f"cannot confirm the abort of {prepared.transactional_id!r}: {exc.name}"
+                ) from exc
 
-    def flush(self, timeout: float | None = None) -> None:
-        pass
+    def complete_all(
+        handles: Sequence[PreparedTransaction], commit: bool
+    ) -> list[KafkaError | None]:
+        out: list[KafkaError | None] = []
+        for handle in handles:
+            try:
+                complete(handle, commit)
+            except KafkaError as exc:
+                out.append(exc)
+            else:
+                out.append(None)
+        return out
 
-    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
-        return PreparedTransaction(self.tid, self.pid, self.epoch, tuple(sorted(self.partitions)))
+    def list_open(prefix: str) -> list[PreparedTransaction]:
+        return [t.prepared() for t in coordinator.list_transactions(prefix, frozenset({ONGOING}))]
 
-    def abort_transaction(self, timeout: float | None = None) -> None:
-        self.coordinator.end(self.prepare_transaction(), commit=False)
+    def describe(ids: Sequence[str]) -> dict[str, TransactionListing | None]:
+        return {tid: coordinator.describe(tid) for tid in ids}
 
-    def close(self, timeout: float | None = None) -> None:
-        self.closed = True
-
-    def partitions_for(self, topic: str) -> list[int]:
-        return [0]
+    return TransactionOps(
+        complete=complete,
+        list_open=list_open,
+        complete_all=complete_all if batched else None,
+        describe=describe,
+    )

@@ -20,6 +20,7 @@ transactions are prepared by real transactional producers, each writing its own 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import uuid
@@ -100,7 +101,7 @@ def _die_after_the_first_end_txn(monkeypatch: pytest.MonkeyPatch) -> None:
             real.complete(handles[0], commit)
             raise _DriverDied
 
-        return TransactionOps(real.complete, real.list_open, complete_all, real.close)
+        return dataclasses.replace(real, complete_all=complete_all)
 
     monkeypatch.setattr(committer, "listing_ops", dying_ops)
 

@@ -9,23 +9,11 @@ to the proxy.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from sparkutil import commit_docs
 
-from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, end_offsets
-
-
-@pytest.fixture(scope="module")
-def proxied_kafka() -> Iterator[LocalKafka]:
-    kafka = LocalKafka(nodes=1, proxied=True, broker_config={"auto.create.topics.enable": "false"})
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.close()
 
 
 def test_unreachable_leader_fails_the_task_naming_what_was_pending(

@@ -8,10 +8,22 @@ commits them all so that a read_committed reader sees the batch exactly once, wh
 2. the store holds an intent for the batch that is not done (the driver died, or a commit failed,
    between the intent and done): commit the recorded transactions, write done, then abort the
    re-run's;
-3. otherwise: check every transaction is still open at its producer id and epoch (one that the
-   coordinator already aborted, after ``transaction.timeout.ms``, fails the batch before anything
-   becomes visible, so the re-run writes the whole batch again), write the intent durably
-   **before** the first EndTxn, commit each, write done.
+3. otherwise: verify, then commit. DescribeTransactions on the batch's own ids (never absence
+   from a ListTransactions answer, which a coordinator moving or loading can leave out) must show
+   each Ongoing at the producer id and epoch its task reported. One that is not (fenced by another
+   attempt's InitProducerId, aborted by the coordinator after ``transaction.timeout.ms``, unknown
+   to the coordinator) fails the batch with that cause before anything becomes visible, so the
+   re-run writes the whole batch again. Then the intent is written durably **before** the first
+   EndTxn, each transaction is committed, and done is written.
+
+Once the intent is written the batch is finished, not failed: EndTxn answers that may clear
+(retriable errors, a lost connection, a timeout) are retried with backoff until
+``transaction.timeout.ms`` has passed since the intent (by then every transaction of the batch is
+either committed or aborted by its coordinator); only a transaction Kafka lost fails the batch,
+naming what is visible. A done record that cannot be written does not fail a committed batch (the
+next planning's :meth:`EosCommitter.recover` finishes the intent). Before the intent, every
+failure path (a store that cannot be read or written, a describe that never answers) aborts the
+batch's transactions and sweeps, so a failed batch leaves nothing visible and nothing open.
 
 Every commit and abort then sweeps: the ongoing transactions of the write's prefix that neither
 the batch nor an unfinished intent names (failed or speculative attempts, earlier runs) are
@@ -20,20 +32,24 @@ aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommi
 re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names.
 
 A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
-(:meth:`EosCommitter.for_plan`: the plan's intent store, :func:`listing_ops` on the cluster) by
-``datasource.py`` while planning and by ``writer.py`` in ``commit()`` / ``abort()``.
+(:meth:`EosCommitter.for_plan`: the plan's intent store, :func:`listing_ops` on the cluster, the
+write's ``transaction.timeout.ms``) by ``datasource.py`` while planning and by ``writer.py`` in
+``commit()`` / ``abort()``.
 
 Invariants:
 - An intent is durable before the first EndTxn of its batch; a transaction named by an intent is
   only ever committed, never aborted, and ``done`` is written only after all of them committed.
 - A transaction is aborted only when no message being committed and no unfinished intent names
   it (compared by transactional id, producer id and epoch).
-- A transaction lost between the check and its EndTxn (the broker aborted it meanwhile) fails
-  the batch naming the partitions and the fix; the intent is then marked lost, so the re-run
-  writes and commits the batch again (rows of the batch's other transactions, already visible,
-  are then written twice: the check above makes this window small).
-- Kafka is reached only through the injected :class:`TransactionOps`, so the state machine is
-  tested with fakes.
+- A transaction lost between the verification and its EndTxn (the broker aborted it meanwhile)
+  fails the batch naming the partitions and the fix; the intent is then marked lost, so the
+  re-run writes and commits the batch again (rows of the batch's other transactions, already
+  visible, are then written twice: the verification makes this window small).
+- Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
+  the verification's by ``transaction.timeout.ms`` since the commit began; each call of the ops
+  by the ops' own deadline.
+- Kafka is reached only through the injected :class:`TransactionOps`, and time only through the
+  injected clock and sleep, so the state machine is tested with fakes on a manual clock.
 - The test-only fault hook (``fault_hooks.pause_commit``) sits between the durable intent and
   the first EndTxn.
 """
@@ -41,9 +57,12 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
+from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, IntentStore
@@ -51,11 +70,15 @@ from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import pause_commit
 
+if TYPE_CHECKING:
+    from kafka_sink.admin.transactions import TransactionListing
+
 __all__ = [
     "ALREADY_DONE",
     "COMMITTED",
     "ROLLED_FORWARD",
     "EosCommitter",
+    "SinkCommitIncompleteError",
     "SinkTransactionLostError",
     "TaskTransaction",
     "TransactionOps",
@@ -63,14 +86,29 @@ __all__ = [
 
 log = logging.getLogger("kafka_sink.spark")
 
+T = TypeVar("T")
+
 COMMITTED = "committed"
 ALREADY_DONE = "already-done"
 ROLLED_FORWARD = "rolled-forward"
 _LOST_KEY = "lost"
+# The producer's default, which a write without the setting runs with.
+_DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+# As the clients' retry.backoff.ms / retry.backoff.max.ms defaults.
+_BACKOFF_MS = 100
+_BACKOFF_MAX_MS = 1_000
+_ABORTED_STATES = frozenset({"PrepareAbort", "CompleteAbort", "PrepareEpochFence"})
+_FRESH_STATES = frozenset({"Empty", "Ongoing"})
 
 
 class SinkTransactionLostError(SinkError):
     """A batch's transaction was aborted by Kafka before the driver could commit it."""
+
+
+class SinkCommitIncompleteError(SinkError):
+    """A batch's intent is recorded but Kafka could not be told to commit all of it in time.
+
+    Nothing is lost: the intent stays, and the next commit, abort or planning finishes it."""
 
 
 @dataclass(frozen=True)
@@ -88,21 +126,32 @@ class TransactionOps:
     ``complete(prepared, commit)`` ends one transaction (raises ``TransactionLostError`` when a
     commit finds it gone); ``list_open(prefix)`` returns the transactions whose id starts with
     ``prefix`` and that are open (Ongoing), as handles. ``complete_all(handles, commit)``, when
-    given, ends them all at once: per handle None (ended) or the ``TransactionLostError`` of a
-    commit Kafka refused; any other failure raises, naming what was and was not ended.
+    given, ends them all at once: per handle None (ended) or the error ending it met
+    (``TransactionLostError`` when Kafka lost it; a retriable error when it may clear).
+    ``describe(ids)`` is DescribeTransactions: per id the coordinator's view, None when the
+    coordinator does not know the id; without it the check before the first commit is skipped.
     ``close()`` releases what the ops hold (called once the commit or abort is over).
     """
 
     complete: Callable[[PreparedTransaction, bool], object]
     list_open: Callable[[str], list[PreparedTransaction]]
     complete_all: (
-        Callable[[Sequence[PreparedTransaction], bool], list[TransactionLostError | None]] | None
+        Callable[[Sequence[PreparedTransaction], bool], Sequence[KafkaError | None]] | None
     ) = None
     close: Callable[[], None] = lambda: None
+    describe: Callable[[Sequence[str]], Mapping[str, TransactionListing | None]] | None = None
 
 
 def _key(t: PreparedTransaction) -> tuple[str, int, int]:
     return (t.transactional_id, t.producer_id, t.producer_epoch)
+
+
+def _sleep_ms(ms: int) -> None:
+    time.sleep(ms / 1000)
+
+
+def _backoff_ms(attempt: int) -> int:
+    return int(min(_BACKOFF_MS * 2**attempt, _BACKOFF_MAX_MS))
 
 
 class EosCommitter:
@@ -116,23 +165,42 @@ class EosCommitter:
         query_key: str,
         prefix: str,
         timeout_hint: str = "kafka.transaction.timeout.ms",
+        transaction_timeout_ms: int = _DEFAULT_TRANSACTION_TIMEOUT_MS,
+        clock: Clock = SYSTEM_CLOCK,
+        sleep_ms: Callable[[int], None] = _sleep_ms,
     ) -> None:
         self.store = store
         self.ops = ops
         self.query_key = query_key
         self.prefix = prefix
         self.timeout_hint = timeout_hint
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.clock = clock
+        self.sleep_ms = sleep_ms
 
     @classmethod
-    def for_plan(cls, plan: EosPlan, producer_config: dict[str, str]) -> EosCommitter:
-        """The committer of ``plan``'s write, its store opened; ``close()`` it when done."""
-        store = plan.open_store(producer_config)
+    def for_plan(cls, plan: EosPlan, producer_config: Mapping[str, str]) -> EosCommitter:
+        """The committer of ``plan``'s write, its store opened; ``close()`` it when done.
+
+        ``producer_config`` is the write's, with the ``transaction.timeout.ms`` the planning
+        settled: it bounds how long a recorded commit is retried.
+        """
+        timeout_ms = int(
+            producer_config.get("transaction.timeout.ms", _DEFAULT_TRANSACTION_TIMEOUT_MS)
+        )
+        store = plan.open_store(dict(producer_config))
         try:
             ops = listing_ops(producer_config)
         except BaseException:
             store.close()
             raise
-        return cls(store, ops, query_key=plan.query_key, prefix=plan.prefix)
+        return cls(
+            store,
+            ops,
+            query_key=plan.query_key,
+            prefix=plan.prefix,
+            transaction_timeout_ms=timeout_ms,
+        )
 
     def close(self) -> None:
         """Close the intent store and release the ops' client."""
@@ -154,64 +222,63 @@ class EosCommitter:
 
     def commit(self, batch_id: int, tasks: Sequence[TaskTransaction]) -> str:
         """Commit batch ``batch_id``; returns COMMITTED, ALREADY_DONE or ROLLED_FORWARD."""
-        last = self.store.last(self.query_key)
-        if last is not None and self._unfinished(last) and last.batch_id != batch_id:
-            # An earlier batch's intent: recover() should have finished it while planning.
-            last = self._roll_forward(last, raise_lost=False)
-        if last is not None and self._already_done(last, batch_id):
-            self._abort_named(tasks, keep=last.transactions)
-            self._sweep(keep=last.transactions)
-            log.info(
-                "pykafka exactly-once: batch %d was already committed; aborted the %d "
-                "transaction(s) of its re-run",
-                batch_id,
-                len(tasks),
-            )
-            return ALREADY_DONE
-        if last is not None and last.batch_id == batch_id and self._unfinished(last):
-            self._roll_forward(last)
-            self._abort_named(tasks, keep=last.transactions)
-            self._sweep(keep=last.transactions)
-            return ROLLED_FORWARD
-        prepared = tuple(t.transaction for t in tasks)
-        open_now = self.ops.list_open(self._list_prefix())
-        open_keys = {_key(t) for t in open_now}
-        gone = [t for t in tasks if _key(t.transaction) not in open_keys]
-        if gone:
-            # Nothing of the batch is visible yet: abort the rest, and the re-run writes it all.
-            self._abort_named(tasks, keep=())
-            self._sweep(keep=())
-            raise SinkTransactionLostError(self._lost_message(batch_id, gone, committed=0))
-        self.store.write(BatchRecord(self.query_key, batch_id, INTENT, prepared))
-        pause_commit(batch_id)
-        lost = self._commit_all(tasks)
-        if lost:
-            self.store.write(
-                BatchRecord(
-                    self.query_key,
+        began_ms = self.clock.now_ms()
+        last: BatchRecord | None = None
+        read = False
+        try:
+            last = self.store.last(self.query_key)
+            read = True
+            if last is not None and self._unfinished(last) and last.batch_id != batch_id:
+                # An earlier batch's intent: recover() should have finished it while planning.
+                last = self._roll_forward(last, raise_lost=False)
+            if last is not None and self._already_done(last, batch_id):
+                self._abort_named(tasks, keep=last.transactions)
+                self._sweep(keep=last.transactions)
+                log.info(
+                    "pykafka exactly-once: batch %d was already committed; aborted the %d "
+                    "transaction(s) of its re-run",
                     batch_id,
-                    INTENT,
-                    (),
-                    {_LOST_KEY: ",".join(t.transaction.transactional_id for t in lost)},
+                    len(tasks),
                 )
-            )
+                return ALREADY_DONE
+            if last is not None and last.batch_id == batch_id and self._unfinished(last):
+                self._roll_forward(last)
+                self._abort_named(tasks, keep=last.transactions)
+                self._sweep(keep=last.transactions)
+                return ROLLED_FORWARD
+            self._verify(batch_id, tasks, began_ms + self.transaction_timeout_ms)
+            prepared = tuple(t.transaction for t in tasks)
+            self.store.write(BatchRecord(self.query_key, batch_id, INTENT, prepared))
+        except BaseException:
+            # Nothing of this batch was committed: leave nothing of it open either.
+            self._clear_failed(tasks, last, swept=read)
+            raise
+        intent_ms = self.clock.now_ms()
+        pause_commit(batch_id)
+        lost = self._commit_all(batch_id, tasks, until_ms=intent_ms + self.transaction_timeout_ms)
+        if lost:
+            self._mark_lost(batch_id, [t for t, _ in lost])
             self._sweep(keep=())
             raise SinkTransactionLostError(
                 self._lost_message(batch_id, lost, committed=len(tasks) - len(lost))
             )
-        self.store.write(BatchRecord(self.query_key, batch_id, DONE, prepared))
-        self._sweep(keep=prepared, listed=open_now)
+        self._write_done(BatchRecord(self.query_key, batch_id, DONE, prepared))
+        self._sweep(keep=prepared)
         return COMMITTED
 
     # -- abort -----------------------------------------------------------------------------
 
     def abort(self, batch_id: int, tasks: Sequence[TaskTransaction]) -> None:
-        """End what must not survive a failed batch; never touches what an intent names."""
+        """End what must not survive a failed batch; never touches what an intent names.
+
+        An unfinished intent gets one more round of EndTxns (no waiting: Spark is failing the
+        batch); if it stays unfinished, the next commit or planning finishes it.
+        """
         last = self.store.last(self.query_key)
         keep: tuple[PreparedTransaction, ...] = ()
         if last is not None and self._unfinished(last):
             try:
-                self._roll_forward(last)
+                self._roll_forward(last, wait_ms=0)
             except (KafkaError, SinkError) as exc:
                 log.error(
                     "pykafka exactly-once: could not finish the commit of batch %d recorded "
@@ -240,19 +307,71 @@ class EosCommitter:
     def _list_prefix(self) -> str:
         return self.prefix + "-"
 
-    def _roll_forward(self, record: BatchRecord, *, raise_lost: bool = True) -> BatchRecord:
+    def _clear_failed(
+        self, tasks: Sequence[TaskTransaction], last: BatchRecord | None, *, swept: bool
+    ) -> None:
+        """Abort a batch that fails before its intent; sweep when the store could be read.
+
+        Its own transactions are aborted even when the store could not be read: no intent names
+        them (Spark commits a batch's messages once, and this call wrote no intent). The sweep
+        needs the store's answer, to keep what an unfinished intent names.
+        """
+        keep = last.transactions if last is not None and self._unfinished(last) else ()
+        try:
+            self._abort_named(tasks, keep=keep)
+            if swept:
+                self._sweep(keep=keep)
+        except Exception as exc:  # the batch's own failure is the one to report
+            log.warning("pykafka exactly-once: cleaning up the failed batch failed: %s", exc)
+
+    def _verify(self, batch_id: int, tasks: Sequence[TaskTransaction], until_ms: int) -> None:
+        """Fail the batch, before anything is visible, unless each transaction is still open.
+
+        Asks DescribeTransactions for the batch's own ids: a coordinator that is loading or
+        moving can leave an id out of a ListTransactions answer, and that absence is no proof.
+        """
+        describe = self.ops.describe
+        if describe is None or not tasks:
+            return
+        ids = sorted({t.transaction.transactional_id for t in tasks})
+        seen = self._retrying(
+            lambda: describe(ids), until_ms, f"describing the {len(ids)} transaction(s)"
+        )
+        gone = [
+            (task, why)
+            for task in tasks
+            if (why := _why_gone(task.transaction, seen.get(task.transaction.transactional_id)))
+            is not None
+        ]
+        if gone:
+            raise SinkTransactionLostError(self._gone_message(batch_id, gone))
+
+    def _retrying(self, call: Callable[[], T], until_ms: int, what: str) -> T:
+        """``call()``, again after backoff while it fails retriably, until ``until_ms``."""
+        attempt = 0
+        while True:
+            try:
+                return call()
+            except KafkaError as exc:
+                if not exc.retriable or self.clock.now_ms() >= until_ms:
+                    raise
+                log.warning("pykafka exactly-once: %s failed, retrying: %s", what, exc)
+            self.sleep_ms(_backoff_ms(attempt))
+            attempt += 1
+
+    def _roll_forward(
+        self, record: BatchRecord, *, raise_lost: bool = True, wait_ms: int | None = None
+    ) -> BatchRecord:
         """Commit what ``record`` names, then write done (or, when Kafka lost some, mark the
         intent lost so that the batch's re-run writes and commits it again)."""
-        lost = self._commit_all([TaskTransaction(-1, t) for t in record.transactions])
+        wait = self.transaction_timeout_ms if wait_ms is None else wait_ms
+        lost = self._commit_all(
+            record.batch_id,
+            [TaskTransaction(-1, t) for t in record.transactions],
+            until_ms=self.clock.now_ms() + wait,
+        )
         if lost:
-            marked = BatchRecord(
-                self.query_key,
-                record.batch_id,
-                INTENT,
-                (),
-                {_LOST_KEY: ",".join(t.transaction.transactional_id for t in lost)},
-            )
-            self.store.write(marked)
+            marked = self._mark_lost(record.batch_id, [t for t, _ in lost])
             message = self._lost_message(
                 record.batch_id, lost, committed=len(record.transactions) - len(lost)
             )
@@ -269,24 +388,88 @@ class EosCommitter:
         )
         return done
 
-    def _commit_all(self, tasks: Iterable[TaskTransaction]) -> list[TaskTransaction]:
-        """Commit each; the ones Kafka had already aborted (other errors propagate)."""
-        lost: list[TaskTransaction] = []
-        if self.ops.complete_all is not None:
-            tasks = list(tasks)
-            outcomes = self.ops.complete_all([t.transaction for t in tasks], True)
-            for task, outcome in zip(tasks, outcomes, strict=True):
-                if outcome is not None:
+    def _mark_lost(self, batch_id: int, lost: Sequence[TaskTransaction]) -> BatchRecord:
+        marked = BatchRecord(
+            self.query_key,
+            batch_id,
+            INTENT,
+            (),
+            {_LOST_KEY: ",".join(t.transaction.transactional_id for t in lost)},
+        )
+        self.store.write(marked)
+        return marked
+
+    def _write_done(self, record: BatchRecord) -> None:
+        """Write done; a committed batch does not fail because its bookkeeping could not be."""
+        try:
+            self.store.write(record)
+        except (OSError, KafkaError, SinkError) as exc:
+            log.error(
+                "pykafka exactly-once: batch %d is committed, but its done record could not be "
+                "written (the next planning finishes the recorded intent, which commits "
+                "nothing again): %s",
+                record.batch_id,
+                exc,
+            )
+
+    def _commit_all(
+        self, batch_id: int, tasks: Sequence[TaskTransaction], *, until_ms: int
+    ) -> list[tuple[TaskTransaction, TransactionLostError]]:
+        """Commit each, retrying what may clear until ``until_ms``; the ones Kafka lost, why.
+
+        Raises :class:`SinkCommitIncompleteError` when some could be neither committed nor
+        found lost (the intent stays unfinished, for the next commit, abort or planning).
+        """
+        pending = list(tasks)
+        lost: list[tuple[TaskTransaction, TransactionLostError]] = []
+        attempt = 0
+        while pending:
+            outcomes = self._end_each([t.transaction for t in pending], commit=True)
+            failed: list[tuple[TaskTransaction, KafkaError]] = []
+            for task, outcome in zip(pending, outcomes, strict=True):
+                if isinstance(outcome, TransactionLostError):
                     log.error("pykafka exactly-once: %s", outcome)
-                    lost.append(task)
-            return lost
-        for task in tasks:
-            try:
-                self.ops.complete(task.transaction, True)
-            except TransactionLostError as exc:
-                log.error("pykafka exactly-once: %s", exc)
-                lost.append(task)
+                    lost.append((task, outcome))
+                elif outcome is not None:
+                    failed.append((task, outcome))
+            pending = [task for task, _ in failed]
+            if not failed:
+                break
+            final = [e for _, e in failed if not e.retriable]
+            if final or self.clock.now_ms() >= until_ms:
+                error = (final or [failed[-1][1]])[0]
+                raise SinkCommitIncompleteError(
+                    self._incomplete_message(batch_id, len(tasks), failed, lost)
+                ) from error
+            log.warning(
+                "pykafka exactly-once: %d transaction(s) of batch %d are not committed yet, "
+                "retrying: %s",
+                len(failed),
+                batch_id,
+                failed[-1][1],
+            )
+            self.sleep_ms(_backoff_ms(attempt))
+            attempt += 1
         return lost
+
+    def _end_each(
+        self, handles: Sequence[PreparedTransaction], *, commit: bool
+    ) -> list[KafkaError | None]:
+        """End each of ``handles``; per handle None or the error ending it met."""
+        if self.ops.complete_all is not None:
+            try:
+                return list(self.ops.complete_all(handles, commit))
+            except KafkaError as exc:  # the call as a whole failed: none is known ended
+                return [exc] * len(handles)
+        out: list[KafkaError | None] = []
+        for handle in handles:
+            try:
+                self.ops.complete(handle, commit)
+            except KafkaError as exc:
+                out.append(exc)
+            else:
+                out.append(None)
+        return out
 
     def _abort_named(
         self, tasks: Iterable[TaskTransaction], *, keep: Iterable[PreparedTransaction]
@@ -297,16 +480,11 @@ class EosCommitter:
                 continue
             self._abort_quietly(task.transaction)
 
-    def _sweep(
-        self,
-        *,
-        keep: Iterable[PreparedTransaction],
-        listed: Sequence[PreparedTransaction] | None = None,
-    ) -> None:
+    def _sweep(self, *, keep: Iterable[PreparedTransaction]) -> None:
         """Abort the open transactions of this write's ids that ``keep`` does not name."""
         kept = {_key(t) for t in keep}
         try:
-            found = self.ops.list_open(self._list_prefix()) if listed is None else listed
+            found = self.ops.list_open(self._list_prefix())
         except KafkaError as exc:
             log.warning(
                 "pykafka exactly-once: could not list open transactions of prefix %r to end "
@@ -334,14 +512,14 @@ class EosCommitter:
                 exc,
             )
 
-    def _lost_message(self, batch_id: int, lost: Sequence[TaskTransaction], committed: int) -> str:
-        partitions = sorted({tp for t in lost for tp in t.transaction.partitions})
-        shown = ", ".join(f"{topic}-{p}" for topic, p in partitions[:20]) or "none"
-        if len(partitions) > 20:
-            shown += f" and {len(partitions) - 20} more"
-        tasks = sorted(t.partition_id for t in lost if t.partition_id >= 0)
-        spark = f" (Spark partitions {tasks})" if tasks else ""
-        ids = ", ".join(t.transaction.transactional_id for t in lost)
+    def _lost_message(
+        self,
+        batch_id: int,
+        lost_with_causes: Sequence[tuple[TaskTransaction, TransactionLostError]],
+        committed: int,
+    ) -> str:
+        lost = [t for t, _ in lost_with_causes]
+        causes = "; ".join(f"{error}" for _, error in lost_with_causes[:5])
         after = (
             "nothing of the batch became visible; the batch is run again and writes these rows "
             "again"
@@ -351,12 +529,100 @@ class EosCommitter:
         )
         return (
             f"exactly-once commit of batch {batch_id} failed: Kafka aborted {len(lost)} "
-            f"transaction(s){spark} before the driver could commit them ({ids}), most often "
-            f"because they stayed open longer than transaction.timeout.ms; partitions "
-            f"{shown}. {after}. Fix: raise {self.timeout_hint} (at most the brokers' "
-            "transaction.max.timeout.ms) or make the tasks of a batch faster (smaller "
-            "batches, more partitions)"
+            f"transaction(s){_spark_partitions(lost)} before the driver could commit them, "
+            f"partitions {_shown(lost)} ({causes}). {after}. Fix: when Kafka timed them out, "
+            f"raise {self.timeout_hint} (at most the brokers' transaction.max.timeout.ms) or "
+            "make the tasks of a batch faster (smaller batches, more partitions); when another "
+            "producer fenced them, check that no other write uses the same "
+            "transactionalIdPrefix"
         )
+
+    def _gone_message(self, batch_id: int, gone: Sequence[tuple[TaskTransaction, str]]) -> str:
+        each = "; ".join(f"{t.transaction.transactional_id!r}: {why}" for t, why in gone[:20])
+        if len(gone) > 20:
+            each += f"; and {len(gone) - 20} more"
+        timed_out = any(_TIMED_OUT in why for _, why in gone)
+        fix = (
+            f"raise {self.timeout_hint} (at most the brokers' transaction.max.timeout.ms) or "
+            "make the tasks of a batch faster"
+            if timed_out
+            else "none needed if this was a retried or re-attempted task; otherwise check that "
+            "no other write uses the same transactionalIdPrefix"
+        )
+        return (
+            f"exactly-once commit of batch {batch_id} failed before anything became visible: "
+            f"{len(gone)} of its transaction(s){_spark_partitions([t for t, _ in gone])} are "
+            f"no longer open, partitions {_shown([t for t, _ in gone])}. {each}. Nothing of "
+            "the batch was committed; its other transactions were aborted, and the batch's "
+            f"re-run writes all of it again. Fix: {fix}"
+        )
+
+    def _incomplete_message(
+        self,
+        batch_id: int,
+        total: int,
+        failed: Sequence[tuple[TaskTransaction, KafkaError]],
+        lost: Sequence[object],
+    ) -> str:
+        each = "; ".join(f"{t.transaction.transactional_id!r}: {e}" for t, e in failed[:5])
+        unended = [t for t, _ in failed]
+        return (
+            f"exactly-once commit of batch {batch_id} is recorded (its intent is durable) but "
+            f"{len(failed)} of its {total} transaction(s){_spark_partitions(unended)}"
+            f" could not be committed within transaction.timeout.ms "
+            f"({self.transaction_timeout_ms} ms): {each}. Partitions not yet visible: "
+            f"{_shown(unended)}; {total - len(failed) - len(lost)} other "
+            f"transaction(s) are committed and visible"
+            + (f", {len(lost)} were lost (aborted by Kafka)" if lost else "")
+            + ". The intent stays: the next commit, abort or start of the query commits the "
+            "rest (it never writes the batch twice). Fix: check that the brokers are reachable "
+            "from the driver"
+        )
+
+
+_TIMED_OUT = "transaction.timeout.ms"
+
+
+def _why_gone(t: PreparedTransaction, now: TransactionListing | None) -> str | None:
+    """Why the coordinator's view ``now`` shows ``t`` no longer open; None while it is."""
+    if now is None:
+        return (
+            "unknown to the coordinator (TRANSACTIONAL_ID_NOT_FOUND): its transactional id "
+            "expired or was never initialised"
+        )
+    same = (now.producer_id, now.producer_epoch) == (t.producer_id, t.producer_epoch)
+    if same and now.state == "Ongoing":
+        return None
+    seen = (
+        f"the coordinator shows {now.state} at producer id {now.producer_id}, epoch "
+        f"{now.producer_epoch}; the task reported producer id {t.producer_id}, epoch "
+        f"{t.producer_epoch}"
+    )
+    newer = now.producer_id != t.producer_id or now.producer_epoch > t.producer_epoch
+    if newer and (now.producer_id != t.producer_id or now.state in _FRESH_STATES):
+        return (
+            "fenced by another producer of the same transactional id (another attempt of the "
+            f"task initialised it, which aborted this transaction): {seen}"
+        )
+    if newer and now.state in _ABORTED_STATES:
+        return (
+            "aborted by the coordinator, because it stayed open longer than "
+            f"{_TIMED_OUT} ({max(now.transaction_timeout_ms, 0)} ms): {seen}"
+        )
+    return f"no longer open at the producer id and epoch its task reported: {seen}"
+
+
+def _spark_partitions(tasks: Sequence[TaskTransaction]) -> str:
+    numbers = sorted(t.partition_id for t in tasks if t.partition_id >= 0)
+    return f" (Spark partitions {numbers})" if numbers else ""
+
+
+def _shown(tasks: Sequence[TaskTransaction]) -> str:
+    partitions = sorted({tp for t in tasks for tp in t.transaction.partitions})
+    shown = ", ".join(f"{topic}-{p}" for topic, p in partitions[:20]) or "none"
+    if len(partitions) > 20:
+        shown += f" and {len(partitions) - 20} more"
+    return shown
 
 
 def listing_ops(
@@ -367,7 +633,8 @@ def listing_ops(
 
     One admin client, built on the first call, serves every call until ``close()`` (the driver
     builds the ops per planning, commit or abort); a batch's commits are sent at once
-    (``complete_transactions``), each bounded by ``timeout_s`` (None: ``max.block.ms``).
+    (``complete_transactions``) and its verification is one DescribeTransactions per
+    coordinator, each call bounded by ``timeout_s`` (None: ``max.block.ms``).
     """
     # Lazy: the driver's workers import this module for every write, and only an exactly-once
     # commit (or a planning with something to recover) needs the admin client and its stack.
@@ -390,32 +657,19 @@ def listing_ops(
 
     def complete_all(
         handles: Sequence[PreparedTransaction], commit: bool
-    ) -> list[TransactionLostError | None]:
-        outcomes = admin_client().complete_all(handles, commit)
-        failed = [
-            c
-            for c in outcomes
-            if c.error is not None and not isinstance(c.error, TransactionLostError)
-        ]
-        if failed:
-            what = "commit" if commit else "abort"
-            ended = [c.prepared.transactional_id for c in outcomes if c.error is None]
-            lost = [
-                c.prepared.transactional_id
-                for c in outcomes
-                if isinstance(c.error, TransactionLostError)
-            ]
-            raise KafkaError(
-                f"could not {what} {len(failed)} of {len(outcomes)} transaction(s): "
-                + "; ".join(f"{c.prepared.transactional_id!r}: {c.error}" for c in failed)
-                + f". Done: {ended or 'none'}"
-                + (f"; lost (aborted by Kafka): {lost}" if lost else "")
-            )
-        return [c.error if isinstance(c.error, TransactionLostError) else None for c in outcomes]
+    ) -> list[KafkaError | None]:
+        return [c.error for c in admin_client().complete_all(handles, commit)]
 
     def list_open(prefix: str) -> list[PreparedTransaction]:
         return [t.prepared() for t in admin_client().list(prefix) if t.state in OPEN_STATES]
 
+    def describe(ids: Sequence[str]) -> dict[str, TransactionListing | None]:
+        return admin_client().describe(ids)
+
     return TransactionOps(
-        complete=complete, list_open=list_open, complete_all=complete_all, close=close
+        complete=complete,
+        list_open=list_open,
+        complete_all=complete_all,
+        close=close,
+        describe=describe,
     )

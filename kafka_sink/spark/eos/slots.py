@@ -141,7 +141,7 @@ def describe_states(config: Mapping[str, str], ids: Sequence[str]) -> list[str |
     admin, in_use = _admin(key)
     try:
         with in_use:  # an admin client is not thread-safe
-            found = admin.describe_many(ids)
+            found = admin.describe(ids)
     except UnsupportedVersionError:
         if not _warned_unsupported:
             _warned_unsupported.append(True)

@@ -22,6 +22,7 @@ from kafka_sink.admin.transactions import (
     abort_transactions,
     complete_transaction,
     complete_transactions,
+    describe_transactions,
     list_transactions,
 )
 from kafka_sink.clock import ManualClock
@@ -780,7 +781,7 @@ def test_complete_transactions_with_nothing_sends_nothing(cluster: ScriptedClust
     assert cluster.sent == []
 
 
-def test_the_drivers_ops_use_one_client_and_name_what_did_and_did_not_commit(
+def test_the_drivers_ops_use_one_client_and_report_each_outcome(
     cluster: ScriptedCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from kafka_sink.spark.eos.committer import listing_ops
@@ -799,12 +800,17 @@ def test_the_drivers_ops_use_one_client_and_name_what_did_and_did_not_commit(
     assert ops.complete_all is not None
     assert ops.complete_all(HANDLES[:2], True) == [None, None]
     cluster.end_txn = [NONE, PRODUCER_FENCED, SILENT]
-    with pytest.raises(KafkaError) as failed:
-        ops.complete_all(HANDLES, True)
-    message = str(failed.value)
-    assert "could not commit 1 of 3 transaction(s): 'sink-q-2-0'" in message
-    assert "Done: ['sink-q-0-0']" in message
-    assert "lost (aborted by Kafka): ['sink-q-1-0']" in message
+    done, lost, unanswered = ops.complete_all(HANDLES, True)
+    assert done is None
+    assert isinstance(lost, TransactionLostError)
+    assert isinstance(unanswered, KafkaTimeoutError)  # may clear: the committer retries it
+    assert ops.describe is not None
+    described = ops.describe(["sink-q-0-0", "sink-q-9-9"])
+    assert described["sink-q-9-9"] is None
+    assert (described["sink-q-0-0"].state, described["sink-q-0-0"].producer_epoch) == (
+        "Ongoing",
+        1,
+    )
     ops.close()
     assert len(opened) == 1 and cluster.closed
 
@@ -821,3 +827,34 @@ def test_complete_transactions_sends_no_more_than_a_connection_takes_at_once(
     assert sorted(b.transactional_id for _, b, _ in _end_txns(cluster)) == sorted(
         h.transactional_id for h in handles
     )
+
+
+def test_describe_asks_each_coordinator_once_for_its_ids_and_asks_again_when_loading(
+    cluster: ScriptedCluster,
+) -> None:
+    cluster.coordinator_of = {"job-1": 0, "job-2": 1, "job-3": 1}
+    cluster.owned = {0: [("job-1", 10, 0, "Ongoing")], 1: [("job-2", 12, 3, "CompleteAbort")]}
+    original = cluster._answer
+    loading = [True]
+
+    def answer(sent: Sent) -> Any:
+        to_node_0 = isinstance(sent.body, DescribeTransactionsRequest) and sent.request.node_id == 0
+        if to_node_0 and loading and loading.pop():
+            state = DescribeTransactionsResponse.TransactionState(
+                COORDINATOR_LOAD_IN_PROGRESS, "job-1", "", 0, -1, -1, -1, []
+            )
+            return DescribeTransactionsResponse(transaction_states=[state])
+        return original(sent)
+
+    cluster._answer = answer  # type: ignore[method-assign]
+    found = describe_transactions(CONFIG, ["job-3", "job-1", "job-2"])
+    assert found["job-3"] is None  # TRANSACTIONAL_ID_NOT_FOUND
+    assert (found["job-1"].state, found["job-1"].coordinator_id) == ("Ongoing", 0)  # type: ignore[union-attr]
+    assert found["job-2"].state == "CompleteAbort"  # type: ignore[union-attr]
+    asked = [
+        (s.request.node_id, tuple(s.body.transactional_ids))
+        for s in cluster.requests(DescribeTransactionsRequest)
+    ]
+    assert asked == [(0, ("job-1",)), (1, ("job-2", "job-3")), (0, ("job-1",))]
+    with pytest.raises(ValueError, match="non-empty"):
+        describe_transactions(CONFIG, [""])

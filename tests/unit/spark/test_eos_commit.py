@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
 
+from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos.committer import (
@@ -13,6 +15,7 @@ from kafka_sink.spark.eos.committer import (
     COMMITTED,
     ROLLED_FORWARD,
     EosCommitter,
+    SinkCommitIncompleteError,
     SinkTransactionLostError,
     TaskTransaction,
     TransactionOps,
@@ -39,8 +42,12 @@ class FakeKafka:
     # Each call sees how many records the store held then (to check "intent before EndTxn").
     store_len_at: list[int] = field(default_factory=list)
 
+    # The last transaction begun on each id (what DescribeTransactions reports once it ended).
+    begun: dict[str, PreparedTransaction] = field(default_factory=dict)
+
     def begin(self, t: PreparedTransaction) -> PreparedTransaction:
         self.open[(t.transactional_id, t.producer_id, t.producer_epoch)] = t
+        self.begun[t.transactional_id] = t
         return t
 
     def complete(self, t: PreparedTransaction, commit: bool) -> None:
@@ -55,8 +62,27 @@ class FakeKafka:
         assert prefix == PREFIX + "-"
         return [t for t in self.open.values() if t.transactional_id.startswith(prefix)]
 
+    def describe(self, ids: Sequence[str]) -> dict[str, TransactionListing | None]:
+        """An open transaction is Ongoing; one that is not was aborted by the coordinator."""
+        out: dict[str, TransactionListing | None] = {}
+        for tid in ids:
+            t = self.begun[tid]
+            ongoing = (tid, t.producer_id, t.producer_epoch) in self.open
+            out[tid] = TransactionListing(
+                tid,
+                t.producer_id,
+                t.producer_epoch + (0 if ongoing else 1),
+                "Ongoing" if ongoing else "CompleteAbort",
+                t.partitions if ongoing else (),
+                0,
+                transaction_timeout_ms=60000,
+            )
+        return out
+
     def ops(self) -> TransactionOps:
-        return TransactionOps(complete=self.complete, list_open=self.list_open)
+        return TransactionOps(
+            complete=self.complete, list_open=self.list_open, describe=self.describe
+        )
 
 
 @pytest.fixture
@@ -143,7 +169,7 @@ def test_a_transaction_lost_before_the_commit_fails_the_batch_with_nothing_visib
         committer(kafka).commit(4, batch)
     text = str(info.value)
     assert "batch 4" in text and "t-1" in text and "Spark partitions [1]" in text
-    assert "transaction.timeout.ms" in text and "nothing of the batch became visible" in text
+    assert "transaction.timeout.ms" in text and "before anything became visible" in text
     assert kafka.store.history == []  # no intent: the re-run starts afresh
     assert ("commit", f"{PREFIX}-0-0") not in kafka.calls
     assert kafka.open == {}
@@ -258,8 +284,9 @@ def test_a_complete_all_failure_leaves_the_intent_to_roll_forward(kafka: FakeKaf
 
     ops = TransactionOps(kafka.complete, kafka.list_open, complete_all=failing)
     c = EosCommitter(kafka.store, ops, query_key="q1", prefix=PREFIX)
-    with pytest.raises(KafkaError, match="could not commit"):
+    with pytest.raises(SinkCommitIncompleteError, match="is recorded") as info:
         c.commit(7, tasks(kafka, txn(0), txn(1)))
+    assert "could not commit" in str(info.value.__cause__)
     intent = kafka.store.last("q1")
     assert intent is not None and intent.state == INTENT and "lost" not in intent.extra
     # The re-run (same batch) finishes the recorded commits first.

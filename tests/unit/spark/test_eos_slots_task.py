@@ -1,6 +1,6 @@
 """Which transactional id a task attempt takes, against a model of the coordinator.
 
-The coordinator model (``tests/fakes/coordinator.py``) aborts an id's open transaction on
+The coordinator model (``tests/fakes/slot_coordinator.py``) aborts an id's open transaction on
 InitProducerId, as Kafka's does; ``slots.describe_states`` is answered from it.
 """
 
@@ -22,7 +22,7 @@ from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import parse_transactional_id
 from kafka_sink.spark.eos.slots import SLOTS_PER_PARTITION, SlotsBusyError
 from kafka_sink.spark.options import SinkOptions
-from tests.fakes.coordinator import CoordinatedProducer, FakeCoordinator
+from tests.fakes.slot_coordinator import CoordinatedProducer, FakeCoordinator
 
 PREFIX = "pykafka-q"
 
@@ -179,7 +179,7 @@ class _FakeAdmin:
         self.calls: list[list[str]] = []
         _FakeAdmin.made.append(self)
 
-    def describe_many(self, ids: Sequence[str]) -> dict[str, TransactionListing | None]:
+    def describe(self, ids: Sequence[str]) -> dict[str, TransactionListing | None]:
         self.calls.append(list(ids))
         if isinstance(_FakeAdmin.answer, BaseException):
             raise _FakeAdmin.answer
