@@ -12,7 +12,10 @@ maximum (``eos/timeout.py``), the transactional-id prefix and the intent store's
 in the write's :class:`~kafka_sink.spark.eos.plan.EosPlan` (streaming: the query id, read from
 the checkpoint's ``metadata`` file, which Spark writes when the query starts; batch: the write
 id), and a streaming query's unfinished intent is finished (``EosCommitter.recover``) so that
-the batch's tasks never re-initialise an id whose transaction an intent still names. Intents are
+the batch's tasks never re-initialise an id whose transaction an intent still names. Then, once
+per driver and query, the open transactions of the query's prefix that no unfinished intent
+names are aborted before the first batch's tasks run (``eos/start.py``: the stream writer does
+it when the planning pickles it, which the commit call never does). Intents are
 kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
 created or checked here, so a missing ACL fails before any task runs), or with
 ``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
@@ -42,6 +45,7 @@ from pyspark.sql.types import StructType
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
 from kafka_sink.spark.eos.committer import EosCommitter
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix
+from kafka_sink.spark.eos.start import QueryStart
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.schema import validate_schema
@@ -92,9 +96,13 @@ class PyKafkaDataSource(DataSource):
         options.check_commit_dir(streaming=True)
         write_id = _new_write_id()
         options, eos = _exactly_once_plan(options, streaming=True, write_id=write_id)
-        return PyKafkaStreamWriter(
+        writer = PyKafkaStreamWriter(
             options, layout, streaming=True, overwrite=overwrite, write_id=write_id, eos=eos
         )
+        if eos is not None:
+            # Runs only if this call is the planning (see eos/start.py), once per driver.
+            writer.start = QueryStart(eos, options.producer_config)
+        return writer
 
 
 def _exactly_once_plan(

@@ -20,6 +20,8 @@ Invariants:
   commit raises and writes no commit file.
 - A batch job's intent record is deleted once its commit is over (Spark calls nothing more for
   it); a streaming query's is kept for the next batch's recovery.
+- Only the planning pickles a writer: an exactly-once stream writer runs its query's start work
+  (``eos/start.py``) then, and the pickled writer never carries it.
 """
 
 from __future__ import annotations
@@ -43,13 +45,15 @@ from kafka_sink.spark.commit_log.document import (
 from kafka_sink.spark.commit_log.store import CommitStoreUnavailableError
 from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction
 from kafka_sink.spark.eos.plan import EosPlan
-from kafka_sink.spark.fault_hooks import pause_commit
+from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
 from kafka_sink.spark.logs import ensure_logging, logger
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from kafka_sink.spark.eos.start import QueryStart
 
 __all__ = ["PyKafkaBatchWriter", "PyKafkaStreamWriter"]
 
@@ -95,6 +99,8 @@ class _WriterCore:
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int | None, *, ok: bool
     ) -> None:
         ensure_logging()
+        if ok:
+            pause_commit(batch_id, BEFORE_COMMIT)  # test-only; see fault_hooks
         if self.eos is not None:
             self._end_transactions(messages, batch_id, ok=ok)
         elif ok:
@@ -168,6 +174,17 @@ class PyKafkaBatchWriter(_WriterCore, DataSourceArrowWriter):
 
 class PyKafkaStreamWriter(_WriterCore, DataSourceStreamArrowWriter):
     """``df.writeStream.format("pykafka")``: one commit per micro-batch."""
+
+    #: An exactly-once query's start work, run when the planning first pickles the writer.
+    start: QueryStart | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        start = state.pop("start", None)
+        if start is not None:
+            self.start = None  # once: the planning pickles the writer twice
+            start.run()
+        return state
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return self._write(iterator)

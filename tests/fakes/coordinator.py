@@ -19,6 +19,12 @@ its partition), EndTxn v5, DescribeTransactions and ListTransactions as
 - :meth:`read_committed` is what a read_committed consumer sees: the rows of committed
   transactions, per partition.
 
+A task's side: :class:`CoordinatedProducer` is a transactional producer of one id over the
+model, shaped like the :class:`~tests.fakes.spark.FakeTxnProducer` a task leases, and
+:meth:`FakeCoordinator.describe_states` has the shape of
+``kafka_sink.spark.eos.slots.describe_states`` (the round a task asks before its
+InitProducerId), so the slot choice and the driver's commit are tested against one model.
+
 Fault injection: :meth:`FakeCoordinator.script` queues answers for the next calls of one
 operation (``"init"``, ``"write"``, ``"end_txn"``, ``"describe"``, ``"list"``): an error code
 answered instead of applying the request, :data:`LOST_ANSWER` (applied, then the connection
@@ -36,6 +42,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.clock import ManualClock
@@ -45,11 +52,14 @@ from kafka_sink.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    ProducerFencedError,
     TransactionLostError,
     error_for_code,
 )
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
+from kafka_sink.producer.futures import PartitionOffsets
 from kafka_sink.spark.eos.committer import TransactionOps
+from tests.fakes.spark import FakeFuture
 
 NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = 14
@@ -117,6 +127,10 @@ class FakeCoordinator:
         self._serials = itertools.count(1)
         #: Ids a ListTransactions answer leaves out (a coordinator whose cache is loading).
         self.listing_misses: set[str] = set()
+        #: Every id ever initialised (kept by Kafka for transactional.id.expiration.ms).
+        self.ever_used: set[str] = set()
+        #: The ids of each :meth:`describe_states` round, in order.
+        self.describes: list[tuple[str, ...]] = []
 
     # -- fault injection -------------------------------------------------------------------
 
@@ -157,11 +171,17 @@ class FakeCoordinator:
     def expire(self) -> None:
         """The reaper: abort every transaction open longer than its timeout, fencing it."""
         now = self.clock.now_ms()
-        for meta in self.txns.values():
+        for tid, meta in self.txns.items():
             if meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
-                self._bump(meta)
-                meta.state = PREPARE_EPOCH_FENCE
-                self._complete(meta, commit=False)
+                self.time_out(tid)
+
+    def time_out(self, transactional_id: str) -> None:
+        """The reaper's abort of one id's open transaction, whatever its age (fencing it)."""
+        meta = self.txns[transactional_id]
+        if meta.state == ONGOING:
+            self._bump(meta)
+            meta.state = PREPARE_EPOCH_FENCE
+            self._complete(meta, commit=False)
 
     # -- the producer's requests -------------------------------------------------------------
 
@@ -170,6 +190,7 @@ class FakeCoordinator:
         out: list[tuple[int, int]] = []
 
         def apply() -> int:
+            self.ever_used.add(transactional_id)
             meta = self.txns.get(transactional_id)
             if meta is None:
                 meta = TxnMetadata(next(self._pids), 0, timeout_ms=timeout_ms)
@@ -288,6 +309,21 @@ class FakeCoordinator:
         self._call("describe", transactional_id, apply)
         return out[0]
 
+    def describe_states(self, config: Mapping[str, str], ids: Sequence[str]) -> list[str | None]:
+        """``slots.describe_states`` answered from the model: each id's state, None if unknown.
+
+        One DescribeTransactions round: one ``"describe"`` call (and scripted answer) for all.
+        """
+        self.describes.append(tuple(ids))
+        out: list[str | None] = []
+
+        def apply() -> int:
+            out.extend(None if (meta := self.txns.get(t)) is None else meta.state for t in ids)
+            return NONE
+
+        self._call("describe", ",".join(ids), apply)
+        return out
+
     def list_transactions(
         self, prefix: str, states: frozenset[str] | None = None
     ) -> list[TransactionListing]:
@@ -339,6 +375,60 @@ class FakeCoordinator:
             for t, m in self.txns.items()
             if m.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
         )
+
+
+class CoordinatedProducer:
+    """A transactional producer of ``config["transactional.id"]`` over a :class:`FakeCoordinator`.
+
+    Every row goes to partition 0 of its topic; futures are done at once. A test sets the class's
+    ``coordinator`` and replaces the task's producer factory with this class.
+    """
+
+    coordinator: ClassVar[FakeCoordinator]
+    instances: ClassVar[list[CoordinatedProducer]] = []
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.config = config
+        self.tid = config["transactional.id"]
+        self.pid = -1
+        self.epoch = -1
+        self.partitions: set[TopicPartition] = set()
+        self.next_offset = 0
+        self.closed = False
+        CoordinatedProducer.instances.append(self)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self.pid, self.epoch = self.coordinator.init_producer_id(self.tid)
+
+    def begin_transaction(self) -> None:
+        self.partitions = set()
+
+    def send_columns(self, topic: str, values: Any, keys: Any = None, **kw: Any) -> FakeFuture:
+        rows = [bytes(v) for v in values.to_pylist()]
+        try:
+            for row in rows:
+                self.coordinator.write(self.tid, self.pid, self.epoch, (topic, 0), row)
+        except ProducerFencedError as exc:
+            return FakeFuture(None, exc)
+        self.partitions.add((topic, 0))
+        first = self.next_offset
+        self.next_offset += len(rows)
+        return FakeFuture({0: PartitionOffsets(first, first + len(rows) - 1, len(rows))}, None)
+
+    def flush(self, timeout: float | None = None) -> None:
+        pass
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        return PreparedTransaction(self.tid, self.pid, self.epoch, tuple(sorted(self.partitions)))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        coordinator_ops(self.coordinator).complete(self.prepare_transaction(), False)
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return [0]
 
 
 def _error(code: int, context: str) -> KafkaError:

@@ -1,6 +1,7 @@
 """A streaming query run until killed: the driver process of the exactly-once restart test.
 
-``python eos_restart_child.py BOOTSTRAP TOPIC INPUT CHECKPOINT GUARANTEE PREFIX``: one local[2]
+``python eos_restart_child.py BOOTSTRAP TOPIC INPUT CHECKPOINT GUARANTEE PREFIX [KEY=VALUE...]``
+(the pairs: more sink options): one local[2]
 SparkSession reading one file per micro-batch from INPUT (availableNow, so a run that is not
 killed processes what is left and exits 0) and writing it to TOPIC with the given guarantee.
 Prints ``STARTED`` once the query runs. The test SIGKILLs this process's group at random points
@@ -37,6 +38,7 @@ def main() -> int:
     }
     if guarantee == "exactly-once":
         options["transactionalIdPrefix"] = prefix
+    options.update(pair.split("=", 1) for pair in sys.argv[7:])
     query = (
         spark.readStream.option("maxFilesPerTrigger", 1)
         .text(inputs)

@@ -3,7 +3,8 @@
 Modules: ``plan`` (transactional ids and the :class:`~kafka_sink.spark.eos.plan.EosPlan` a write
 carries to its tasks), ``intents`` (the intent records, the store interface and the file and
 memory stores), ``kafka_intents`` (the intent store on a compacted Kafka topic), ``committer``
-(the driver's roll-forward commit over an intent store) and ``timeout``
+(the driver's roll-forward commit over an intent store), ``start`` (a streaming query's start:
+abort what an earlier run left open, before the first batch's tasks) and ``timeout``
 (``transaction.timeout.ms`` against the brokers' maximum). The task side (begin, write, prepare,
 abort on failure) is ``spark/task.py``.
 

@@ -29,7 +29,8 @@ Every commit and abort then sweeps: the ongoing transactions of the write's pref
 the batch nor an unfinished intent names (failed or speculative attempts, earlier runs) are
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`
 (run while Spark plans a batch, before its tasks start) finishes an unfinished intent, so a
-re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names.
+re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names; a
+streaming query's start then sweeps the same way (:meth:`EosCommitter.sweep_leftovers`).
 
 A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
 (:meth:`EosCommitter.for_plan`: the plan's intent store, :func:`listing_ops` on the cluster, the
@@ -217,6 +218,17 @@ class EosCommitter:
         if last is not None and self._unfinished(last):
             return self._roll_forward(last, raise_lost=False)
         return last
+
+    def sweep_leftovers(self) -> int:
+        """Abort the prefix's open transactions that no unfinished intent names; how many.
+
+        Run once a query's planning has recovered (:meth:`recover`) and before any task of its
+        batch runs (``start.py``), when every open transaction of the prefix is a leftover.
+        """
+        last = self.store.last(self.query_key)
+        return self._sweep(
+            keep=last.transactions if last is not None and self._unfinished(last) else ()
+        )
 
     # -- commit ----------------------------------------------------------------------------
 
@@ -480,8 +492,9 @@ class EosCommitter:
                 continue
             self._abort_quietly(task.transaction)
 
-    def _sweep(self, *, keep: Iterable[PreparedTransaction]) -> None:
-        """Abort the open transactions of this write's ids that ``keep`` does not name."""
+    def _sweep(self, *, keep: Iterable[PreparedTransaction]) -> int:
+        """Abort the open transactions of this write's ids that ``keep`` does not name; the
+        number aborted."""
         kept = {_key(t) for t in keep}
         try:
             found = self.ops.list_open(self._list_prefix())
@@ -492,13 +505,15 @@ class EosCommitter:
                 self.prefix,
                 exc,
             )
-            return
+            return 0
+        aborted = 0
         for t in found:
             if _key(t) in kept or parse_transactional_id(self.prefix, t.transactional_id) is None:
                 continue
-            self._abort_quietly(t)
+            aborted += self._abort_quietly(t)
+        return aborted
 
-    def _abort_quietly(self, t: PreparedTransaction) -> None:
+    def _abort_quietly(self, t: PreparedTransaction) -> bool:
         try:
             self.ops.complete(t, False)
         except KafkaError as exc:
@@ -511,6 +526,8 @@ class EosCommitter:
                 t.producer_epoch,
                 exc,
             )
+            return False
+        return True
 
     def _lost_message(
         self,

@@ -1,7 +1,8 @@
 """Which transactional id a task attempt takes, against a model of the coordinator.
 
-The coordinator model (``tests/fakes/slot_coordinator.py``) aborts an id's open transaction on
-InitProducerId, as Kafka's does; ``slots.describe_states`` is answered from it.
+The coordinator model (``tests/fakes/coordinator.py``, the one the driver's commit is tested
+against) aborts an id's open transaction on InitProducerId, as Kafka's does;
+``slots.describe_states`` is answered from it.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import pytest
 from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaTimeoutError, ProducerFencedError, UnsupportedVersionError
+from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark import task as task_module
 from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import parse_transactional_id
 from kafka_sink.spark.eos.slots import SLOTS_PER_PARTITION, SlotsBusyError
 from kafka_sink.spark.options import SinkOptions
-from tests.fakes.slot_coordinator import CoordinatedProducer, FakeCoordinator
+from tests.fakes.coordinator import CoordinatedProducer, FakeCoordinator, coordinator_ops
 
 PREFIX = "pykafka-q"
 
@@ -66,6 +68,16 @@ def _tid(partition: int, slot: int) -> str:
     return f"{PREFIX}-{partition}-{slot}"
 
 
+def _end(coordinator: FakeCoordinator, prepared: PreparedTransaction, *, commit: bool) -> None:
+    """The driver's EndTxn (a commit Kafka lost raises ``TransactionLostError``)."""
+    coordinator_ops(coordinator).complete(prepared, commit)
+
+
+def _visible(coordinator: FakeCoordinator) -> list[object]:
+    """What a read_committed reader sees of topic ``t`` (every row is on its partition 0)."""
+    return coordinator.read_committed().get(("t", 0), [])
+
+
 def test_a_zombie_of_an_earlier_stage_attempt_leaves_the_re_runs_prepared_transaction_alone(
     coordinator: FakeCoordinator,
 ) -> None:
@@ -83,10 +95,10 @@ def test_a_zombie_of_an_earlier_stage_attempt_leaves_the_re_runs_prepared_transa
         _tid(3, 1),
     )
     # The driver gets the re-run's message: it commits it and aborts what nothing names.
-    coordinator.end(prepared, commit=True)
-    coordinator.end(zombie_prepared, commit=False)
-    assert coordinator.visible == _rows("rerun", 4).to_pylist()
-    assert coordinator.open_ids() == []
+    _end(coordinator, prepared, commit=True)
+    _end(coordinator, zombie_prepared, commit=False)
+    assert _visible(coordinator) == _rows("rerun", 4).to_pylist()
+    assert coordinator.open_transactions() == []
 
 
 def test_the_usual_attempt_keeps_its_attempt_numbers_id_and_asks_once_for_all_eight(
@@ -96,7 +108,7 @@ def test_the_usual_attempt_keeps_its_attempt_numbers_id_and_asks_once_for_all_ei
     for batch in range(3):  # each batch's transaction committed before the next starts
         producer = strategy.acquire(_info(2, 0))
         producer.send_columns("t", _rows(f"b{batch}", 1)).get()
-        coordinator.end(producer.prepare_transaction(), commit=True)
+        _end(coordinator, producer.prepare_transaction(), commit=True)
         producer_cache.release(producer)
     assert len(CoordinatedProducer.instances) == 1  # one id, its producer kept warm
     assert coordinator.ever_used == {_tid(2, 0)}
@@ -112,7 +124,7 @@ def test_a_retry_whose_own_slot_is_held_takes_the_first_free_one(
         held.send_columns("t", _rows(f"held{slot}", 1)).get()
     retry = strategy.acquire(_info(4, 1))
     assert retry.tid == _tid(4, 2)
-    assert coordinator.open_ids() == [_tid(4, 0), _tid(4, 1)]  # neither was aborted
+    assert coordinator.open_transactions() == [_tid(4, 0), _tid(4, 1)]  # neither was aborted
 
 
 def test_an_id_initialised_but_not_written_to_is_free_and_its_attempt_fails_cleanly(
@@ -127,7 +139,7 @@ def test_an_id_initialised_but_not_written_to_is_free_and_its_attempt_fails_clea
     coordinator.init_producer_id(_tid(0, 0))
     with pytest.raises(ProducerFencedError):
         slow.send_columns("t", _rows("slow", 1)).get()
-    assert coordinator.visible == []
+    assert _visible(coordinator) == []
 
 
 def test_every_slot_held_fails_the_task_naming_the_partition_and_the_ids(
@@ -145,7 +157,7 @@ def test_every_slot_held_fails_the_task_naming_the_partition_and_the_ids(
     for slot in range(SLOTS_PER_PARTITION):
         assert f"{_tid(6, slot)} (Ongoing)" in message
     assert len(CoordinatedProducer.instances) == inits  # no InitProducerId: nothing aborted
-    assert len(coordinator.open_ids()) == SLOTS_PER_PARTITION
+    assert len(coordinator.open_transactions()) == SLOTS_PER_PARTITION
 
 
 def test_a_whole_write_fails_before_any_producer_when_all_slots_are_held(
@@ -268,8 +280,8 @@ def test_an_hour_of_one_second_triggers_with_retries_and_stage_re_attempts_stays
         return tid
 
     def write(tid: str, row: bytes) -> None:
-        current = coordinator.ids[tid]
-        coordinator.write(tid, current.producer_id, current.epoch, ("t", 0), [row])
+        current = coordinator.txns[tid]
+        coordinator.write(tid, current.producer_id, current.producer_epoch, ("t", 0), row)
 
     for batch in range(batches):
         for tid, due in list(lingering.items()):
@@ -298,16 +310,19 @@ def test_an_hour_of_one_second_triggers_with_retries_and_stage_re_attempts_stays
             expected.append(row)
             winners.append(tid)
         for tid in winners:
-            current = coordinator.ids[tid]
+            current = coordinator.txns[tid]
             prepared = task_module.PreparedTransaction(
-                tid, current.producer_id, current.epoch, (("t", 0),)
+                tid, current.producer_id, current.producer_epoch, (("t", 0),)
             )
-            coordinator.end(prepared, commit=True)  # raises if a later attempt aborted it
+            _end(coordinator, prepared, commit=True)  # raises if a later attempt aborted it
         if rng.random() < 0.5:  # the sweep ends the zombies; else the broker times them out
             for tid in zombies:
-                current = coordinator.ids[tid]
-                coordinator.end(
-                    task_module.PreparedTransaction(tid, current.producer_id, current.epoch, ()),
+                current = coordinator.txns[tid]
+                _end(
+                    coordinator,
+                    task_module.PreparedTransaction(
+                        tid, current.producer_id, current.producer_epoch, ()
+                    ),
                     commit=False,
                 )
         else:
@@ -315,7 +330,7 @@ def test_an_hour_of_one_second_triggers_with_retries_and_stage_re_attempts_stays
         clock.advance(1000)
 
     assert retries > 0 and re_attempts > 0
-    assert sorted(coordinator.visible) == sorted(expected)  # every row once, none lost
+    assert sorted(_visible(coordinator)) == sorted(expected)  # every row once, none lost
     used = coordinator.ever_used
     assert all(parse_transactional_id(PREFIX, t) is not None for t in used)
     assert len(used) <= tasks * SLOTS_PER_PARTITION

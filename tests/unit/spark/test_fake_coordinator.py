@@ -123,3 +123,14 @@ def test_the_ops_report_a_lost_commit_and_accept_aborting_an_aborted_one() -> No
     assert ops.complete_all is not None
     [outcome] = ops.complete_all([t], True)
     assert isinstance(outcome, TransactionLostError)
+
+
+def test_a_describe_round_answers_each_ids_state_and_the_reaper_fences_one_id() -> None:
+    c = FakeCoordinator()
+    c.begin("a", {TP: ["x"]})
+    c.init_producer_id("b")
+    assert c.describe_states({}, ["a", "b", "c"]) == ["Ongoing", "Empty", None]
+    c.time_out("a")
+    assert c.describe_states({}, ["a"]) == ["CompleteAbort"]
+    assert c.describes == [("a", "b", "c"), ("a",)]
+    assert c.ever_used == {"a", "b"} and c.read_committed() == {TP: []}

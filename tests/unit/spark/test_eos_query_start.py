@@ -1,0 +1,186 @@
+"""A streaming exactly-once query's start aborts what a killed driver left open, on the fake
+coordinator: only in the planning call of ``streamWriter()`` (whose writer Spark pickles for the
+tasks), never in the commit call, once per driver, keeping what an unfinished intent names."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from kafka_sink.errors import KafkaConnectionError
+from kafka_sink.spark import logs
+from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
+from kafka_sink.spark.datasource import PyKafkaDataSource
+from kafka_sink.spark.eos import timeout as eos_timeout
+from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction
+from kafka_sink.spark.eos.intents import INTENT, BatchRecord, MemoryIntentStore
+from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.eos.start import QueryStart
+from kafka_sink.spark.writer import PyKafkaStreamWriter
+from tests.fakes.coordinator import FakeCoordinator
+from tests.unit.spark.eos_support import PREFIX, committer, expected_rows, run_tasks, visible_counts
+
+SCHEMA = StructType([StructField("value", BinaryType())])
+# The commit worker's file, as pyspark names it (the start work's second guard looks for it).
+COMMIT_WORKER_FILE = "/site-packages/pyspark/sql/worker/python_streaming_sink_runner.py"
+
+
+class _Driver:
+    """The fake coordinator and intent store behind every committer a driver's worker builds."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.coordinator = FakeCoordinator()
+        self.store = MemoryIntentStore()
+        self.checkpoint = tmp_path / "checkpoint"
+        self.checkpoint.mkdir()
+        (self.checkpoint / "metadata").write_text('{"id":"q1"}\n')  # as Spark writes it
+        self.opened = 0
+        self.fail_with: Exception | None = None
+
+    def for_plan(self, plan: EosPlan, producer_config: Any) -> EosCommitter:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.opened += 1
+        return committer(self.coordinator, self.store)
+
+    def stream_writer(self) -> PyKafkaStreamWriter:
+        """What each of Spark's two driver workers builds for a micro-batch."""
+        options = {
+            "kafka.bootstrap.servers": "h:1",
+            "topic": "t",
+            "deliveryGuarantee": "exactly-once",
+            "transactionalIdPrefix": PREFIX,
+            "checkpointLocation": str(self.checkpoint),
+        }
+        return PyKafkaDataSource(options).streamWriter(SCHEMA, False)
+
+    def plan(self) -> PyKafkaStreamWriter:
+        """The planning worker: build the writer and pickle it for the tasks."""
+        writer = self.stream_writer()
+        pickle.loads(pickle.dumps(writer))
+        return writer
+
+    def commit(self, batch_id: int, tasks: Sequence[TaskTransaction]) -> None:
+        """The commit worker: build the writer again and commit the tasks' messages."""
+        messages = [
+            PyKafkaCommitMessage(t.partition_id, 0, t.partition_id, batch_id, (), t.transaction)
+            for t in tasks
+        ]
+        self.stream_writer().commit(list(messages), batch_id)
+
+    def list_calls(self) -> int:
+        return sum(1 for operation, _ in self.coordinator.calls if operation == "list")
+
+
+@pytest.fixture
+def driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Driver]:
+    model = _Driver(tmp_path)
+    monkeypatch.setattr(EosCommitter, "for_plan", model.for_plan)
+    monkeypatch.setattr(
+        eos_timeout,
+        "resolve_transaction_timeout_ms",
+        lambda config: int(config.get("transaction.timeout.ms", 600_000)),
+    )
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    monkeypatch.setattr(logs, "_WARNED", set())  # a fresh driver process
+    yield model
+
+
+def _start_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "query start" in r.getMessage()]
+
+
+def test_a_restart_aborts_what_the_killed_driver_left_open_before_the_first_batch_runs(
+    driver: _Driver, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first run commits batch 0; its tasks of batch 1 prepare, then the driver is killed.
+    driver.plan()
+    driver.commit(0, run_tasks(driver.coordinator, 0))
+    run_tasks(driver.coordinator, 1)
+    assert len(driver.coordinator.open_transactions()) == 3
+    # A new driver process on the same checkpoint plans batch 1 again.
+    logs._WARNED.clear()  # its once-per-driver marks are the dead driver's
+    caplog.set_level(logging.INFO, logger="kafka_sink.spark")
+    driver.plan()
+    assert driver.coordinator.open_transactions() == []  # readers are not held back
+    assert _start_lines(caplog) == [
+        f"pykafka exactly-once: query start: aborted 3 open transaction(s) of prefix "
+        f"{PREFIX!r} that no unfinished intent names"
+    ]
+    assert [r.levelno for r in caplog.records if "query start" in r.getMessage()] == [logging.INFO]
+    # The re-run writes batch 1 again and commits it: every row once, nothing open.
+    driver.commit(1, run_tasks(driver.coordinator, 1))
+    assert visible_counts(driver.coordinator) == expected_rows([0, 1])
+    assert driver.coordinator.open_transactions() == []
+
+
+def test_the_commit_call_never_sweeps_the_batch_it_commits(
+    driver: _Driver, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The commit worker builds the writer (start work attached, never pickled) and commits.
+    tasks = run_tasks(driver.coordinator, 0)
+    writer = driver.stream_writer()
+    assert writer.start is not None
+    driver.commit(0, tasks)
+    assert visible_counts(driver.coordinator) == expected_rows([0])
+    assert _start_lines(caplog) == []
+
+
+def test_a_writer_pickled_on_the_commit_workers_stack_does_not_sweep(
+    driver: _Driver, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Were a pyspark release to pickle the writer while committing, the frame guard holds.
+    tasks = run_tasks(driver.coordinator, 0)
+    code = compile("pickle.dumps(build())", COMMIT_WORKER_FILE, "exec")
+    exec(code, {"pickle": pickle, "build": driver.stream_writer})
+    assert len(driver.coordinator.open_transactions()) == 3
+    driver.commit(0, tasks)
+    assert visible_counts(driver.coordinator) == expected_rows([0])
+    assert _start_lines(caplog) == []
+
+
+def test_the_sweep_keeps_what_an_unfinished_intent_names(driver: _Driver) -> None:
+    # An intent recovery could not finish (its coordinator did not answer in time): the start
+    # must not abort what it names, only the attempt nothing names.
+    named = run_tasks(driver.coordinator, 4, partitions=(0,))
+    leftover = run_tasks(driver.coordinator, 4, partitions=(1,))
+    driver.store.write(BatchRecord("q1", 4, INTENT, (named[0].transaction,)))
+    QueryStart(EosPlan(PREFIX, "q1", None), {}).run()
+    assert driver.coordinator.open_transactions() == [named[0].transaction.transactional_id]
+    assert leftover[0].transaction.transactional_id not in driver.coordinator.open_transactions()
+
+
+def test_once_per_driver_and_query_though_each_batch_is_planned_and_pickled_twice(
+    driver: _Driver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local_dir = tmp_path / "spark-local"
+    local_dir.mkdir()
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local_dir))
+    writer = driver.plan()
+    pickle.dumps(writer)  # the planning pickles the writer twice (alone, in the write function)
+    assert driver.list_calls() == 1
+    # Another planning worker of the same driver (the marker in the local dir) does not sweep.
+    logs._WARNED.clear()
+    run_tasks(driver.coordinator, 2)
+    driver.plan()
+    assert driver.list_calls() == 1
+    assert len(driver.coordinator.open_transactions()) == 3
+    # The restored writer (what a task runs) carries no start work.
+    assert pickle.loads(pickle.dumps(driver.stream_writer())).start is None
+
+
+def test_a_start_that_cannot_reach_kafka_warns_and_the_planning_goes_on(
+    driver: _Driver, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = driver.stream_writer()
+    driver.fail_with = KafkaConnectionError("no broker answered")
+    assert isinstance(pickle.loads(pickle.dumps(writer)), PyKafkaStreamWriter)
+    [line] = [r for r in caplog.records if "query start" in r.getMessage()]
+    assert line.levelno == logging.WARNING
+    assert PREFIX in line.getMessage() and "no broker answered" in line.getMessage()
