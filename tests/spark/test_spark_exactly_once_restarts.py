@@ -9,12 +9,8 @@ at-least-once the same kills leave duplicates, so the test can fail. 3 Kafka nod
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -22,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from eos_driver import Driver, drop_cut_metadata_writes
 from sparkutil import assert_nothing_left_open, commit_docs
 
 from kafka_sink.testing.local_kafka import LocalKafka
@@ -30,7 +27,6 @@ from kafka_sink.testing.oracle import read_all
 pytestmark = pytest.mark.slow
 
 TopicFactory = Callable[..., str]
-CHILD = str(Path(__file__).with_name("eos_restart_child.py"))
 FILES = 12
 ROWS_PER_FILE = 300
 
@@ -42,68 +38,6 @@ def _inputs(directory: Path) -> None:
         tmp = directory / f".in{n:02d}.tmp"
         tmp.write_text("".join(f"{i}\n" for i in range(start, start + ROWS_PER_FILE)))
         tmp.rename(directory / f"in{n:02d}.txt")
-
-
-def _drop_cut_metadata_writes(checkpoint: Path) -> None:
-    """Remove what a SIGKILL left of Spark's own metadata writes, as an operator would.
-
-    Spark writes each offset and commit file under a hidden temporary name, then renames it; a
-    kill in between leaves ``.<batch>.<uuid>.tmp`` (and its ``.crc``), which Spark never reads
-    nor removes. When that happens before the first offset file exists, Spark 4.3 refuses to
-    restart the query (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY on batch 0); the sink is not
-    involved. README says how to recover from it.
-    """
-    for log in ("offsets", "commits"):
-        for leftover in (checkpoint / log).glob(".*.tmp*"):
-            leftover.unlink()
-
-
-class _Driver:
-    """One run of the child driver, in its own process group."""
-
-    def __init__(self, args: list[str], log: Path, env: dict[str, str]) -> None:
-        self.log = log
-        self._out = open(log, "w", encoding="utf-8")  # noqa: SIM115 (closed in finish)
-        self.process = subprocess.Popen(
-            [sys.executable, CHILD, *args],
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-
-    def wait_started(self, timeout_s: float = 180) -> bool:
-        """True once the query runs; False when the process ended first."""
-        deadline = time.monotonic() + timeout_s
-        while "STARTED" not in self.log.read_text(encoding="utf-8", errors="replace"):
-            if self.process.poll() is not None:
-                return False
-            assert time.monotonic() < deadline, self.tail()
-            time.sleep(0.2)
-        return True
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(30)
-        self._out.close()
-
-    def finish(self, timeout_s: float = 300) -> int:
-        try:
-            code = self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(
-                f"the last run did not finish in {timeout_s} s: {self.tail()}"
-            ) from None
-        self._out.close()
-        return code
-
-    def tail(self) -> str:
-        lines = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
-        kept = [line for line in lines if not line.lstrip().startswith("at ")]
-        return "\n".join(kept[-40:])
 
 
 @pytest.mark.parametrize("guarantee,kills", [("exactly-once", 10), ("at-least-once", 1)])
@@ -133,11 +67,11 @@ def test_driver_killed_at_random_points_and_restarted(
     killed = 0
     run = 0
     while killed < kills:
-        _drop_cut_metadata_writes(checkpoint)
+        drop_cut_metadata_writes(checkpoint)
         env = dict(os.environ)
         if run == paused_kill_at:
             env["PYKAFKA_TEST_COMMIT_PAUSE_DIR"] = str(pause_dir)
-        driver = _Driver(args, tmp_path / f"run{run}.log", env)
+        driver = Driver(args, tmp_path / f"run{run}.log", env)
         run += 1
         if not driver.wait_started():
             assert driver.finish() == 0, driver.tail()
@@ -154,7 +88,7 @@ def test_driver_killed_at_random_points_and_restarted(
         killed += 1
     assert killed >= kills, f"only {killed} kills before the input ran out (seed {seed})"
     assert list(pause_dir.glob("paused-*")), "the kill inside commit() never happened"
-    last = _Driver(args, tmp_path / "last.log", dict(os.environ))
+    last = Driver(args, tmp_path / "last.log", dict(os.environ))
     assert last.finish() == 0, last.tail()
 
     total = FILES * ROWS_PER_FILE

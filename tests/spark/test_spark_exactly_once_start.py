@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from eos_driver import Driver, drop_cut_metadata_writes
 from sparkutil import assert_nothing_left_open, stable_offsets
-from test_spark_exactly_once_restarts import _Driver, _drop_cut_metadata_writes
 
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, NO_START_SWEEP_ENV, PAUSE_ENV, POINT_ENV
 from kafka_sink.spark.fault_hooks import STARTED as STARTED_POINT
@@ -28,7 +28,7 @@ ROWS = 600
 QUICK_S = 5.0
 
 
-def _wait_for(path: Path, driver: _Driver, timeout_s: float = 180) -> None:
+def _wait_for(path: Path, driver: Driver, timeout_s: float = 180) -> None:
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         assert driver.process.poll() is None, driver.tail()
@@ -56,10 +56,10 @@ def test_a_restart_ends_what_the_killed_driver_left_open_before_its_first_batch(
     args = [kafka_bootstrap, topic, str(inputs), str(checkpoint), "exactly-once", prefix]
     args.append("kafka.transaction.timeout.ms=600000")
 
-    def run(name: str, point: str, **extra: str) -> _Driver:
-        _drop_cut_metadata_writes(checkpoint)
+    def run(name: str, point: str, **extra: str) -> Driver:
+        drop_cut_metadata_writes(checkpoint)
         env = {**os.environ, PAUSE_ENV: str(pause), POINT_ENV: point, **extra}
-        driver = _Driver(args, tmp_path / f"{name}.log", env)
+        driver = Driver(args, tmp_path / f"{name}.log", env)
         assert driver.wait_started(), driver.tail()
         return driver
 
