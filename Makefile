@@ -23,7 +23,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
-	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-eos-commit bench-eos-acquire clean
+	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-eos-commit bench-eos-acquire bench-fingerprint clean
 
 setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
 
@@ -109,6 +109,9 @@ bench-eos-commit: setup
 
 bench-eos-acquire: setup
 	$(PY) benchmarks/bench_eos_acquire.py
+
+bench-fingerprint: setup
+	$(PY) benchmarks/bench_row_fingerprint.py --out benchmarks/results/bench_row_fingerprint.md
 
 clean:
 	rm -rf $(VENV) $(CACHE) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

@@ -12,10 +12,12 @@ maximum (``eos/timeout.py``), the transactional-id prefix and the intent store's
 in the write's :class:`~kafka_sink.spark.eos.plan.EosPlan` (streaming: the query id, read from
 the checkpoint's ``metadata`` file, which Spark writes when the query starts; batch: the write
 id), and a streaming query's unfinished intent is finished (``EosCommitter.recover``) so that
-the batch's tasks never re-initialise an id whose transaction an intent still names. Then, once
-per driver and query, the open transactions of the query's prefix that no unfinished intent
-names are aborted before the first batch's tasks run (``eos/start.py``: the stream writer does
-it when the planning pickles it, which the commit call never does). Intents are
+the batch's tasks never re-initialise an id whose transaction an intent still names; when the
+last batch ended partly committed, the plan tells its re-run's tasks which Spark partitions
+Kafka already committed (``EosPlan.partial``). Then, once per driver and query, the open
+transactions of the query's prefix that no unfinished intent names are aborted before the first
+batch's tasks run (``eos/start.py``: the stream writer does it when the planning pickles it,
+which the commit call never does). Intents are
 kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
 created or checked here, so a missing ACL fails before any task runs), or with
 ``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
@@ -140,7 +142,9 @@ def _exactly_once_plan(
     if streaming:
         committer = EosCommitter.for_plan(eos, options.producer_config)
         try:
-            committer.recover()
+            # A batch Kafka committed only in part: its re-run's tasks learn which partitions
+            # to leave alone.
+            eos = eos.with_last_record(committer.recover())
         finally:
             committer.close()
     elif in_kafka:

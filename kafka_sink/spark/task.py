@@ -23,6 +23,11 @@ acknowledged, and what a failure does to the producer.
   :class:`~kafka_sink.prepared.PreparedTransaction` (None when the task wrote nothing); the
   driver commits it (``eos/committer.py``). On any failure the task aborts its transaction
   (best-effort, bounded; the driver's sweep ends what it could not) and evicts the producer.
+  The message also carries the fingerprint of the task's rows (``row_fingerprint.py``). A task
+  of a Spark partition that an earlier run of the same batch already committed (the plan's
+  ``partial`` batch, matched by Spark's ``streaming.sql.batchId``) writes nothing: it reads its
+  rows for their fingerprint only and returns a message marked skipped, which the driver checks
+  against the fingerprint it recorded.
 
 Invariants:
 - ``write_task`` returns only after every record it sent is acknowledged; any delivery error
@@ -40,7 +45,7 @@ Invariants:
   data error (:class:`SinkError`) keeps an at-least-once producer, whose records stay in flight.
   A transactional producer is never reused after any failure.
 - A task never commits a transaction; exactly-once in a streaming query, a task without a
-  streaming batch id fails before it leases anything.
+  streaming batch id fails before it leases anything. A skipping task leases no producer.
 - No per-row Python on the send path except for headers (see ``columns.py``).
 """
 
@@ -70,9 +75,11 @@ from kafka_sink.spark.commit_log.document import (
 from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
+from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
 from kafka_sink.spark.logs import ensure_logging, logger
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.producer_cache import BulkProducer
+from kafka_sink.spark.row_fingerprint import batch_fingerprint
 from kafka_sink.spark.schema import InputLayout
 
 if TYPE_CHECKING:
@@ -151,14 +158,17 @@ def write_task(
 ) -> PyKafkaCommitMessage:
     """Write one Spark task's rows under the write's delivery guarantee (module docstring)."""
     task = _task_info()
-    write = _TaskWrite(options, layout, task)
     if eos is None:
-        return write.run(_AtLeastOnce(options), batches)
+        return _TaskWrite(options, layout, task).run(_AtLeastOnce(options), batches)
     if streaming and task.batch_id is None and _in_spark_task():
         raise SinkError(
             "exactly-once: this task has no streaming batch id (Spark's local property "
             "streaming.sql.batchId is not set); the sink cannot tell its batch"
         )
+    write = _TaskWrite(options, layout, task, fingerprinted=True)
+    # A batch job is batch 0 of its own write, as the driver commits it.
+    if eos.committed_partition(task.batch_id or 0, task.partition_id):
+        return write.skip(batches)
     return write.run(_ExactlyOnce(options, eos.prefix), batches)
 
 
@@ -309,10 +319,19 @@ class _ExactlyOnce:
 class _TaskWrite:
     """One task's rows on their way to Kafka: what was sent, what is pending, what was acked."""
 
-    def __init__(self, options: SinkOptions, layout: InputLayout, task: _TaskInfo) -> None:
+    def __init__(
+        self,
+        options: SinkOptions,
+        layout: InputLayout,
+        task: _TaskInfo,
+        *,
+        fingerprinted: bool = False,
+    ) -> None:
         self.options = options
         self.layout = layout
         self.task = task
+        #: The fingerprint of the rows seen so far; None when the write does not keep one.
+        self.fingerprint: Fingerprint | None = EMPTY_FINGERPRINT if fingerprinted else None
         #: Futures not yet folded into ``offsets`` (topic, future).
         self.pending: list[tuple[str, BulkSendFuture]] = []
         #: Every future of the task, for what a timeout reports as unacknowledged.
@@ -328,6 +347,7 @@ class _TaskWrite:
         rows_seen = 0
         try:
             for batch in batches:
+                self._fold_fingerprint(batch)
                 groups = topic_columns(
                     batch,
                     self.layout,
@@ -371,7 +391,36 @@ class _TaskWrite:
             batch_id=self.task.batch_id,
             ranges=self.offsets.ranges(),
             transaction=transaction,
+            fingerprint=self.fingerprint,
         )
+
+    def skip(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
+        """Write nothing: Kafka committed this partition of the batch in an earlier run. The
+        rows are read (Spark reuses the worker only once they are) for their fingerprint."""
+        for batch in batches:
+            self._fold_fingerprint(batch)
+        ensure_logging()
+        logger.info(
+            "task %d (attempt %d) of batch %s: skipped, an earlier run of the batch committed "
+            "this partition; fingerprint %s",
+            self.task.partition_id,
+            self.task.attempt_number,
+            self.task.batch_id,
+            self.fingerprint,
+        )
+        return PyKafkaCommitMessage(
+            partition_id=self.task.partition_id,
+            attempt_number=self.task.attempt_number,
+            task_attempt_id=self.task.task_attempt_id,
+            batch_id=self.task.batch_id,
+            fingerprint=self.fingerprint,
+            skipped=True,
+        )
+
+    def _fold_fingerprint(self, batch: pa.RecordBatch) -> None:
+        if self.fingerprint is not None:
+            seen = batch_fingerprint(batch, self.layout, self.options.topic)
+            self.fingerprint = self.fingerprint.plus(seen)
 
     def _wait_bound(self) -> tuple[int, str]:
         """How long a task waits for acknowledgements (ms), and how that bound is made up."""

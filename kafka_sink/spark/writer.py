@@ -139,17 +139,24 @@ class _WriterCore:
     ) -> None:
         """Exactly-once: commit (or abort) every transaction the batch's tasks prepared."""
         assert self.eos is not None
+        written = [m for m in messages if isinstance(m, PyKafkaCommitMessage)]
         tasks = [
-            TaskTransaction(m.partition_id, m.transaction)
-            for m in messages
-            if isinstance(m, PyKafkaCommitMessage) and m.transaction is not None
+            TaskTransaction(m.partition_id, m.transaction, m.fingerprint)
+            for m in written
+            if m.transaction is not None
         ]
+        # Partitions an earlier run of the batch committed: their tasks wrote nothing.
+        skipped = {
+            m.partition_id: m.fingerprint
+            for m in written
+            if m.skipped and m.fingerprint is not None
+        }
         committer = EosCommitter.for_plan(self.eos, self.options.producer_config)
         try:
             # A batch job is one atomic write: batch id 0 of its own write id.
             number = 0 if batch_id is None else batch_id
             if ok:
-                committer.commit(number, tasks)
+                committer.commit(number, tasks, skipped)
                 if batch_id is None:
                     # Spark calls nothing more for a batch job once commit() returns.
                     self.eos.forget_batch_job(committer.store)

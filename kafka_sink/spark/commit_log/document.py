@@ -2,7 +2,9 @@
 
 Role: a task's ``write()`` (``spark/task.py``) returns a :class:`PyKafkaCommitMessage` saying what
 the broker acknowledged for it, per topic-partition (first offset, last offset, record count),
-which task attempt wrote it and, exactly-once, the transaction it prepared. On the driver,
+which task attempt wrote it and, exactly-once, the transaction it prepared and the fingerprint of
+its rows (or, for a partition an earlier run of the batch committed, that it wrote nothing). On
+the driver,
 ``commit()`` / ``abort()`` (``spark/writer.py``) gather those messages into per topic-partition
 ranges (:func:`gather`), build one JSON document per commit or abort (:func:`build_document`),
 store it in the commit log (:func:`write_document`, through ``commit_log/store.py``) and log its
@@ -38,6 +40,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.commit_log.store import open_store
+from kafka_sink.spark.fingerprint import Fingerprint
 
 __all__ = [
     "COMMIT_FORMAT_VERSION",
@@ -94,6 +97,11 @@ class PyKafkaCommitMessage(WriterCommitMessage):
     #: Exactly-once: the task's prepared (open, not committed) transaction; None when the task
     #: wrote nothing, and always at-least-once.
     transaction: PreparedTransaction | None = None
+    #: Exactly-once: the fingerprint of the task's rows (written, or given and not written).
+    fingerprint: Fingerprint | None = None
+    #: Exactly-once: the task wrote nothing, as Kafka already committed its partition of the
+    #: batch in an earlier run; ``fingerprint`` is that of the rows it was given.
+    skipped: bool = False
 
     @property
     def record_count(self) -> int:
@@ -108,6 +116,10 @@ class PyKafkaCommitMessage(WriterCommitMessage):
         }
         if self.transaction is not None:
             out["transactional_id"] = self.transaction.transactional_id
+        if self.fingerprint is not None:
+            out["fingerprint"] = self.fingerprint.to_text()
+        if self.skipped:
+            out["skipped"] = True
         return out
 
 

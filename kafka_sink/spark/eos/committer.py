@@ -14,7 +14,15 @@ commits them all so that a read_committed reader sees the batch exactly once, wh
    attempt's InitProducerId, aborted by the coordinator after ``transaction.timeout.ms``, unknown
    to the coordinator) fails the batch with that cause before anything becomes visible, so the
    re-run writes the whole batch again. Then the intent is written durably **before** the first
-   EndTxn, each transaction is committed, and done is written.
+   EndTxn (naming, per transaction, the fingerprint of its task's rows), each transaction is
+   committed, and done is written;
+4. the store holds the batch **partial**: Kafka lost some of its transactions after others
+   committed (below). The re-run's tasks of the committed Spark partitions wrote nothing and
+   hand back their rows' fingerprints (``skipped``); each must equal the recorded one, which
+   shows the re-run gave those partitions the same rows, and then the lost partitions' new
+   transactions are committed as in 3. A fingerprint that differs, or a committed partition
+   written again, stops the query with :class:`SinkPartlyCommittedError` (nothing of the re-run
+   committed): its rows could not be shown to complete the batch exactly once.
 
 Once the intent is written the batch is finished, not failed: EndTxn answers that may clear
 (retriable errors, a lost connection, a timeout) are retried with backoff until
@@ -42,10 +50,13 @@ Invariants:
   only ever committed, never aborted, and ``done`` is written only after all of them committed.
 - A transaction is aborted only when no message being committed and no unfinished intent names
   it (compared by transactional id, producer id and epoch).
-- A transaction lost between the verification and its EndTxn (the broker aborted it meanwhile)
-  fails the batch naming the partitions and the fix; the intent is then marked lost, so the
-  re-run writes and commits the batch again (rows of the batch's other transactions, already
-  visible, are then written twice: the verification makes this window small).
+- A transaction lost between the verification and its EndTxn (the broker aborted it meanwhile,
+  or the driver was down longer than ``transaction.timeout.ms`` between two EndTxns) fails the
+  batch naming the Spark partitions committed and lost; the batch is then recorded partial:
+  the partitions committed by this and every earlier run of the batch, with their fingerprints,
+  and the ones lost. A partition recorded committed is never written again by a re-run that
+  commits: a re-run commits only when each committed partition's task skipped with an equal
+  fingerprint.
 - Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
   the verification's by ``transaction.timeout.ms`` since the commit began; each call of the ops
   by the ops' own deadline.
@@ -66,10 +77,11 @@ from typing import TYPE_CHECKING, TypeVar
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, IntentStore
+from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import pause_commit
+from kafka_sink.spark.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
@@ -80,6 +92,7 @@ __all__ = [
     "ROLLED_FORWARD",
     "EosCommitter",
     "SinkCommitIncompleteError",
+    "SinkPartlyCommittedError",
     "SinkTransactionLostError",
     "TaskTransaction",
     "TransactionOps",
@@ -106,6 +119,11 @@ class SinkTransactionLostError(SinkError):
     """A batch's transaction was aborted by Kafka before the driver could commit it."""
 
 
+class SinkPartlyCommittedError(SinkError):
+    """A partly committed batch's re-run did not hand its committed partitions the same rows,
+    so it cannot be completed exactly once; the message names the batch and the fix."""
+
+
 class SinkCommitIncompleteError(SinkError):
     """A batch's intent is recorded but Kafka could not be told to commit all of it in time.
 
@@ -114,10 +132,12 @@ class SinkCommitIncompleteError(SinkError):
 
 @dataclass(frozen=True)
 class TaskTransaction:
-    """The transaction one task's commit message names, with the Spark partition it wrote."""
+    """The transaction one task's commit message names, with the Spark partition it wrote and
+    the fingerprint of its rows (None when the task did not compute one)."""
 
     partition_id: int
     transaction: PreparedTransaction
+    fingerprint: Fingerprint | None = None
 
 
 @dataclass(frozen=True)
@@ -232,8 +252,17 @@ class EosCommitter:
 
     # -- commit ----------------------------------------------------------------------------
 
-    def commit(self, batch_id: int, tasks: Sequence[TaskTransaction]) -> str:
-        """Commit batch ``batch_id``; returns COMMITTED, ALREADY_DONE or ROLLED_FORWARD."""
+    def commit(
+        self,
+        batch_id: int,
+        tasks: Sequence[TaskTransaction],
+        skipped: Mapping[int, Fingerprint] | None = None,
+    ) -> str:
+        """Commit batch ``batch_id``; returns COMMITTED, ALREADY_DONE or ROLLED_FORWARD.
+
+        ``skipped``: the Spark partitions whose tasks wrote nothing because an earlier run of
+        the batch committed them, with the fingerprints of the rows they were given.
+        """
         began_ms = self.clock.now_ms()
         last: BatchRecord | None = None
         read = False
@@ -258,9 +287,22 @@ class EosCommitter:
                 self._abort_named(tasks, keep=last.transactions)
                 self._sweep(keep=last.transactions)
                 return ROLLED_FORWARD
+            earlier = self._check_rerun(batch_id, last, tasks, skipped or {})
             self._verify(batch_id, tasks, began_ms + self.transaction_timeout_ms)
             prepared = tuple(t.transaction for t in tasks)
-            self.store.write(BatchRecord(self.query_key, batch_id, INTENT, prepared))
+            intent = BatchRecord(
+                self.query_key,
+                batch_id,
+                INTENT,
+                prepared,
+                fingerprints={
+                    t.transaction.transactional_id: t.fingerprint
+                    for t in tasks
+                    if t.fingerprint is not None
+                },
+                committed=earlier,
+            )
+            self.store.write(intent)
         except BaseException:
             # Nothing of this batch was committed: leave nothing of it open either.
             self._clear_failed(tasks, last, swept=read)
@@ -269,11 +311,9 @@ class EosCommitter:
         pause_commit(batch_id)
         lost = self._commit_all(batch_id, tasks, until_ms=intent_ms + self.transaction_timeout_ms)
         if lost:
-            self._mark_lost(batch_id, [t for t, _ in lost])
+            partial = self._mark_partial(intent, tasks, lost)
             self._sweep(keep=())
-            raise SinkTransactionLostError(
-                self._lost_message(batch_id, lost, committed=len(tasks) - len(lost))
-            )
+            raise SinkTransactionLostError(self._lost_message(partial, lost))
         self._write_done(BatchRecord(self.query_key, batch_id, DONE, prepared))
         self._sweep(keep=prepared)
         return COMMITTED
@@ -309,6 +349,70 @@ class EosCommitter:
     @staticmethod
     def _unfinished(record: BatchRecord) -> bool:
         return record.state == INTENT and _LOST_KEY not in record.extra
+
+    def _check_rerun(
+        self,
+        batch_id: int,
+        last: BatchRecord | None,
+        tasks: Sequence[TaskTransaction],
+        skipped: Mapping[int, Fingerprint],
+    ) -> Mapping[int, Fingerprint | None]:
+        """What earlier runs of the batch committed, once the re-run is shown to hand each of
+        those Spark partitions the same rows; raises :class:`SinkPartlyCommittedError` if not.
+        """
+        partial = last is not None and last.state == PARTIAL and last.batch_id == batch_id
+        committed = last.committed if last is not None and partial else {}
+        if not committed and not skipped:
+            return committed
+        written = {t.partition_id for t in tasks}
+        unlike: list[str] = []
+        for partition, recorded in sorted(committed.items()):
+            given = skipped.get(partition)
+            if given is None:
+                unlike.append(
+                    f"Spark partition {partition} "
+                    + ("wrote its rows again" if partition in written else "returned no result")
+                )
+            elif recorded is None:
+                unlike.append(f"Spark partition {partition}: its rows' fingerprint is unknown")
+            elif given != recorded:
+                unlike.append(f"Spark partition {partition}: {given}, committed {recorded}")
+        unlike.extend(
+            f"Spark partition {p} wrote nothing although no run committed it"
+            for p in sorted(set(skipped) - set(committed))
+        )
+        if unlike:
+            assert last is not None or not committed
+            raise SinkPartlyCommittedError(self._not_repeatable_message(batch_id, last, unlike))
+        log.info(
+            "pykafka exactly-once: the re-run of batch %d handed the committed Spark partitions "
+            "%s the same rows (fingerprints equal); it writes and commits the others",
+            batch_id,
+            sorted(committed),
+        )
+        return committed
+
+    def _not_repeatable_message(
+        self, batch_id: int, last: BatchRecord | None, unlike: Sequence[str]
+    ) -> str:
+        committed = sorted(last.committed) if last is not None else []
+        lost = list(last.lost) if last is not None else []
+        shown = "; ".join(unlike[:20]) + (
+            f"; and {len(unlike) - 20} more" if len(unlike) > 20 else ""
+        )
+        return (
+            f"exactly-once: batch {batch_id} was committed only in part by an earlier run (Spark "
+            f"partitions {committed} are visible to readers, Spark partitions {lost} were lost), "
+            "and this re-run of it did not hand the committed partitions the same rows "
+            f"({shown}). Writing it could write rows twice or lose some, so nothing of this run "
+            "was committed and the query stops here. Fix: make the query's input deterministic "
+            "per Spark partition (a replayable source read from the same offsets, partitioned "
+            "by a key, e.g. a shuffle by key; not repartition(n), whose round-robin hands rows "
+            "to partitions in any order, nor a nondeterministic expression) and restart; or, to "
+            "accept the committed partitions' rows twice, restart the query with a fresh intent "
+            "store (a new intentTopic, or with intentStore=checkpoint remove this query's record "
+            f"{self.query_key!r} under pykafka-intents): the batch is then written whole"
+        )
 
     @staticmethod
     def _already_done(record: BatchRecord, batch_id: int) -> bool:
@@ -377,16 +481,14 @@ class EosCommitter:
         """Commit what ``record`` names, then write done (or, when Kafka lost some, mark the
         intent lost so that the batch's re-run writes and commits it again)."""
         wait = self.transaction_timeout_ms if wait_ms is None else wait_ms
-        lost = self._commit_all(
-            record.batch_id,
-            [TaskTransaction(-1, t) for t in record.transactions],
-            until_ms=self.clock.now_ms() + wait,
-        )
+        tasks = [
+            TaskTransaction(self._partition_of(t), t, record.fingerprints.get(t.transactional_id))
+            for t in record.transactions
+        ]
+        lost = self._commit_all(record.batch_id, tasks, until_ms=self.clock.now_ms() + wait)
         if lost:
-            marked = self._mark_lost(record.batch_id, [t for t, _ in lost])
-            message = self._lost_message(
-                record.batch_id, lost, committed=len(record.transactions) - len(lost)
-            )
+            marked = self._mark_partial(record, tasks, lost)
+            message = self._lost_message(marked, lost)
             if raise_lost:
                 raise SinkTransactionLostError(message)
             log.error("pykafka exactly-once: %s", message)
@@ -400,13 +502,33 @@ class EosCommitter:
         )
         return done
 
-    def _mark_lost(self, batch_id: int, lost: Sequence[TaskTransaction]) -> BatchRecord:
+    def _partition_of(self, t: PreparedTransaction) -> int:
+        parsed = parse_transactional_id(self.prefix, t.transactional_id)
+        return -1 if parsed is None else parsed[0]
+
+    def _mark_partial(
+        self,
+        intent: BatchRecord,
+        tasks: Sequence[TaskTransaction],
+        lost_with_causes: Sequence[tuple[TaskTransaction, TransactionLostError]],
+    ) -> BatchRecord:
+        """Record what of ``intent``'s batch is visible (its earlier runs' and this run's
+        committed partitions, with their fingerprints) and what Kafka lost."""
+        lost = {_key(t.transaction) for t, _ in lost_with_causes}
+        committed = dict(intent.committed)
+        committed.update(
+            (t.partition_id, t.fingerprint)
+            for t in tasks
+            if _key(t.transaction) not in lost and t.partition_id >= 0
+        )
         marked = BatchRecord(
             self.query_key,
-            batch_id,
-            INTENT,
+            intent.batch_id,
+            PARTIAL,
             (),
-            {_LOST_KEY: ",".join(t.transaction.transactional_id for t in lost)},
+            {_LOST_KEY: ",".join(t.transaction.transactional_id for t, _ in lost_with_causes)},
+            committed=committed,
+            lost=tuple(sorted({t.partition_id for t, _ in lost_with_causes})),
         )
         self.store.write(marked)
         return marked
@@ -531,18 +653,21 @@ class EosCommitter:
 
     def _lost_message(
         self,
-        batch_id: int,
+        partial: BatchRecord,
         lost_with_causes: Sequence[tuple[TaskTransaction, TransactionLostError]],
-        committed: int,
     ) -> str:
+        batch_id = partial.batch_id
         lost = [t for t, _ in lost_with_causes]
         causes = "; ".join(f"{error}" for _, error in lost_with_causes[:5])
         after = (
             "nothing of the batch became visible; the batch is run again and writes these rows "
             "again"
-            if committed == 0
-            else f"{committed} other transaction(s) of the batch were committed and are "
-            "visible; the re-run writes the whole batch again, so their rows appear twice"
+            if not partial.committed
+            else f"{len(partial.committed)} other transaction(s) of the batch were committed "
+            f"and are visible (Spark partitions {sorted(partial.committed)}; lost: Spark "
+            f"partitions {list(partial.lost)}). The batch's re-run writes only the lost "
+            "partitions when it hands each committed partition the same rows (their "
+            "fingerprints are compared), and otherwise stops with nothing more written"
         )
         return (
             f"exactly-once commit of batch {batch_id} failed: Kafka aborted {len(lost)} "

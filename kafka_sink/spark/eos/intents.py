@@ -2,7 +2,9 @@
 
 Role: the driver commits the transactions of a batch as a roll-forward log (``committer.py``):
 before its first EndTxn it writes the batch's intent (every transaction it is about to commit),
-and once all are committed it writes done. :class:`BatchRecord` is one such step and
+and once all are committed it writes done; a batch of which Kafka lost some transactions after
+others committed ends partial (the Spark partitions committed, with the fingerprints of their
+rows, and the ones lost). :class:`BatchRecord` is one such step and
 :class:`IntentStore` the interface the stores implement: :class:`FileIntentStore` (a local
 directory, ``intentStore=checkpoint``), :class:`MemoryIntentStore` (one process: tests, and a
 batch job with nowhere durable to write) and, in ``kafka_intents.py``, the compacted Kafka topic
@@ -13,10 +15,14 @@ Invariants:
 - ``write`` is durable when it returns (the file store replaces the file atomically and fsyncs
   it and its directory); ``last`` returns the latest record of a query key, None when there is
   none; ``delete`` forgets a query key (a batch job's, once its commit is over).
-- A record's state is ``INTENT`` or ``DONE``; anything else is refused when it is built.
+- A record's state is ``INTENT``, ``DONE`` or ``PARTIAL``; anything else is refused when it is
+  built. An intent names, per transaction, the fingerprint of its task's rows; an intent or a
+  partial record names the Spark partitions earlier runs of the batch committed (``committed``,
+  their fingerprints, None where unknown); a partial record the ones lost (``lost``).
 - ``record_from_json(record_to_json(r)) == r``.
-- It imports the standard library and the transaction handle only: the driver's workers of
-  every write import it.
+- It imports the standard library, the transaction handle and the fingerprint value only: the
+  driver's workers of every write import it. Records written without the fingerprint fields
+  read back with them empty.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.fingerprint import Fingerprint
 
 __all__ = [
     "DONE",
     "INTENT",
+    "PARTIAL",
     "BatchRecord",
     "FileIntentStore",
     "IntentStore",
@@ -45,21 +53,30 @@ __all__ = [
 
 INTENT = "intent"
 DONE = "done"
+PARTIAL = "partial"
+_STATES = (INTENT, DONE, PARTIAL)
 
 
 @dataclass(frozen=True)
 class BatchRecord:
-    """One step of a batch's commit: the intent (before the first EndTxn) or done."""
+    """One step of a batch's commit: the intent (before the first EndTxn), done, or partial
+    (some transactions committed, the others lost by Kafka)."""
 
     query_key: str  # streaming query id, or the batch job's write id
     batch_id: int
     state: str  # INTENT or DONE
     transactions: tuple[PreparedTransaction, ...]
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: Per transactional id of ``transactions``: the fingerprint of its task's rows.
+    fingerprints: Mapping[str, Fingerprint] = field(default_factory=dict)
+    #: Spark partition -> fingerprint of what an earlier run of the batch committed for it.
+    committed: Mapping[int, Fingerprint | None] = field(default_factory=dict)
+    #: PARTIAL: the Spark partitions whose transactions Kafka lost (the re-run writes them).
+    lost: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.state not in (INTENT, DONE):
-            raise ValueError(f"BatchRecord.state must be {INTENT!r} or {DONE!r}: {self.state!r}")
+        if self.state not in _STATES:
+            raise ValueError(f"BatchRecord.state must be one of {_STATES}: {self.state!r}")
 
 
 class IntentStore(Protocol):
@@ -88,6 +105,11 @@ def record_to_json(record: BatchRecord) -> dict[str, object]:
             for t in record.transactions
         ],
         "extra": dict(record.extra),
+        "fingerprints": {tid: f.to_text() for tid, f in record.fingerprints.items()},
+        "committed": {
+            str(p): None if f is None else f.to_text() for p, f in record.committed.items()
+        },
+        "lost": list(record.lost),
     }
 
 
@@ -98,6 +120,11 @@ def record_from_json(data: Mapping[str, object]) -> BatchRecord:
     assert isinstance(extra, dict)
     batch_id = data["batch_id"]
     assert isinstance(batch_id, int)
+    fingerprints = data.get("fingerprints") or {}
+    committed = data.get("committed") or {}
+    lost = data.get("lost") or []
+    assert isinstance(fingerprints, dict) and isinstance(committed, dict)
+    assert isinstance(lost, list)
     return BatchRecord(
         query_key=str(data["query_key"]),
         batch_id=batch_id,
@@ -112,6 +139,12 @@ def record_from_json(data: Mapping[str, object]) -> BatchRecord:
             for t in txns
         ),
         extra={str(k): str(v) for k, v in extra.items()},
+        fingerprints={str(k): Fingerprint.from_text(str(v)) for k, v in fingerprints.items()},
+        committed={
+            int(k): None if v is None else Fingerprint.from_text(str(v))
+            for k, v in committed.items()
+        },
+        lost=tuple(int(p) for p in lost),
     )
 
 

@@ -7,6 +7,13 @@ the prefix of the write's transactional ids, the intent store's key and which st
 intents. The writers carry the plan to the tasks (it is picklable); the tasks build their ids
 from it and the driver opens its intent store from it.
 
+A partly committed batch. When the planning finds the query's last batch partial (Kafka lost
+some of its transactions after others committed; ``committer.py``), the plan carries that
+batch's id and its committed Spark partitions with their rows' fingerprints
+(:class:`PartialBatch`). The re-run's task of such a partition (same batch id, from Spark's
+``streaming.sql.batchId``) writes nothing: it hands back the fingerprint of the rows it was
+given, and the driver's commit checks it against the recorded one.
+
 Transactional ids. A write uses ``<prefix>-<partition id>-<slot>``, where the prefix is the
 ``transactionalIdPrefix`` option or ``pykafka-<query id>`` (streaming) / ``pykafka-<write id>``
 (batch job), and the slot is one of ``slots.SLOTS_PER_PARTITION`` (8) per Spark partition. So:
@@ -51,13 +58,27 @@ Invariants:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
-from kafka_sink.spark.eos.intents import FileIntentStore, IntentStore, MemoryIntentStore
+from kafka_sink.spark.eos.intents import (
+    PARTIAL,
+    BatchRecord,
+    FileIntentStore,
+    IntentStore,
+    MemoryIntentStore,
+)
 from kafka_sink.spark.errors import SinkError
+from kafka_sink.spark.fingerprint import Fingerprint
 from kafka_sink.spark.logs import logger
 
-__all__ = ["EosPlan", "default_prefix", "parse_transactional_id", "transactional_id"]
+__all__ = [
+    "EosPlan",
+    "PartialBatch",
+    "default_prefix",
+    "parse_transactional_id",
+    "transactional_id",
+]
 
 _DEFAULT_PREFIX_HEAD = "pykafka-"
 # Processes without a durable place for intents (a batch job without a local commitLog) keep
@@ -89,6 +110,15 @@ def parse_transactional_id(prefix: str, tid: str) -> tuple[int, int] | None:
 
 
 @dataclass(frozen=True)
+class PartialBatch:
+    """A batch Kafka committed only in part: which Spark partitions are visible, and with which
+    rows (None: not known, so no re-run of that partition can be shown to be the same)."""
+
+    batch_id: int
+    committed: Mapping[int, Fingerprint | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class EosPlan:
     """What an exactly-once write settled on the driver while planning (picklable)."""
 
@@ -101,6 +131,24 @@ class EosPlan:
     intent_dir: str | None
     #: The intent topic (``intentStore=kafka``); takes precedence over ``intent_dir``.
     intent_topic: str | None = None
+    #: The query's last batch, when Kafka committed it only in part (its re-run's tasks of the
+    #: committed partitions write nothing).
+    partial: PartialBatch | None = None
+
+    def with_last_record(self, record: BatchRecord | None) -> EosPlan:
+        """This plan, carrying ``record``'s batch to its tasks when the record is partial."""
+        if record is None or record.state != PARTIAL or not record.committed:
+            return self
+        return replace(self, partial=PartialBatch(record.batch_id, dict(record.committed)))
+
+    def committed_partition(self, batch_id: int, partition_id: int) -> bool:
+        """Whether Kafka already committed ``partition_id`` of batch ``batch_id``."""
+        partial = self.partial
+        return (
+            partial is not None
+            and partial.batch_id == batch_id
+            and partition_id in partial.committed
+        )
 
     def open_store(self, producer_config: dict[str, str]) -> IntentStore:
         if self.intent_topic is not None:

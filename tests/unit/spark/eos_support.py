@@ -3,12 +3,15 @@ the manual clock, an intent store whose writes can be made to fail."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Iterable
 
 from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction, TransactionOps
 from kafka_sink.spark.eos.intents import BatchRecord, MemoryIntentStore
+from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.errors import SinkError
+from kafka_sink.spark.fingerprint import Fingerprint
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 
 PREFIX = "pykafka-q1"
@@ -48,6 +51,15 @@ def rows(batch_id: int, partition: int, count: int = 3) -> list[str]:
     return [f"b{batch_id}-p{partition}-r{i}" for i in range(count)]
 
 
+def fingerprint(values: Iterable[str]) -> Fingerprint:
+    """An order-insensitive fingerprint of fake rows, as a task computes one of real rows."""
+    items = list(values)
+    digest = sum(
+        int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(), "little") for v in items
+    )
+    return Fingerprint(len(items), digest % (1 << 64))
+
+
 def run_tasks(
     coordinator: FakeCoordinator,
     batch_id: int,
@@ -57,11 +69,28 @@ def run_tasks(
     """Each partition's task: InitProducerId on its id, write its rows, hand back the handle."""
     out = []
     for p in partitions:
-        prepared = coordinator.begin(
-            f"{PREFIX}-{p}-{slot}", {(TOPIC, p): rows(batch_id, p)}, TIMEOUT_MS
-        )
-        out.append(TaskTransaction(p, prepared))
+        written = rows(batch_id, p)
+        prepared = coordinator.begin(f"{PREFIX}-{p}-{slot}", {(TOPIC, p): written}, TIMEOUT_MS)
+        out.append(TaskTransaction(p, prepared, fingerprint(written)))
     return out
+
+
+def rerun_tasks(
+    coordinator: FakeCoordinator,
+    batch_id: int,
+    last: BatchRecord | None,
+    partitions: Iterable[int] = (0, 1, 2),
+) -> tuple[list[TaskTransaction], dict[int, Fingerprint]]:
+    """The batch's re-run as planned after ``last``: a task of a partition an earlier run
+    committed writes nothing and hands back its rows' fingerprint; the others write."""
+    plan = EosPlan(PREFIX, "q1", None).with_last_record(last)
+    skipped = {
+        p: fingerprint(rows(batch_id, p))
+        for p in partitions
+        if plan.committed_partition(batch_id, p)
+    }
+    written = [p for p in partitions if p not in skipped]
+    return run_tasks(coordinator, batch_id, written), skipped
 
 
 def committer(

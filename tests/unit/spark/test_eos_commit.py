@@ -20,7 +20,7 @@ from kafka_sink.spark.eos.committer import (
     TaskTransaction,
     TransactionOps,
 )
-from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, MemoryIntentStore
+from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, MemoryIntentStore
 
 PREFIX = "pykafka-q1"
 
@@ -177,7 +177,7 @@ def test_a_transaction_lost_before_the_commit_fails_the_batch_with_nothing_visib
     assert committer(kafka).commit(4, tasks(kafka, txn(0, epoch=3), txn(1, epoch=3))) == COMMITTED
 
 
-def test_a_transaction_lost_during_the_commit_marks_the_intent_so_the_rerun_writes(
+def test_a_transaction_lost_during_the_commit_records_the_batch_partial(
     kafka: FakeKafka,
 ) -> None:
     batch = tasks(kafka, txn(0), txn(1))
@@ -185,14 +185,12 @@ def test_a_transaction_lost_during_the_commit_marks_the_intent_so_the_rerun_writ
     with pytest.raises(SinkTransactionLostError, match=r"batch 6.*1 other transaction"):
         committer(kafka).commit(6, batch)
     marked = kafka.store.last("q1")
-    assert marked is not None and marked.state == INTENT and marked.extra["lost"] == f"{PREFIX}-1-0"
-    kafka.lost.clear()
+    assert marked is not None and marked.state == PARTIAL
+    assert marked.committed == {0: None} and marked.lost == (1,)
     kafka.calls.clear()
-    # recover() leaves a lost intent alone; the re-run's transactions are committed.
-    committer(kafka).recover()
+    # recover() leaves a partial batch alone: nothing of it is open to commit.
+    assert committer(kafka).recover() == marked
     assert kafka.calls == []
-    assert committer(kafka).commit(6, tasks(kafka, txn(0, epoch=4), txn(1, epoch=4))) == COMMITTED
-    assert kafka.store.last("q1").state == DONE
 
 
 def test_abort_never_aborts_what_an_unfinished_intent_names(kafka: FakeKafka) -> None:
@@ -275,7 +273,8 @@ def test_a_transaction_lost_in_complete_all_marks_the_intent_lost(kafka: FakeKaf
     with pytest.raises(SinkTransactionLostError, match=r"batch 6.*1 other transaction"):
         c.commit(6, tasks(kafka, txn(0), txn(1)))
     marked = kafka.store.last("q1")
-    assert marked is not None and marked.state == INTENT and marked.extra["lost"] == f"{PREFIX}-1-0"
+    assert marked is not None and marked.state == PARTIAL and marked.lost == (1,)
+    assert marked.extra["lost"] == f"{PREFIX}-1-0"
 
 
 def test_a_complete_all_failure_leaves_the_intent_to_roll_forward(kafka: FakeKafka) -> None:

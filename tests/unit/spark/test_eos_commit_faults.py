@@ -3,7 +3,8 @@ intent store) can give there, followed by what Spark does next, on the fake TV2 
 
 Each case commits batch 1 of three tasks (and a failed attempt's transaction left open), injects
 one fault, and then plays Spark: a commit that raised is aborted (``abort``) and the batch is run
-again (planning's ``recover``, new tasks writing the same rows, ``commit``); then batch 2 is
+again (planning's ``recover``, new tasks given the same rows, of which those of partitions Kafka
+already committed write nothing, ``commit``); then batch 2 is
 planned, written and committed (its sweep ends leftovers). Invariants at the end: every row of
 both batches visible to read_committed readers exactly once, the failed attempt's never, no
 transaction left open, and a failed commit's error names the true cause.
@@ -34,6 +35,7 @@ from tests.unit.spark.eos_support import (
     FaultyStore,
     committer,
     expected_rows,
+    rerun_tasks,
     run_tasks,
     visible_counts,
 )
@@ -108,10 +110,6 @@ STORE_FAULTS = [
 KAFKA_STEPS = ["describe", "end_txn first", "end_txn middle", "end_txn last", "sweep"]
 STORE_STEPS = ["intent", "done"]
 
-# After the verification, a transaction Kafka loses while its siblings commit leaves the batch
-# partly visible; its re-run writes the whole batch again (the error says so).
-PARTLY_COMMITTED = "a transaction lost after the verification: the batch is partly committed"
-
 
 def _cases() -> list[object]:
     cases: list[object] = []
@@ -119,10 +117,7 @@ def _cases() -> list[object]:
         for fault in KAFKA_FAULTS:
             if step == "sweep" and fault.state is not None:
                 continue  # the sweep lists; a lost transaction is no answer of ListTransactions
-            marks = []
-            if step.startswith("end_txn") and fault.state is not None:
-                marks.append(pytest.mark.xfail(reason=PARTLY_COMMITTED, strict=True))
-            cases.append(pytest.param(step, fault, id=f"{step}-{fault.name}", marks=marks))
+            cases.append(pytest.param(step, fault, id=f"{step}-{fault.name}"))
     cases.extend(
         pytest.param(step, fault, id=f"{step}-{fault.name}")
         for step in STORE_STEPS
@@ -167,8 +162,8 @@ def test_a_fault_at_any_step_ends_with_every_row_once_and_nothing_open(
     except Exception as exc:  # Spark aborts the batch, then runs it again
         failed = exc
         c.abort(BATCH, tasks)
-        c.recover()
-        assert c.commit(BATCH, run_tasks(coord, BATCH)) == COMMITTED
+        rerun, skipped = rerun_tasks(coord, BATCH, c.recover())
+        assert c.commit(BATCH, rerun, skipped) == COMMITTED
     c.recover()
     assert c.commit(BATCH + 1, run_tasks(coord, BATCH + 1)) == COMMITTED
 

@@ -1,0 +1,128 @@
+"""The fingerprint of a task's rows: order-insensitive, sensitive to every field it covers."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
+from kafka_sink.spark.row_fingerprint import batch_fingerprint
+from kafka_sink.spark.schema import InputLayout
+
+FULL = InputLayout(
+    topic_column=True,
+    key_column=True,
+    partition_column=True,
+    headers_column=False,
+    timestamp="timestamp",
+)
+
+
+def _batch(n: int = 50, **changes: list[object]) -> pa.RecordBatch:
+    columns: dict[str, list[object]] = {
+        "topic": [f"t{i % 3}" for i in range(n)],
+        "key": [None if i % 7 == 0 else f"k{i}".encode() for i in range(n)],
+        "value": [None if i % 11 == 0 else f"value-{i}" * (1 + i % 4) for i in range(n)],
+        "partition": [None if i % 5 == 0 else i % 4 for i in range(n)],
+        "timestamp": [
+            None
+            if i % 6 == 0
+            else dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=i)
+            for i in range(n)
+        ],
+    }
+    columns.update(changes)
+    return pa.record_batch(
+        {
+            "topic": pa.array(columns["topic"], pa.string()),
+            "key": pa.array(columns["key"], pa.binary()),
+            "value": pa.array(columns["value"], pa.string()),
+            "partition": pa.array(columns["partition"], pa.int32()),
+            "timestamp": pa.array(columns["timestamp"], pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def _fp(batch: pa.RecordBatch, topic: str | None = None) -> Fingerprint:
+    return batch_fingerprint(batch, FULL, topic)
+
+
+def test_the_order_of_the_rows_and_of_the_batches_does_not_matter() -> None:
+    batch = _batch()
+    shuffled = batch.take(np.random.default_rng(7).permutation(batch.num_rows))
+    assert _fp(shuffled) == _fp(batch)
+    halves = _fp(batch.slice(30)).plus(_fp(batch.slice(0, 30)))
+    assert halves == _fp(batch) and halves.rows == 50
+
+
+@pytest.mark.parametrize(
+    ("column", "row", "new"),
+    [
+        ("value", 3, "value-3!"),
+        ("value", 3, None),  # null is not the empty value
+        ("value", 11, ""),
+        ("key", 4, b"k5"),
+        ("key", 4, None),
+        ("topic", 8, "t9"),
+        ("partition", 9, 2),
+        ("partition", 9, None),
+        ("timestamp", 13, dt.datetime(2026, 1, 1, 0, 0, 1, tzinfo=dt.UTC)),
+        ("timestamp", 13, None),
+    ],
+)
+def test_any_changed_field_of_any_row_changes_it(column: str, row: int, new: object) -> None:
+    base = _batch()
+    values = base.column(column).to_pylist()
+    assert values[row] != new
+    values[row] = new
+    assert _fp(_batch(**{column: values})) != _fp(base)
+
+
+def test_a_moved_value_or_swapped_key_and_value_changes_it() -> None:
+    base = _batch(4, key=[b"a", b"b", b"c", b"d"], value=["a", "b", "c", "d"])
+    swapped = _batch(4, key=[b"b", b"a", b"c", b"d"], value=["a", "b", "c", "d"])
+    assert _fp(swapped) != _fp(base)
+    crossed = _batch(4, key=[b"x", b"b", b"c", b"d"], value=["a", "b", "c", "d"])
+    assert _fp(crossed) != _fp(_batch(4, key=[b"a", b"b", b"c", b"d"], value=["x", "b", "c", "d"]))
+
+
+def test_the_topic_option_is_part_of_the_row() -> None:
+    batch = _batch()
+    assert _fp(batch, "orders") != _fp(batch, "payments")
+    assert _fp(batch, "orders") != _fp(batch)
+
+
+def test_a_missing_column_is_not_a_null_one() -> None:
+    values = pa.record_batch({"value": pa.array([b"a", b"b"])})
+    plain = InputLayout(False, False, False, False, None)
+    with_nulls = pa.record_batch(
+        {"value": pa.array([b"a", b"b"]), "key": pa.array([None, None], pa.binary())}
+    )
+    keyed = InputLayout(False, True, False, False, None)
+    assert batch_fingerprint(values, plain, "t") != batch_fingerprint(with_nulls, keyed, "t")
+
+
+def test_an_empty_batch_and_the_text_form() -> None:
+    assert _fp(_batch().slice(0, 0)) == EMPTY_FINGERPRINT
+    f = _fp(_batch())
+    assert Fingerprint.from_text(f.to_text()) == f
+    with pytest.raises(ValueError, match="digest"):
+        Fingerprint(1, 1 << 64)
+
+
+def test_a_row_hashes_the_same_whatever_the_lengths_of_the_rows_beside_it() -> None:
+    plain = InputLayout(False, False, False, False, None)
+
+    def fp(*values: bytes) -> Fingerprint:
+        return batch_fingerprint(pa.record_batch({"value": pa.array(values)}), plain, "t")
+
+    # Alone, every row has the same length (no padding); together, they are padded to widths.
+    long = b"x" * 1000
+    assert fp(b"abc", b"abc").plus(fp(long)) == fp(b"abc", long, b"abc")
+    assert fp(b"a" * 17).plus(fp(b"b" * 9)) == fp(b"b" * 9, b"a" * 17)
+    # A trailing zero byte is part of the value, not padding.
+    assert fp(b"ab\x00", b"abcdefgh") != fp(b"ab", b"abcdefgh")
+    assert fp(b"", b"abc") != fp(b"\x00", b"abc")
