@@ -12,7 +12,10 @@ maximum (``eos/timeout.py``), the transactional-id prefix and the intent store's
 in the write's :class:`~kafka_sink.spark.eos.plan.EosPlan` (streaming: the query id, read from
 the checkpoint's ``metadata`` file, which Spark writes when the query starts; batch: the write
 id), and a streaming query's unfinished intent is finished (``EosCommitter.recover``) so that
-the batch's tasks never re-initialise an id whose transaction an intent still names. Intents are
+the batch's tasks never re-initialise an id whose transaction an intent still names. A batch job
+with ``idempotencyKey`` is keyed by its identity instead of its write id and planned by
+``eos/idempotency.py`` (a key already completed writes nothing; its recorded commit is finished;
+its prefix's lingering transactions are aborted); a streaming write refuses the key. Intents are
 kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
 created or checked here, so a missing ACL fails before any task runs), or with
 ``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
@@ -35,12 +38,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
 from kafka_sink.spark.eos.committer import EosCommitter
+from kafka_sink.spark.eos.idempotency import job_identity, plan_job
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
@@ -87,6 +92,12 @@ class PyKafkaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PyKafkaStreamWriter:
         options = SinkOptions.from_options(self.options)
+        if options.idempotency_key is not None:
+            raise SinkOptionError(
+                "option 'idempotencyKey' is for batch writes (df.write): a streaming query's "
+                "checkpoint already makes its restarts exactly-once. Fix: remove "
+                "'idempotencyKey' from writeStream"
+            )
         layout = validate_schema(schema, options.topic)
         options.validate_producer_config()
         options.check_commit_dir(streaming=True)
@@ -121,18 +132,35 @@ def _exactly_once_plan(
         local_log = as_local_path(options.commit_log) if options.commit_log else None
         if local_log and not in_kafka:
             intent_dir = join(local_log, INTENTS_DIRNAME)
-    prefix = options.transactional_id_prefix or default_prefix(query_key)
+    key = options.idempotency_key
+    identity = None
+    if key is not None:
+        if not in_kafka and intent_dir is None:
+            raise SinkOptionError(
+                "option 'idempotencyKey' needs a record of the job that outlives it, but "
+                "intentStore=checkpoint keeps a batch job's intents in the driver's memory "
+                "unless 'commitLog' is a local directory. Fix: use intentStore=kafka (the "
+                "default), or set 'commitLog' to a local directory"
+            )
+        identity = job_identity(key, topic=options.topic, prefix=options.transactional_id_prefix)
+        query_key = identity.query_key
+    prefix = identity.prefix if identity else options.transactional_id_prefix
     eos = EosPlan(
-        prefix=prefix,
+        prefix=prefix or default_prefix(query_key),
         query_key=query_key,
         intent_dir=intent_dir,
         intent_topic=options.intent_topic if in_kafka else None,
+        idempotency_key=key,
     )
     # Opening the store creates or checks the intent topic before any task runs.
-    if streaming:
+    if streaming or identity is not None:
         committer = EosCommitter.for_plan(eos, options.producer_config)
         try:
-            committer.recover()
+            if identity is None:
+                committer.recover()
+            else:
+                completed = plan_job(committer, identity, write_id=write_id)
+                eos = replace(eos, completed=completed)
         finally:
             committer.close()
     elif in_kafka:

@@ -218,6 +218,15 @@ class EosCommitter:
             return self._roll_forward(last, raise_lost=False)
         return last
 
+    def abort_lingering(self) -> int:
+        """Abort the prefix's open transactions no unfinished intent names; how many ended.
+
+        For a write's start, before any task runs: what a run that died before its intent left
+        open would otherwise hold read_committed readers back until ``transaction.timeout.ms``.
+        """
+        last = self.store.last(self.query_key)
+        return self._sweep(keep=last.transactions if last and self._unfinished(last) else ())
+
     # -- commit ----------------------------------------------------------------------------
 
     def commit(self, batch_id: int, tasks: Sequence[TaskTransaction]) -> str:
@@ -480,8 +489,9 @@ class EosCommitter:
                 continue
             self._abort_quietly(task.transaction)
 
-    def _sweep(self, *, keep: Iterable[PreparedTransaction]) -> None:
-        """Abort the open transactions of this write's ids that ``keep`` does not name."""
+    def _sweep(self, *, keep: Iterable[PreparedTransaction]) -> int:
+        """Abort the open transactions of this write's ids that ``keep`` does not name; returns
+        how many were aborted."""
         kept = {_key(t) for t in keep}
         try:
             found = self.ops.list_open(self._list_prefix())
@@ -492,13 +502,15 @@ class EosCommitter:
                 self.prefix,
                 exc,
             )
-            return
+            return 0
+        aborted = 0
         for t in found:
             if _key(t) in kept or parse_transactional_id(self.prefix, t.transactional_id) is None:
                 continue
-            self._abort_quietly(t)
+            aborted += self._abort_quietly(t)
+        return aborted
 
-    def _abort_quietly(self, t: PreparedTransaction) -> None:
+    def _abort_quietly(self, t: PreparedTransaction) -> bool:
         try:
             self.ops.complete(t, False)
         except KafkaError as exc:
@@ -511,6 +523,8 @@ class EosCommitter:
                 t.producer_epoch,
                 exc,
             )
+            return False
+        return True
 
     def _lost_message(
         self,
