@@ -104,7 +104,7 @@ class _WriterCore:
         completed = self.eos.completed if self.eos is not None else None
         if self.eos is not None and completed is None:
             self._end_transactions(messages, batch_id, ok=ok)
-        elif ok:
+        elif ok and self.eos is None:
             pause_commit(batch_id)  # test-only; see fault_hooks
         now_ms = int(time.time() * 1000)
         document = build_document(
@@ -154,6 +154,8 @@ class _WriterCore:
             # A batch job is one atomic write: batch id 0 of its own write id.
             number = 0 if batch_id is None else batch_id
             if ok:
+                if batch_id is None:
+                    pause_commit(number, "before-intent")  # test-only; see fault_hooks
                 committer.commit(number, tasks)
                 if batch_id is None and self.eos.idempotency_key is not None:
                     # Kept, so that a re-run of the key finds the job done.
@@ -167,6 +169,8 @@ class _WriterCore:
                 elif batch_id is None:
                     # Spark calls nothing more for a batch job once commit() returns.
                     self.eos.forget_batch_job(committer.store)
+                if batch_id is None:
+                    pause_commit(number, "after-done")
             else:
                 committer.abort(number, tasks)
         finally:

@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, IntentStore
 from kafka_sink.spark.eos.plan import CompletedJob, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
+from kafka_sink.spark.logs import ensure_logging, logger
 
 if TYPE_CHECKING:
     from kafka_sink.spark.eos.committer import EosCommitter
@@ -55,8 +55,6 @@ __all__ = [
     "plan_job",
     "record_completion",
 ]
-
-log = logging.getLogger("kafka_sink.spark")
 
 #: The topic set of a job whose rows carry their topic (no ``topic`` option).
 TOPIC_COLUMN_MARKER = "topic column"
@@ -114,12 +112,13 @@ def plan_job(
     recorded commit was partly lost, and what ``recover`` raises when Kafka cannot be told to
     finish a recorded commit now (nothing new is written; the next run tries again).
     """
+    ensure_logging()  # the planning runs in a driver-side worker Spark starts bare
     before = committer.store.last(identity.query_key)
     record = committer.recover()
     if record is not None and record.state == INTENT:
         raise SinkIdempotencyError(_lost_message(identity, record))
     aborted = committer.abort_lingering()
-    log.info(
+    logger.info(
         "pykafka exactly-once: aborted %d open transaction(s) of prefix %r that no recorded "
         "commit names, before the tasks of idempotencyKey %r run",
         aborted,
@@ -161,7 +160,7 @@ def record_completion(
             BatchRecord(record.query_key, record.batch_id, DONE, record.transactions, extra)
         )
     except (OSError, SinkError) as exc:
-        log.warning(
+        logger.warning(
             "pykafka exactly-once: idempotencyKey %r is completed, but who completed it and when "
             "could not be recorded: %s",
             idempotency_key,
