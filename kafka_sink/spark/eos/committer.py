@@ -29,7 +29,9 @@ Every commit and abort then sweeps: the ongoing transactions of the write's pref
 the batch nor an unfinished intent names (failed or speculative attempts, earlier runs) are
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`
 (run while Spark plans a batch, before its tasks start) finishes an unfinished intent, so a
-re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names.
+re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names;
+:meth:`EosCommitter.abort_lingering` ends, at a write's start, what a run that died before its
+intent left open (``idempotency.py`` calls it for a batch job with ``idempotencyKey``).
 
 A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
 (:meth:`EosCommitter.for_plan`: the plan's intent store, :func:`listing_ops` on the cluster, the
