@@ -17,7 +17,10 @@ last batch ended partly committed, the plan tells its re-run's tasks which Spark
 Kafka already committed (``EosPlan.partial``). Then, once per driver and query, the open
 transactions of the query's prefix that no unfinished intent names are aborted before the first
 batch's tasks run (``eos/start.py``: the stream writer does it when the planning pickles it,
-which the commit call never does). Intents are
+which the commit call never does). A batch job
+with ``idempotencyKey`` is keyed by its identity instead of its write id and planned by
+``eos/idempotency.py`` (a key already completed writes nothing; its recorded commit is finished;
+its prefix's lingering transactions are aborted); a streaming write refuses the key. Intents are
 kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
 created or checked here, so a missing ACL fails before any task runs), or with
 ``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
@@ -40,12 +43,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
 from kafka_sink.spark.eos.committer import EosCommitter
+from kafka_sink.spark.eos.idempotency import job_identity, plan_job
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix
 from kafka_sink.spark.eos.start import QueryStart
 from kafka_sink.spark.errors import SinkOptionError
@@ -93,6 +98,12 @@ class PyKafkaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PyKafkaStreamWriter:
         options = SinkOptions.from_options(self.options)
+        if options.idempotency_key is not None:
+            raise SinkOptionError(
+                "option 'idempotencyKey' is for batch writes (df.write): a streaming query's "
+                "checkpoint already makes its restarts exactly-once. Fix: remove "
+                "'idempotencyKey' from writeStream"
+            )
         layout = validate_schema(schema, options.topic)
         options.validate_producer_config()
         options.check_commit_dir(streaming=True)
@@ -131,20 +142,41 @@ def _exactly_once_plan(
         local_log = as_local_path(options.commit_log) if options.commit_log else None
         if local_log and not in_kafka:
             intent_dir = join(local_log, INTENTS_DIRNAME)
-    prefix = options.transactional_id_prefix or default_prefix(query_key)
+    key = options.idempotency_key
+    identity = None
+    if key is not None:
+        if not in_kafka and intent_dir is None:
+            raise SinkOptionError(
+                "option 'idempotencyKey' needs a record of the job that outlives it, but "
+                "intentStore=checkpoint keeps a batch job's intents in the driver's memory "
+                "unless 'commitLog' is a local directory. Fix: use intentStore=kafka (the "
+                "default), or set 'commitLog' to a local directory"
+            )
+        identity = job_identity(key, topic=options.topic, prefix=options.transactional_id_prefix)
+        query_key = identity.query_key
+    prefix = identity.prefix if identity else options.transactional_id_prefix
     eos = EosPlan(
-        prefix=prefix,
+        prefix=prefix or default_prefix(query_key),
         query_key=query_key,
         intent_dir=intent_dir,
         intent_topic=options.intent_topic if in_kafka else None,
+        idempotency_key=key,
     )
     # Opening the store creates or checks the intent topic before any task runs.
-    if streaming:
+    if streaming or identity is not None:
         committer = EosCommitter.for_plan(eos, options.producer_config)
         try:
-            # A batch Kafka committed only in part: its re-run's tasks learn which partitions
-            # to leave alone.
-            eos = eos.with_last_record(committer.recover())
+            if identity is None:
+                # A batch Kafka committed only in part: its re-run's tasks learn which partitions
+                # to leave alone.
+                eos = eos.with_last_record(committer.recover())
+            else:
+                completed = plan_job(committer, identity, write_id=write_id)
+                if completed is None:
+                    # A keyed job is one batch (0) of a stable record: a partly committed run
+                    # is re-run as a streaming batch would be.
+                    eos = eos.with_last_record(committer.store.last(eos.query_key))
+                eos = replace(eos, completed=completed)
         finally:
             committer.close()
     elif in_kafka:

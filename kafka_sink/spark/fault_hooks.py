@@ -13,6 +13,11 @@ Role: when ``$PYKAFKA_TEST_COMMIT_PAUSE_DIR`` names a directory, :func:`pause_co
 - :data:`STARTED` (name: ``started``): a streaming query's start work done (``eos/start.py``),
   before its first batch's tasks run.
 
+The steps of an exactly-once batch job's commit (``step``: ``before-intent``, once the tasks are
+done; ``after-done``, once the commit is recorded done) hold only when the test asked for them with
+a file ``pause-<name>-<step>``, as ``paused-<name>-<step>`` / ``resume-<name>-<step>``, whatever
+``$PYKAFKA_TEST_PAUSE_AT`` says.
+
 ``$PYKAFKA_TEST_NO_START_SWEEP`` set to ``1`` makes :func:`start_sweep_disabled` true.
 
 Invariants: unset (as in any real deployment) each hook costs one environment lookup and does
@@ -44,13 +49,20 @@ STARTED = "started"
 _PAUSE_LIMIT_S = 120.0
 
 
-def pause_commit(batch_id: int | None, point: str = COMMITTING) -> None:
-    """Hold the driver at ``point`` of ``batch_id`` while the test asks for it (see above)."""
+def pause_commit(batch_id: int | None, point: str = COMMITTING, *, step: str | None = None) -> None:
+    """Hold the driver at ``point`` (or the opt-in ``step``) of ``batch_id`` while the test asks
+    for it (see the module docstring)."""
     directory = os.environ.get(PAUSE_ENV)
-    if not directory or os.environ.get(POINT_ENV, COMMITTING) != point:
+    if not directory:
         return
     name = "job" if batch_id is None else str(batch_id)
-    if point == STARTED:
+    if step is not None:
+        name = f"{name}-{step}"
+        if not os.path.exists(os.path.join(directory, f"pause-{name}")):
+            return
+    elif os.environ.get(POINT_ENV, COMMITTING) != point:
+        return
+    elif point == STARTED:
         name = STARTED
     elif point != COMMITTING:
         name = f"{point}-{name}"

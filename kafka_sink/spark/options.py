@@ -21,6 +21,9 @@ Accepted keys (Spark lower-cases them before we see them):
   ``checkpoint`` (files under a local ``checkpointLocation``).
 - ``intentTopic``: exactly-once with ``intentStore=kafka``; the topic (default
   ``pykafka-commit-intents``, created compacted when missing; see ``eos/kafka_intents.py``).
+- ``idempotencyKey``: exactly-once batch writes only; names the job so that a re-run with the
+  same key writes nothing already written (see ``eos/idempotency.py``). Kept as given (case
+  matters), 1 to 200 printable characters; a streaming write refuses it (``datasource.py``).
 - ``includeHeaders``: accepted for compatibility with ``format("kafka")`` option sets and ignored
   (a ``headers`` column is always written, as in Spark's sink).
 - Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
@@ -109,6 +112,7 @@ _SINK_KEYS = frozenset(
         "transactionalidprefix",
         "intentstore",
         "intenttopic",
+        "idempotencykey",
     }
 )
 
@@ -124,6 +128,9 @@ _TOPIC_RE = re.compile(r"[A-Za-z0-9._\-]{1,249}")
 # Characters Kafka accepts in a transactional id are not restricted, but the sink builds ids
 # from the prefix and lists them back by prefix: keep it to what reads back unambiguously.
 _PREFIX_RE = re.compile(r"[A-Za-z0-9._\-]{1,200}")
+# An idempotency key is hashed into the job's record key and default prefix, so any printable
+# text fits (an orchestrator's run id, a date); the bound keeps log lines and records small.
+_IDEMPOTENCY_KEY_RE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 # Spark passes these to every writer: path from save(path)/start(path), checkpointLocation and
 # queryName from writeStream. The sink has no use for path (a Kafka sink has no path).
 _SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
@@ -182,6 +189,8 @@ class SinkOptions:
     intent_store: str = INTENT_STORE_KAFKA
     #: ``intentTopic`` (exactly-once, ``intentStore=kafka``).
     intent_topic: str = DEFAULT_INTENT_TOPIC
+    #: ``idempotencyKey`` (exactly-once batch writes); None: every run writes everything.
+    idempotency_key: str | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -201,6 +210,7 @@ class SinkOptions:
         prefix: str | None = None
         store: str | None = None
         intent_topic: str | None = None
+        idempotency_key: str | None = None
         for raw_key, raw_value in options.items():
             key = raw_key.strip().lower()
             value = str(raw_value)
@@ -246,6 +256,8 @@ class SinkOptions:
                 store = _intent_store(value)
             elif key == "intenttopic":
                 intent_topic = _intent_topic(value)
+            elif key == "idempotencykey":
+                idempotency_key = _idempotency_key(value)
             elif key in _SINK_KEYS or key in _SPARK_KEYS:
                 continue
             else:
@@ -264,6 +276,7 @@ class SinkOptions:
                 ("transactionalIdPrefix", prefix),
                 ("intentStore", store),
                 ("intentTopic", intent_topic),
+                ("idempotencyKey", idempotency_key),
             ):
                 if given is not None:
                     raise SinkOptionError(
@@ -287,6 +300,7 @@ class SinkOptions:
             transactional_id_prefix=prefix,
             intent_store=store or INTENT_STORE_KAFKA,
             intent_topic=intent_topic or DEFAULT_INTENT_TOPIC,
+            idempotency_key=idempotency_key,
         )
 
     def with_producer_setting(self, key: str, value: str) -> SinkOptions:
@@ -426,7 +440,8 @@ class SinkOptions:
             f"producerIdleTimeoutMs={self.producer_idle_timeout_ms}, "
             f"deliveryGuarantee={self.delivery_guarantee!r}, "
             f"transactionalIdPrefix={self.transactional_id_prefix!r}, "
-            f"intentStore={self.intent_store!r}, intentTopic={self.intent_topic!r})"
+            f"intentStore={self.intent_store!r}, intentTopic={self.intent_topic!r}, "
+            f"idempotencyKey={self.idempotency_key!r})"
         )
 
 
@@ -491,6 +506,17 @@ def _intent_topic(value: str) -> str:
     return text
 
 
+def _idempotency_key(value: str) -> str:
+    text = value.strip()
+    if _IDEMPOTENCY_KEY_RE.fullmatch(text) is None:
+        raise SinkOptionError(
+            "option 'idempotencyKey' must be 1 to 200 printable characters naming the job's "
+            "data (the same key on every re-run of the same job, e.g. the orchestrator's run "
+            f"date); got {value[:40]!r}" + ("..." if len(value) > 40 else "")
+        )
+    return text
+
+
 def _force_exactly_once_settings(producer: dict[str, str]) -> None:
     """acks=all and idempotence are what a transaction needs: refuse a conflicting setting."""
     acks = producer.get("acks")
@@ -534,6 +560,6 @@ def _unknown_option_message(key: str) -> str:
     return (
         f"unknown option '{key}' for format('pykafka').{hint} Known options: topic, commitLog, "
         "producerIdleTimeoutMs, deliveryGuarantee, transactionalIdPrefix, intentStore, "
-        "intentTopic, kafka.* (producer "
+        "intentTopic, idempotencyKey, kafka.* (producer "
         "config), includeHeaders, and Spark's path, checkpointLocation, queryName."
     )

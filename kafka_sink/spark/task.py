@@ -36,7 +36,8 @@ Invariants:
   request.timeout.ms + 30 s. Records not acknowledged by then (or given up by the producer at
   its delivery timeout) fail the task with :class:`SinkDeliveryTimeoutError`, which lists them
   per topic-partition and names the bound's options; that producer is closed without waiting.
-- It consumes its whole iterator on success (Spark reuses the worker only then).
+- It consumes its whole iterator on success (Spark reuses the worker only then), except when
+  there is nothing to write (below).
 - Producers, threads and sockets exist only here, on the executor, through ``producer_cache``:
   the producer is leased for the task and released when it ends, on every path; from then on
   its idle time (``producerIdleTimeoutMs``) runs.
@@ -44,6 +45,8 @@ Invariants:
   or fails what it still holds, including rows a failed ``send_columns`` call had queued); a
   data error (:class:`SinkError`) keeps an at-least-once producer, whose records stay in flight.
   A transactional producer is never reused after any failure.
+- A task of a batch job whose ``idempotencyKey`` an earlier run completed returns at once: no
+  producer, no transaction, its input not read.
 - A task never commits a transaction; exactly-once in a streaming query, a task without a
   streaming batch id fails before it leases anything. A skipping task leases no producer.
 - No per-row Python on the send path except for headers (see ``columns.py``).
@@ -158,6 +161,11 @@ def write_task(
 ) -> PyKafkaCommitMessage:
     """Write one Spark task's rows under the write's delivery guarantee (module docstring)."""
     task = _task_info()
+    if eos is not None and eos.completed is not None:
+        # An earlier run completed this idempotencyKey: nothing to produce, nor to read.
+        return PyKafkaCommitMessage(
+            task.partition_id, task.attempt_number, task.task_attempt_id, task.batch_id
+        )
     if eos is None:
         return _TaskWrite(options, layout, task).run(_AtLeastOnce(options), batches)
     if streaming and task.batch_id is None and _in_spark_task():

@@ -19,7 +19,12 @@ Invariants:
   written, so a commit file names a batch that is visible to read_committed readers; a failed
   commit raises and writes no commit file.
 - A batch job's intent record is deleted once its commit is over (Spark calls nothing more for
-  it); a streaming query's is kept for the next batch's recovery.
+  it), unless the job has an ``idempotencyKey``: then it is kept, stamped with the write id and
+  the time (``eos/idempotency.py``), for the key's later runs; a streaming query's is kept for
+  the next batch's recovery.
+- A batch job whose key an earlier run completed (its plan's ``completed``) ends no transaction:
+  its commit writes nothing to Kafka, and its commit-log document and line say it was already
+  completed.
 - Only the planning pickles a writer: an exactly-once stream writer runs its query's start work
   (``eos/start.py``) then, and the pickled writer never carries it.
 """
@@ -44,6 +49,7 @@ from kafka_sink.spark.commit_log.document import (
 )
 from kafka_sink.spark.commit_log.store import CommitStoreUnavailableError
 from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction
+from kafka_sink.spark.eos.idempotency import record_completion
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
 from kafka_sink.spark.logs import ensure_logging, logger
@@ -101,9 +107,10 @@ class _WriterCore:
         ensure_logging()
         if ok:
             pause_commit(batch_id, BEFORE_COMMIT)  # test-only; see fault_hooks
-        if self.eos is not None:
+        completed = self.eos.completed if self.eos is not None else None
+        if self.eos is not None and completed is None:
             self._end_transactions(messages, batch_id, ok=ok)
-        elif ok:
+        elif ok and self.eos is None:
             pause_commit(batch_id)  # test-only; see fault_hooks
         now_ms = int(time.time() * 1000)
         document = build_document(
@@ -116,6 +123,10 @@ class _WriterCore:
             now_ms=now_ms,
             guarantee=self.options.delivery_guarantee,
         )
+        if self.eos is not None and self.eos.idempotency_key is not None:
+            document["idempotency_key"] = self.eos.idempotency_key
+        if completed is not None:
+            document["already_completed"] = completed.describe()
         directory = self.options.commit_dir(streaming=self.streaming)
         path: str | None = None
         if directory is not None:
@@ -156,10 +167,23 @@ class _WriterCore:
             # A batch job is one atomic write: batch id 0 of its own write id.
             number = 0 if batch_id is None else batch_id
             if ok:
-                committer.commit(number, tasks, skipped)
                 if batch_id is None:
+                    pause_commit(number, step="before-intent")  # test-only; see fault_hooks
+                committer.commit(number, tasks, skipped)
+                if batch_id is None and self.eos.idempotency_key is not None:
+                    # Kept, so that a re-run of the key finds the job done.
+                    record_completion(
+                        committer.store,
+                        self.eos.query_key,
+                        self.eos.idempotency_key,
+                        write_id=self.write_id,
+                        wall_ms=int(time.time() * 1000),
+                    )
+                elif batch_id is None:
                     # Spark calls nothing more for a batch job once commit() returns.
                     self.eos.forget_batch_job(committer.store)
+                if batch_id is None:
+                    pause_commit(number, step="after-done")
             else:
                 committer.abort(number, tasks)
         finally:

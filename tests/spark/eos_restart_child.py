@@ -15,21 +15,9 @@ import sys
 
 def main() -> int:
     bootstrap, topic, inputs, checkpoint, guarantee, prefix = sys.argv[1:7]
-    from pyspark.sql import SparkSession
+    from sparkutil import child_session
 
-    from kafka_sink.spark.datasource import PyKafkaDataSource
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("pykafka-eos-restart")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "512m")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(PyKafkaDataSource)
+    spark = child_session("pykafka-eos-restart")
     options = {
         "kafka.bootstrap.servers": bootstrap,
         "topic": topic,

@@ -73,3 +73,24 @@ def assert_nothing_left_open(
     while stable_offsets(bootstrap, topic) != end_offsets(bootstrap, topic):
         assert time.monotonic() < deadline, "the last stable offset never reached the log end"
         time.sleep(0.5)
+
+
+def child_session(app_name: str) -> Any:
+    """The local[2] SparkSession of a driver process a test runs, kills and restarts, with the
+    sink registered (``eos_restart_child.py``, ``idempotent_job_child.py``)."""
+    from pyspark.sql import SparkSession
+
+    from kafka_sink.spark.datasource import PyKafkaDataSource
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "512m")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(PyKafkaDataSource)
+    return spark

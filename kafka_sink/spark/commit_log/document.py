@@ -25,6 +25,8 @@ Invariants:
 - Files are written whole (locally a temporary file, then rename; in an object store one
   object; see ``store``); a file for a re-run streaming batch keeps the earlier one beside it as
   ``<batchId>.json.replaced-<ms>`` instead of overwriting it.
+- A commit document of a batch job whose ``idempotencyKey`` an earlier run completed carries
+  ``already_completed`` (who completed it and when) and its line says this run wrote nothing.
 - Only this module writes commit files; it never touches Kafka.
 """
 
@@ -227,6 +229,11 @@ def log_line(document: dict[str, Any], path: str | None) -> str:
     what = "batch" if document["batch_id"] is None else f"micro-batch {document['batch_id']}"
     where = f"; log {path}" if path else ""
     how = f"{document['mode']}, {document.get('delivery_guarantee', 'at-least-once')}"
+    if document["kind"] == "commit" and "already_completed" in document:
+        return (
+            f"pykafka commit ({what}, {how}): {document['already_completed']}; this run wrote "
+            f"nothing{where}"
+        )
     if document["kind"] == "commit":
         offsets = document["offsets"]
         return (

@@ -38,7 +38,9 @@ the batch nor an unfinished intent names (failed or speculative attempts, earlie
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`
 (run while Spark plans a batch, before its tasks start) finishes an unfinished intent, so a
 re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names; a
-streaming query's start then sweeps the same way (:meth:`EosCommitter.sweep_leftovers`).
+write's start then sweeps the same way (:meth:`EosCommitter.sweep_leftovers`: a streaming query's
+first planning on a driver, ``start.py``, and a batch job with ``idempotencyKey``,
+``idempotency.py``).
 
 A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
 (:meth:`EosCommitter.for_plan`: the plan's intent store, :func:`listing_ops` on the cluster, the
@@ -242,8 +244,9 @@ class EosCommitter:
     def sweep_leftovers(self) -> int:
         """Abort the prefix's open transactions that no unfinished intent names; how many.
 
-        Run once a query's planning has recovered (:meth:`recover`) and before any task of its
-        batch runs (``start.py``), when every open transaction of the prefix is a leftover.
+        Run once a write's planning has recovered (:meth:`recover`) and before any task of its
+        batch runs (``start.py``, ``idempotency.py``), when every open transaction of the prefix
+        is a leftover.
         """
         last = self.store.last(self.query_key)
         return self._sweep(

@@ -16,7 +16,9 @@ given, and the driver's commit checks it against the recorded one.
 
 Transactional ids. A write uses ``<prefix>-<partition id>-<slot>``, where the prefix is the
 ``transactionalIdPrefix`` option or ``pykafka-<query id>`` (streaming) / ``pykafka-<write id>``
-(batch job), and the slot is one of ``slots.SLOTS_PER_PARTITION`` (8) per Spark partition. So:
+(batch job) / ``pykafka-job-<hash>`` (batch job with ``idempotencyKey``, the same on every run of
+the key: ``idempotency.py``), and the slot is one of ``slots.SLOTS_PER_PARTITION`` (8) per Spark
+partition. So:
 
 - Attempts of one partition that run at the same time do not share an id. Spark's attempt
   number cannot tell them apart (it restarts at 0 when a stage is re-attempted while tasks of
@@ -42,7 +44,7 @@ Transactional ids. A write uses ``<prefix>-<partition id>-<slot>``, where the pr
   of the re-run is launched; an id whose transaction is still open (a failed attempt's, not yet
   swept) is skipped by the slot choice rather than aborted.
 - A batch job's ids are new for each job (its write id is unique): at most partitions x 8 ids
-  per job.
+  per job. A job with ``idempotencyKey`` reuses its key's ids on every run of the key.
 
 Invariants:
 - ``transactional_id`` and ``parse_transactional_id`` round-trip; ids of other writes (another
@@ -58,6 +60,7 @@ Invariants:
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -73,6 +76,7 @@ from kafka_sink.spark.fingerprint import Fingerprint
 from kafka_sink.spark.logs import logger
 
 __all__ = [
+    "CompletedJob",
     "EosPlan",
     "PartialBatch",
     "default_prefix",
@@ -119,18 +123,43 @@ class PartialBatch:
 
 
 @dataclass(frozen=True)
+class CompletedJob:
+    """An earlier run completed this key: what the run that finds it reports (picklable)."""
+
+    idempotency_key: str
+    #: The write id of the run that completed it; None when its record was not stamped.
+    write_id: str | None
+    #: When it completed (epoch ms); None when its record was not stamped.
+    completed_at_ms: int | None
+
+    def describe(self) -> str:
+        by = f"write {self.write_id}" if self.write_id else "an earlier run"
+        when = (
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.completed_at_ms / 1000))
+            if self.completed_at_ms is not None
+            else "an unrecorded time"
+        )
+        return f"idempotencyKey {self.idempotency_key!r} was already completed by {by} at {when}"
+
+
+@dataclass(frozen=True)
 class EosPlan:
     """What an exactly-once write settled on the driver while planning (picklable)."""
 
     #: The start of every transactional id of the write.
     prefix: str
-    #: The intent store's key: the streaming query id, or the batch job's write id.
+    #: The intent store's key: the streaming query id, the batch job's write id, or the
+    #: record key of its ``idempotencyKey`` identity.
     query_key: str
     #: Local directory of the intent store (``intentStore=checkpoint``); None with neither this
     #: nor ``intent_topic``: in-process only (see ``_MEMORY_STORES``).
     intent_dir: str | None
     #: The intent topic (``intentStore=kafka``); takes precedence over ``intent_dir``.
     intent_topic: str | None = None
+    #: A batch job's ``idempotencyKey``: its record is kept once its commit is over.
+    idempotency_key: str | None = None
+    #: Set when an earlier run completed the key: the tasks and the commit write nothing.
+    completed: CompletedJob | None = None
     #: The query's last batch, when Kafka committed it only in part (its re-run's tasks of the
     #: committed partitions write nothing).
     partial: PartialBatch | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -325,3 +326,89 @@ def test_at_least_once_has_no_plan() -> None:
 
     opts = SinkOptions.from_options({"kafka.bootstrap.servers": "h:1"})
     assert _exactly_once_plan(opts, streaming=True, write_id="w") == (opts, None)
+
+
+# -- idempotencyKey -----------------------------------------------------------------------------
+
+
+def _keyed_writer(tmp_path: Path, completed: Any = None) -> PyKafkaBatchWriter:
+    from kafka_sink.spark.eos.idempotency import job_identity
+
+    identity = job_identity("k1", topic="t", prefix=None)
+    eos = EosPlan(
+        identity.prefix,
+        identity.query_key,
+        str(tmp_path),
+        idempotency_key="k1",
+        completed=completed,
+    )
+    return PyKafkaBatchWriter(
+        _options(), _layout(), streaming=False, overwrite=False, write_id="w2", eos=eos
+    )
+
+
+def test_a_keyed_job_keeps_its_record_stamped_with_the_run(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    writer = _keyed_writer(tmp_path)
+    m0 = writer.write(iter([_batch(2)]))
+    calls = _fake_ops(monkeypatch, [m0.transaction])
+    writer.commit([m0])
+    assert calls == [("commit", m0.transaction.transactional_id)]
+    record = FileIntentStore(str(tmp_path)).last(writer.eos.query_key)
+    assert record is not None and record.state == DONE
+    assert (record.extra["idempotency_key"], record.extra["write_id"]) == ("k1", "w2")
+
+
+def test_a_job_whose_key_was_completed_produces_nothing_and_commits_nothing(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog
+) -> None:
+    from kafka_sink.spark.eos.idempotency import CompletedJob
+
+    done = CompletedJob("k1", "w1", 1_764_000_000_000)
+    writer = _keyed_writer(tmp_path, done)
+    read: list[int] = []
+
+    def batches():
+        read.append(1)
+        yield _batch(2)
+
+    message = writer.write(batches())
+    assert fakes == [] and read == []  # no producer, input not even read
+    assert isinstance(message, PyKafkaCommitMessage) and message.transaction is None
+    calls = _fake_ops(monkeypatch, [])
+    logs = tmp_path / "log"
+    writer.options = _plan_options(topic="t", commitLog=str(logs))
+    with caplog.at_level("INFO", logger="kafka_sink.spark"):
+        writer.commit([message])
+    assert calls == []  # nothing sent to Kafka
+    line = "idempotencyKey 'k1' was already completed by write w1 at 2025-11-24T16:00:00Z"
+    assert any(line in r.getMessage() and "wrote nothing" in r.getMessage() for r in caplog.records)
+    [doc] = [json.loads(p.read_text()) for p in logs.glob("*.json")]
+    assert doc["idempotency_key"] == "k1" and line in doc["already_completed"]
+
+
+def test_a_keyed_batch_plan_is_the_same_on_every_run(no_broker) -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+
+    plans = [
+        _exactly_once_plan(
+            _plan_options(topic="t", idempotencyKey="k1"), streaming=False, write_id=w
+        )[1]
+        for w in ("w1", "w2")
+    ]
+    assert plans[0] == plans[1]
+    assert plans[0] is not None and plans[0].prefix.startswith("pykafka-job-")
+    assert plans[0].idempotency_key == "k1" and plans[0].completed is None
+
+
+def test_a_keyed_batch_job_refuses_intents_kept_in_memory(no_broker) -> None:
+    from kafka_sink.spark.datasource import _exactly_once_plan
+    from kafka_sink.spark.errors import SinkOptionError
+
+    with pytest.raises(SinkOptionError, match=r"'idempotencyKey' needs a record.*Fix: use"):
+        _exactly_once_plan(
+            _plan_options(idempotencyKey="k1", intentStore="checkpoint"),
+            streaming=False,
+            write_id="w1",
+        )
