@@ -217,9 +217,11 @@ def test_without_the_slot_choice_the_zombie_aborts_the_re_attempts_prepared_tran
     topic = topic_factory(partitions=2)
     prefix = f"reattempt-noslots-{uuid.uuid4().hex[:8]}"
     outcome = _run_scenario(markers, kafka_bootstrap, topic, prefix, every_slot_free=True)
-    assert "JOB FAILED" in outcome.output, outcome.output[-4000:]
+    # The driver's check before the first EndTxn finds partition 0's transaction gone.
+    failure = "SinkTransactionLostError: exactly-once commit of batch 0 failed before anything"
+    assert "JOB FAILED" in outcome.output and failure in outcome.output, outcome.output[-4000:]
+    assert "(Spark partitions [0]) are no longer open" in outcome.output
     assert f"{prefix}-0-1" not in outcome.ids_before_commit  # both took slot 0
-    print(outcome.output[-6000:])
     values = _committed_values(kafka_bootstrap, topic, 0)
     assert values == []
     assert_nothing_left_open(kafka_bootstrap, topic, prefix, timeout_s=30)
