@@ -1,5 +1,6 @@
-"""Test-only fault hooks in the driver: hold it at a chosen point so a test can fail brokers or
-kill the driver there, or leave out a streaming query's start sweep to show what it prevents.
+"""Test-only fault hooks: hold the driver at a chosen point so a test can fail brokers or kill
+the driver there, or leave out a safeguard (a streaming query's start sweep, an exactly-once
+task's slot choice) to show what it prevents.
 
 Role: when ``$PYKAFKA_TEST_COMMIT_PAUSE_DIR`` names a directory, :func:`pause_commit` creates
 ``paused-<name>`` there and waits (at most 120 s) for ``resume-<name>``, at the point that
@@ -19,6 +20,10 @@ a file ``pause-<name>-<step>``, as ``paused-<name>-<step>`` / ``resume-<name>-<s
 ``$PYKAFKA_TEST_PAUSE_AT`` says.
 
 ``$PYKAFKA_TEST_NO_START_SWEEP`` set to ``1`` makes :func:`start_sweep_disabled` true.
+``$PYKAFKA_TEST_EVERY_SLOT_FREE`` set to ``1`` (in the executors' environment) makes
+:func:`every_slot_free` true: an exactly-once task sees every transactional id of its partition
+free (``eos/slots.py``), so it takes its attempt number's, as ids built from the attempt number
+alone did.
 
 Invariants: unset (as in any real deployment) each hook costs one environment lookup and does
 nothing; it imports nothing beyond the standard library (the driver's workers stay light).
@@ -32,10 +37,12 @@ import time
 __all__ = [
     "BEFORE_COMMIT",
     "COMMITTING",
+    "EVERY_SLOT_FREE_ENV",
     "NO_START_SWEEP_ENV",
     "PAUSE_ENV",
     "POINT_ENV",
     "STARTED",
+    "every_slot_free",
     "pause_commit",
     "start_sweep_disabled",
 ]
@@ -43,6 +50,7 @@ __all__ = [
 PAUSE_ENV = "PYKAFKA_TEST_COMMIT_PAUSE_DIR"
 POINT_ENV = "PYKAFKA_TEST_PAUSE_AT"
 NO_START_SWEEP_ENV = "PYKAFKA_TEST_NO_START_SWEEP"
+EVERY_SLOT_FREE_ENV = "PYKAFKA_TEST_EVERY_SLOT_FREE"
 COMMITTING = "committing"
 BEFORE_COMMIT = "before-commit"
 STARTED = "started"
@@ -77,3 +85,8 @@ def pause_commit(batch_id: int | None, point: str = COMMITTING, *, step: str | N
 def start_sweep_disabled() -> bool:
     """True when a test asks a streaming query's start to leave leftovers open."""
     return os.environ.get(NO_START_SWEEP_ENV) == "1"
+
+
+def every_slot_free() -> bool:
+    """True when a test asks exactly-once tasks to see every slot free (see above)."""
+    return os.environ.get(EVERY_SLOT_FREE_ENV) == "1"

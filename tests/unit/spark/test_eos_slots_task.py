@@ -18,7 +18,7 @@ from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaTimeoutError, ProducerFencedError, UnsupportedVersionError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark import producer_cache
+from kafka_sink.spark import fault_hooks, producer_cache
 from kafka_sink.spark import task as task_module
 from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import parse_transactional_id
@@ -252,6 +252,19 @@ def test_brokers_without_describe_transactions_fall_back_to_the_attempt_number(
     assert slots.claim_transactional_id(config, "p", 1, 3) == "p-1-3"
     warnings = [r for r in caplog.records if "DescribeTransactions" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_the_test_only_switch_makes_every_slot_look_free_without_asking(
+    fake_admin: type[_FakeAdmin], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(fault_hooks.EVERY_SLOT_FREE_ENV, "1")
+    assert slots.describe_states({"bootstrap.servers": "h:1"}, ["p-0-0", "p-0-1"]) == [None] * 2
+    assert fake_admin.made == []
+    monkeypatch.setenv(fault_hooks.EVERY_SLOT_FREE_ENV, "0")
+    assert slots.describe_states({"bootstrap.servers": "h:1"}, ["p-0-0", "p-0-1"]) == [
+        None,
+        "Ongoing",
+    ]
 
 
 # -- the ids a long-running query uses -----------------------------------------------------------
