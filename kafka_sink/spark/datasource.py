@@ -15,7 +15,10 @@ id), and a streaming query's unfinished intent is finished (``EosCommitter.recov
 the batch's tasks never re-initialise an id whose transaction an intent still names. Then, once
 per driver and query, the open transactions of the query's prefix that no unfinished intent
 names are aborted before the first batch's tasks run (``eos/start.py``: the stream writer does
-it when the planning pickles it, which the commit call never does). Intents are
+it when the planning pickles it, which the commit call never does). A streaming query's driver
+first takes the prefix's fence (``eos/fence.py``: before the store is read) and claims the
+prefix; a prefix another query claimed is refused in every call, and in a batch job's
+``writer()`` given that prefix explicitly (``eos/claims.py``). Intents are
 kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
 created or checked here, so a missing ACL fails before any task runs), or with
 ``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
@@ -43,6 +46,7 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
+from kafka_sink.spark.eos.claims import refuse_foreign_claim
 from kafka_sink.spark.eos.committer import EosCommitter
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix
 from kafka_sink.spark.eos.start import QueryStart
@@ -135,6 +139,7 @@ def _exactly_once_plan(
         query_key=query_key,
         intent_dir=intent_dir,
         intent_topic=options.intent_topic if in_kafka else None,
+        fenced=streaming,
     )
     # Opening the store creates or checks the intent topic before any task runs.
     if streaming:
@@ -144,7 +149,12 @@ def _exactly_once_plan(
         finally:
             committer.close()
     elif in_kafka:
-        eos.open_store(options.producer_config).close()
+        store = eos.open_store(options.producer_config)
+        try:
+            if options.transactional_id_prefix:
+                refuse_foreign_claim(store, prefix, query_key)
+        finally:
+            store.close()
     return options, eos
 
 
