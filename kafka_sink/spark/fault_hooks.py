@@ -13,7 +13,9 @@ Role: when ``$PYKAFKA_TEST_COMMIT_PAUSE_DIR`` names a directory, :func:`pause_co
 - :data:`STARTED` (name: ``started``): a streaming query's start work done (``eos/start.py``),
   before its first batch's tasks run.
 
-``$PYKAFKA_TEST_NO_START_SWEEP`` set to ``1`` makes :func:`start_sweep_disabled` true.
+``$PYKAFKA_TEST_NO_START_SWEEP`` set to ``1`` makes :func:`start_sweep_disabled` true, and
+``$PYKAFKA_TEST_NO_FENCE`` set to ``1`` makes :func:`fence_disabled` true (a streaming query's
+driver then takes no fence: what a zombie driver does without it).
 
 Invariants: unset (as in any real deployment) each hook costs one environment lookup and does
 nothing; it imports nothing beyond the standard library (the driver's workers stay light).
@@ -27,10 +29,12 @@ import time
 __all__ = [
     "BEFORE_COMMIT",
     "COMMITTING",
+    "NO_FENCE_ENV",
     "NO_START_SWEEP_ENV",
     "PAUSE_ENV",
     "POINT_ENV",
     "STARTED",
+    "fence_disabled",
     "pause_commit",
     "start_sweep_disabled",
 ]
@@ -38,6 +42,7 @@ __all__ = [
 PAUSE_ENV = "PYKAFKA_TEST_COMMIT_PAUSE_DIR"
 POINT_ENV = "PYKAFKA_TEST_PAUSE_AT"
 NO_START_SWEEP_ENV = "PYKAFKA_TEST_NO_START_SWEEP"
+NO_FENCE_ENV = "PYKAFKA_TEST_NO_FENCE"
 COMMITTING = "committing"
 BEFORE_COMMIT = "before-commit"
 STARTED = "started"
@@ -65,3 +70,8 @@ def pause_commit(batch_id: int | None, point: str = COMMITTING) -> None:
 def start_sweep_disabled() -> bool:
     """True when a test asks a streaming query's start to leave leftovers open."""
     return os.environ.get(NO_START_SWEEP_ENV) == "1"
+
+
+def fence_disabled() -> bool:
+    """True when a test asks a streaming query's driver to take no fence."""
+    return os.environ.get(NO_FENCE_ENV) == "1"

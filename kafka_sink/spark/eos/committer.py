@@ -71,7 +71,7 @@ from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
 from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, IntentStore
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
-from kafka_sink.spark.fault_hooks import pause_commit
+from kafka_sink.spark.fault_hooks import fence_disabled, pause_commit
 
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
@@ -100,6 +100,10 @@ _DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 # As the clients' retry.backoff.ms / retry.backoff.max.ms defaults.
 _BACKOFF_MS = 100
 _BACKOFF_MAX_MS = 1_000
+# A fence transaction spans one Produce and its EndTxn. While open it holds back read_committed
+# readers of the intent partition, which every query shares: a driver stopped between the two
+# must not hold them for the write's transaction.timeout.ms (up to 15 minutes).
+_FENCE_TRANSACTION_TIMEOUT_MS = 60_000
 _ABORTED_STATES = frozenset({"PrepareAbort", "CompleteAbort", "PrepareEpochFence"})
 _FRESH_STATES = frozenset({"Empty", "Ongoing"})
 
@@ -200,7 +204,7 @@ class EosCommitter:
         config = dict(producer_config)
         ops = listing_ops(producer_config)
         try:
-            fence = _driver_fence(plan, config, ops, timeout_ms)
+            fence = _driver_fence(plan, config, ops)
             store = plan.open_store(config, fence)
         except BaseException:
             ops.close()
@@ -762,11 +766,9 @@ def listing_ops(
     )
 
 
-def _driver_fence(
-    plan: EosPlan, config: dict[str, str], ops: TransactionOps, timeout_ms: int
-) -> DriverFence | None:
+def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) -> DriverFence | None:
     """A fenced plan's fence on this driver, after refusing a prefix another query claimed."""
-    if not plan.fenced:
+    if not plan.fenced or fence_disabled():
         return None
     init, describe = ops.init, ops.describe
     if init is None or describe is None:
@@ -783,6 +785,6 @@ def _driver_fence(
     return open_fence(
         plan.prefix,
         plan.query_key,
-        init=lambda tid: init(tid, timeout_ms),
+        init=lambda tid: init(tid, _FENCE_TRANSACTION_TIMEOUT_MS),
         describe=lambda tid: describe([tid]).get(tid),
     )
