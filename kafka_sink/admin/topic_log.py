@@ -28,7 +28,8 @@ Invariants:
   state's next sequence (the epoch stays, so sequences go on), EndTxn v4 or below. A writer
   whose epoch another InitProducerId superseded is refused by the broker or the coordinator
   (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING): that error raises,
-  and the record never becomes visible to a read_committed reader.
+  and the record never becomes visible to a read_committed reader. After another failure the
+  caller ends the transaction with ``abort_transactional`` (under V2 that bumps the epoch too).
 - Reads are read_committed (ListOffsets and Fetch with isolation_level 1): ``end_offset`` is
   the last stable offset, and ``read`` yields the data records with ``start <= offset < end``
   in offset order, without the records of aborted transactions and without control batches
@@ -261,6 +262,20 @@ class TopicLog:
         if bumped is None:
             return offset, replace(state, sequence=sequence + 1)
         return offset, ProducerState(state.transactional_id, bumped[0], bumped[1])
+
+    def abort_transactional(
+        self, topic: str, partition: int, state: ProducerState
+    ) -> ProducerState:
+        """EndTxn(abort) for ``state`` after a failed ``append_transactional``, so its record
+        never becomes visible and holds no reader back; the state for the next write."""
+        deadline = self._deadline(f"aborting {state.transactional_id!r}")
+        handle = PreparedTransaction(
+            state.transactional_id, state.producer_id, state.producer_epoch, ((topic, partition),)
+        )
+        bumped = end_transaction(self.client, handle, False, deadline)
+        if bumped is None:
+            return state
+        return ProducerState(state.transactional_id, bumped[0], bumped[1])
 
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
         """The offset the next record appended to ``topic-partition`` gets (ListOffsets).

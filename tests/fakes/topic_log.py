@@ -46,6 +46,13 @@ class CoordinatedTopicLog:
         pid, epoch = self.coordinator.end_txn(tid, state.producer_id, state.producer_epoch, True)
         return offset, ProducerState(tid, pid, epoch)
 
+    def abort_transactional(
+        self, topic: str, partition: int, state: ProducerState
+    ) -> ProducerState:
+        tid = state.transactional_id
+        pid, epoch = self.coordinator.end_txn(tid, state.producer_id, state.producer_epoch, False)
+        return ProducerState(tid, pid, epoch)
+
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
         open_serials = {m.serial for m in self.coordinator.txns.values() if m.state == ONGOING}
         entries = self.coordinator.log.get((topic, partition), [])

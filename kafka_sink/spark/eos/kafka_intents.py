@@ -284,18 +284,37 @@ class KafkaIntentStore:
                 # Whatever lies below ``offset`` is older than this record.
                 _POSITIONS[slot] = _Position(offset + 1, value)
 
+    def _abort_fenced(self, state: ProducerState) -> None:
+        assert self.fence is not None
+        try:
+            state = self.log.abort_transactional(self.topic, PARTITION, state)
+        except KafkaError as exc:
+            log.warning(
+                "could not abort the failed write to the intent topic %r (the coordinator "
+                "aborts it after 60 s, which fences this driver): %s",
+                self.topic,
+                exc,
+            )
+            return
+        self.fence.advance(_token(state))
+
     def _append_fenced(self, key: bytes, value: bytes | None) -> int:
         assert self.fence is not None
         token = self.fence.token
         state = ProducerState(
             token.transactional_id, token.producer_id, token.producer_epoch, token.sequence
         )
-        offset, state = self.log.append_transactional(self.topic, PARTITION, key, value, state)
-        self.fence.advance(
-            FenceToken(
-                state.transactional_id, state.producer_id, state.producer_epoch, state.sequence
-            )
-        )
+        try:
+            offset, state = self.log.append_transactional(self.topic, PARTITION, key, value, state)
+        except _FENCED:
+            raise
+        except KafkaError:
+            # The record may be in the log, in a transaction left open: end it, so that it never
+            # becomes visible, holds no reader of the shared partition back, and is not
+            # committed by this fence's next write.
+            self._abort_fenced(state)
+            raise
+        self.fence.advance(_token(state))
         return offset
 
     # -- reading ------------------------------------------------------------------------------
@@ -407,6 +426,12 @@ def _check_durability(topic: str, brokers: int, replicas: int, min_insync: str) 
         f"min.insync.replicas={_MIN_COPIES}, or set option 'intentTopic' to a topic that does "
         "not exist yet (the sink creates it with replication min(3, brokers) and "
         f"min.insync.replicas {_MIN_COPIES})"
+    )
+
+
+def _token(state: ProducerState) -> FenceToken:
+    return FenceToken(
+        state.transactional_id, state.producer_id, state.producer_epoch, state.sequence
     )
 
 

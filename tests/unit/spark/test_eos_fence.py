@@ -22,8 +22,9 @@ from kafka_sink.spark.eos.committer import (
     SinkTransactionLostError,
     TaskTransaction,
 )
-from kafka_sink.spark.eos.fence import SinkFencedError, fence_id, open_fence
-from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.eos.fence import FencedStore, SinkFencedError, fence_id, open_fence
+from kafka_sink.spark.eos.intents import INTENT, BatchRecord, FileIntentStore
+from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkOptionError
 from tests.fakes.coordinator import ONGOING, FakeCoordinator, coordinator_ops
@@ -160,8 +161,6 @@ def test_an_old_driver_cannot_write_an_intent_once_fenced() -> None:
 
 
 def _any_record() -> Any:
-    from kafka_sink.spark.eos.intents import INTENT, BatchRecord
-
     return BatchRecord(KEY, 1, INTENT, ())
 
 
@@ -216,3 +215,43 @@ def test_a_released_prefix_can_be_claimed_again(cluster: FakeCoordinator) -> Non
     fence._HELD.clear()
     KafkaIntentStore.open({}, TOPIC).delete(claim_key(PREFIX))  # what release_prefix does
     assert EosCommitter.for_plan(_plan("query-b"), {"bootstrap.servers": "h:1"}).fence is not None
+
+
+def test_a_failed_intent_write_is_aborted_and_the_fence_kept() -> None:
+    from tests.fakes.coordinator import TIMEOUT
+
+    coordinator = FakeCoordinator()
+    driver = _driver(coordinator, "driver", fenced=True)
+    # The intent's Produce lands, its EndTxn gets no answer: the write fails.
+    coordinator.script("end_txn", TIMEOUT)
+    with pytest.raises(IntentStoreError):
+        driver.store.write(BatchRecord(KEY, 1, INTENT, ()))
+    assert coordinator.open_transactions() == []  # nothing holds the shared partition back
+    assert driver.fence is not None
+    driver.fence.check("after a failed write")  # the abort's epoch is the one kept
+    driver.store.write(BatchRecord(KEY, 2, INTENT, ()))
+    last = driver.store.last(KEY)
+    assert last is not None and last.batch_id == 2
+    intents = [
+        row
+        for (topic, _), rows in coordinator.read_committed().items()
+        if topic == TOPIC
+        for row in rows
+    ]
+    assert len(intents) == 1  # the failed write never became visible
+
+
+def test_the_checkpoint_store_checks_the_fence_before_each_write(tmp_path: Any) -> None:
+    coordinator = FakeCoordinator()
+    fence._HELD.clear()
+    old = open_fence(PREFIX, KEY, init=coordinator.init_producer_id, describe=coordinator.describe)
+    store = FencedStore(FileIntentStore(str(tmp_path)), old)
+    store.write(BatchRecord(KEY, 1, INTENT, ()))
+    fence._HELD.clear()
+    open_fence(PREFIX, KEY, init=coordinator.init_producer_id, describe=coordinator.describe)
+    with pytest.raises(SinkFencedError, match="batch 2"):
+        store.write(BatchRecord(KEY, 2, INTENT, ()))
+    with pytest.raises(SinkFencedError):
+        store.delete(KEY)
+    last = store.last(KEY)
+    assert last is not None and last.batch_id == 1
