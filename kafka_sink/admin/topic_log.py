@@ -3,7 +3,10 @@
 Role: what the exactly-once intent store needs from Kafka, without a producer or a consumer:
 ``ensure_topic`` (Metadata, CreateTopics), ``topic_config`` (DescribeConfigs), ``replicas``
 (Metadata), ``append`` (one Produce with ``acks=all``), ``end_offset`` (ListOffsets) and ``read``
-(Fetch). It picks no partition itself: the caller names one (no key hashing, so no numpy).
+(Fetch), and the writes of a fenced writer: ``init_producer_id`` (InitProducerId on its
+transactional id, which fences every earlier holder of the id) and ``append_transactional``
+(one record in a transaction of its own, committed before it returns). It picks no partition
+itself: the caller names one (no key hashing, so no numpy).
 Blocking, on the caller's thread, through :class:`~kafka_sink.admin.client.AdminClient`, so
 bootstrap, TLS and SASL settings mean what they mean for the producer and secrets stay out of
 messages.
@@ -17,9 +20,21 @@ Invariants:
   it is then on every in-sync replica (at least ``min.insync.replicas``). The record goes without
   a producer id, so a retry after a lost answer may store it twice; callers append records whose
   repetition is harmless (the intent store keeps the latest per key).
-- ``read`` yields the data records with ``start <= offset < end`` in offset order, reading
-  uncommitted data (the log is written without transactions); offsets compaction removed are
-  simply absent. A start below the log start offset reads from the log start.
+- ``append_transactional`` writes as Kafka's transactional producer does. Under Transactions V2
+  (finalized ``transaction.version`` >= 2): Produce v12 with the transactional id, producer id
+  and epoch at sequence 0 (the broker adds the partition to the transaction), then EndTxn v5
+  commit, which bumps the epoch; the new :class:`ProducerState` is returned and the caller
+  keeps it for its next write. Under V1: AddPartitionsToTxn v3, Produce v11 or below at the
+  state's next sequence (the epoch stays, so sequences go on), EndTxn v4 or below. A writer
+  whose epoch another InitProducerId superseded is refused by the broker or the coordinator
+  (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING): that error raises,
+  and the record never becomes visible to a read_committed reader. After another failure the
+  caller ends the transaction with ``abort_transactional`` (under V2 that bumps the epoch too).
+- Reads are read_committed (ListOffsets and Fetch with isolation_level 1): ``end_offset`` is
+  the last stable offset, and ``read`` yields the data records with ``start <= offset < end``
+  in offset order, without the records of aborted transactions and without control batches
+  (``records/fetched.py``); offsets compaction removed are simply absent. A start below the
+  log start offset reads from the log start.
 - A read never ends short of ``end``: a Fetch answer whose high watermark is below ``end`` (a
   newly elected leader whose high watermark has not caught up, or a broker that is no longer the
   leader) is retried after a metadata refresh until the deadline, never taken as the end of the
@@ -38,25 +53,31 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kafka_sink.admin.client import AdminClient, Deadline
+from kafka_sink.admin.transactions import end_transaction, init_producer_id
 from kafka_sink.errors import (
     BrokerResponseError,
+    DuplicateSequenceNumberError,
     KafkaConnectionError,
     KafkaError,
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from kafka_sink.net.metadata import PartitionInfo
-from kafka_sink.records.batch import Record, RecordBatchBuilder
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.records.batch import Record, RecordBatchBuilder, SealedBatch
 from kafka_sink.records.compression import CompressionType
 from kafka_sink.records.fetched import fetched_records
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
+    AddPartitionsToTxnRequest,
     CreateTopicsRequest,
     DescribeConfigsRequest,
     FetchRequest,
@@ -64,15 +85,30 @@ from kafka_sink.wire.messages import (
     ProduceRequest,
 )
 from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_TOPIC
-from kafka_sink.wire.messages.list_offsets import LATEST_TIMESTAMP
+from kafka_sink.wire.messages.list_offsets import LATEST_TIMESTAMP, READ_COMMITTED
 
-__all__ = ["TopicLog"]
+__all__ = ["ProducerState", "TopicLog"]
 
 T = TypeVar("T")
 
 _POLL_MS = 100
 _LAST_NAMED_FETCH_VERSION = 12
 _FETCH_MAX_BYTES = 4 * 1024 * 1024
+_TV2_LEVEL = 2  # transaction.version from which Produce v12 adds the partition itself
+_TV2_PRODUCE_VERSION = 12
+_TV1_PRODUCE_MAX = 11
+_ADD_PARTITIONS_MAX = 3  # v4+ is broker-to-broker
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """Where a fenced writer stands: its id, producer id, epoch and next sequence (V1 only:
+    under Transactions V2 every transaction starts a new epoch at sequence 0)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    sequence: int = 0
 
 
 class TopicLog:
@@ -184,36 +220,62 @@ class TopicLog:
 
     def append(self, topic: str, partition: int, key: bytes, value: bytes | None) -> int:
         """Append one record with ``acks=all``; its offset once every in-sync replica has it."""
-        builder = RecordBatchBuilder(
-            compression_type=CompressionType.ZSTD, batch_size=max(len(value or b"") * 2, 1 << 16)
-        )
-        builder.append(int(time.time() * 1000), key, value)
-        batch = builder.seal().encode()
+        batch = _one_record_batch(key, value).encode()
         deadline = self._deadline(f"appending to {topic}-{partition}")
+        return self._retrying(deadline, lambda: self._produce(topic, partition, batch, deadline))
 
-        def attempt() -> int:
-            leader, _epoch = self._leader(topic, partition, deadline)
-            request = ProduceRequest(
-                acks=-1,
-                timeout_ms=max(min(self.client.request_timeout_ms, deadline.remaining_ms()), 1),
-                topic_data=[
-                    ProduceRequest.TopicProduceData(
-                        name=topic,
-                        partition_data=[
-                            ProduceRequest.PartitionProduceData(index=partition, records=batch)
-                        ],
-                    )
-                ],
-            )
-            deadline.waiting_for = f"Produce to {topic}-{partition} on node {leader}"
-            response = self.client.request(leader, request, deadline)
-            answer = response.responses[0].partition_responses[0]
-            error = error_for_code(answer.error_code, answer.error_message)
-            if error is not None:
-                raise error
-            return int(answer.base_offset)
+    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int) -> ProducerState:
+        """InitProducerId on ``transactional_id``: fences every earlier holder of the id."""
+        deadline = self._deadline(f"initialising transactional id {transactional_id!r}")
+        pid, epoch = init_producer_id(
+            self.client, transactional_id, transaction_timeout_ms, deadline
+        )
+        return ProducerState(transactional_id, pid, epoch)
 
-        return self._retrying(deadline, attempt)
+    def append_transactional(
+        self, topic: str, partition: int, key: bytes, value: bytes | None, state: ProducerState
+    ) -> tuple[int, ProducerState]:
+        """Append one record in a transaction of ``state`` and commit it; its offset (-1 when a
+        retry found it already written) and the state for the next write."""
+        deadline = self._deadline(f"appending to {topic}-{partition} as {state.transactional_id!r}")
+        leader, _epoch = self._retrying(deadline, lambda: self._leader(topic, partition, deadline))
+        tv2 = self._retrying(deadline, lambda: self._transactions_v2(leader, deadline))
+        sequence = 0 if tv2 else state.sequence
+        if not tv2:
+            self._add_partition(topic, partition, state, deadline)
+        batch = _one_record_batch(key, value).encode(
+            producer_id=state.producer_id,
+            producer_epoch=state.producer_epoch,
+            base_sequence=sequence,
+            is_transactional=True,
+        )
+        offset = self._retrying(
+            deadline,
+            lambda: self._produce(
+                topic, partition, batch, deadline, transactional_id=state.transactional_id, tv2=tv2
+            ),
+        )
+        handle = PreparedTransaction(
+            state.transactional_id, state.producer_id, state.producer_epoch, ((topic, partition),)
+        )
+        bumped = end_transaction(self.client, handle, True, deadline)
+        if bumped is None:
+            return offset, replace(state, sequence=sequence + 1)
+        return offset, ProducerState(state.transactional_id, bumped[0], bumped[1])
+
+    def abort_transactional(
+        self, topic: str, partition: int, state: ProducerState
+    ) -> ProducerState:
+        """EndTxn(abort) for ``state`` after a failed ``append_transactional``, so its record
+        never becomes visible and holds no reader back; the state for the next write."""
+        deadline = self._deadline(f"aborting {state.transactional_id!r}")
+        handle = PreparedTransaction(
+            state.transactional_id, state.producer_id, state.producer_epoch, ((topic, partition),)
+        )
+        bumped = end_transaction(self.client, handle, False, deadline)
+        if bumped is None:
+            return state
+        return ProducerState(state.transactional_id, bumped[0], bumped[1])
 
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
         """The offset the next record appended to ``topic-partition`` gets (ListOffsets).
@@ -238,6 +300,7 @@ class TopicLog:
                         ],
                     )
                 ],
+                isolation_level=READ_COMMITTED,
             )
             deadline.waiting_for = f"ListOffsets({topic}-{partition}) on node {leader}"
             response = self.client.request(leader, request, deadline)
@@ -269,6 +332,93 @@ class TopicLog:
 
     # -- steps ------------------------------------------------------------------------------
 
+    def _produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        deadline: Deadline,
+        *,
+        transactional_id: str | None = None,
+        tv2: bool = False,
+    ) -> int:
+        """One Produce with ``acks=all`` to the partition's leader; the record's offset."""
+        leader, _epoch = self._leader(topic, partition, deadline)
+        version: int | None = None
+        if transactional_id is not None:
+            # V2 needs v12 (the broker adds the partition); under V1 v12 would ask it to.
+            ceiling = _TV2_PRODUCE_VERSION if tv2 else _TV1_PRODUCE_MAX
+            version = min(self.client.api_version(leader, ApiKey.PRODUCE, deadline), ceiling)
+            if tv2 and version < _TV2_PRODUCE_VERSION:
+                raise UnsupportedVersionError(
+                    f"node {leader} finalized transaction.version 2 but speaks Produce "
+                    f"v{version} only"
+                )
+        request = ProduceRequest(
+            transactional_id=transactional_id,
+            acks=-1,
+            timeout_ms=max(min(self.client.request_timeout_ms, deadline.remaining_ms()), 1),
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[
+                        ProduceRequest.PartitionProduceData(index=partition, records=batch)
+                    ],
+                )
+            ],
+        )
+        deadline.waiting_for = f"Produce to {topic}-{partition} on node {leader}"
+        response = self.client.request(leader, request, deadline, version)
+        answer = response.responses[0].partition_responses[0]
+        error = error_for_code(answer.error_code, answer.error_message)
+        if isinstance(error, DuplicateSequenceNumberError):
+            return -1  # a retry of a write the broker already has
+        if error is not None:
+            raise error
+        return int(answer.base_offset)
+
+    def _transactions_v2(self, node: int, deadline: Deadline) -> bool:
+        level = self.client.finalized_feature(node, "transaction.version", deadline)
+        return level >= _TV2_LEVEL
+
+    def _add_partition(
+        self, topic: str, partition: int, state: ProducerState, deadline: Deadline
+    ) -> None:
+        """AddPartitionsToTxn (Transactions V1): the partition joins the state's transaction."""
+        request = AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=state.transactional_id,
+            v3_and_below_producer_id=state.producer_id,
+            v3_and_below_producer_epoch=state.producer_epoch,
+            v3_and_below_topics=[
+                AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                    name=topic, partitions=[partition]
+                )
+            ],
+        )
+        node: int | None = None
+
+        def attempt() -> None:
+            nonlocal node
+            if node is None:
+                node = self.client.find_coordinator(state.transactional_id, deadline)
+            version = min(
+                self.client.api_version(node, ApiKey.ADD_PARTITIONS_TO_TXN, deadline),
+                _ADD_PARTITIONS_MAX,
+            )
+            deadline.waiting_for = f"AddPartitionsToTxn({state.transactional_id!r}) on {node}"
+            response = self.client.request(node, request, deadline, version)
+            for result in response.results_by_topic_v3_and_below:
+                for each in result.results_by_partition:
+                    error = error_for_code(each.partition_error_code)
+                    if error is not None:
+                        raise error
+
+        def moved() -> None:
+            nonlocal node
+            node = None
+
+        self.client.retrying(deadline, attempt, on_moved=moved)
+
     def _fetch(
         self, topic: str, partition: int, offset: int, end: int, deadline: Deadline
     ) -> tuple[list[Record], int]:
@@ -295,6 +445,7 @@ class TopicLog:
                 )
             ],
             forgotten_topics_data=[],
+            isolation_level=READ_COMMITTED,
         )
         deadline.waiting_for = f"Fetch({topic}-{partition} at {offset}) on node {leader}"
         response = self.client.request(leader, request, deadline, version)
@@ -303,7 +454,7 @@ class TopicLog:
             raise error
         data = response.responses[0].partitions[0]
         try:
-            fetched = fetched_records(data, offset, read_committed=False, topic=topic)
+            fetched = fetched_records(data, offset, read_committed=True, topic=topic)
         except OffsetOutOfRangeError:
             if offset >= data.log_start_offset >= 0 or data.log_start_offset < 0:
                 raise
@@ -398,3 +549,11 @@ def _behind(topic: str, partition: int, node: int, found: int, wanted: int) -> K
         f"node {node} answered for {topic}-{partition} with a log ending at offset {found}, "
         f"below offset {wanted} already seen (a leader that has not caught up)"
     )
+
+
+def _one_record_batch(key: bytes, value: bytes | None) -> SealedBatch:
+    builder = RecordBatchBuilder(
+        compression_type=CompressionType.ZSTD, batch_size=max(len(value or b"") * 2, 1 << 16)
+    )
+    builder.append(int(time.time() * 1000), key, value)
+    return builder.seal()

@@ -14,7 +14,10 @@ prepared, or a job sweeping what a dead process left open):
 - :func:`abort_transactions` aborts the open ones among them;
 - :func:`complete_transactions` ends many prepared transactions at once: one FindCoordinator
   for all their ids (v4+), every EndTxn sent before any answer is awaited, one
-  :class:`Completion` per handle.
+  :class:`Completion` per handle;
+- :func:`init_producer_id` and :func:`end_transaction` are the two coordinator requests a
+  writer of its own small transactions needs (the intent store's fenced writes, through
+  ``topic_log.py``).
 
 :class:`TransactionAdmin` makes these calls over one
 :class:`~kafka_sink.admin.client.AdminClient`, built from a producer-style config (Kafka's
@@ -83,6 +86,7 @@ from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     DescribeTransactionsRequest,
     EndTxnRequest,
+    InitProducerIdRequest,
     ListTransactionsRequest,
 )
 
@@ -94,6 +98,8 @@ __all__ = [
     "complete_transaction",
     "complete_transactions",
     "describe_transactions",
+    "end_transaction",
+    "init_producer_id",
     "list_transactions",
 ]
 
@@ -236,6 +242,47 @@ def _end_transaction(
         if version >= 5 and response.producer_id >= 0:
             return int(response.producer_id), int(response.producer_epoch)
         return None
+
+    def moved() -> None:
+        nonlocal node
+        node = None
+
+    return client.retrying(deadline, attempt, on_moved=moved)
+
+
+def end_transaction(
+    client: AdminClient, prepared: PreparedTransaction, commit: bool, deadline: Deadline
+) -> tuple[int, int] | None:
+    """EndTxn for ``prepared`` on ``client`` within ``deadline``: the (producer id, epoch) the
+    coordinator moved to under Transactions V2, else None; refusals raise as the broker's
+    error (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ...)."""
+    return _end_transaction(client, prepared, commit, deadline)
+
+
+def init_producer_id(
+    client: AdminClient, transactional_id: str, transaction_timeout_ms: int, deadline: Deadline
+) -> tuple[int, int]:
+    """InitProducerId for ``transactional_id``: its new (producer id, epoch).
+
+    This fences every earlier producer of the id: an open transaction of the id is aborted (the
+    coordinator answers CONCURRENT_TRANSACTIONS meanwhile, retried here) and a producer still
+    holding the old epoch is refused from then on.
+    """
+    body = InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms
+    )
+    node: int | None = None
+
+    def attempt() -> tuple[int, int]:
+        nonlocal node
+        if node is None:
+            node = client.find_coordinator(transactional_id, deadline)
+        deadline.waiting_for = f"InitProducerId({transactional_id!r}) on node {node}"
+        response = client.request(node, body, deadline)
+        error = error_for_code(response.error_code)
+        if error is not None:
+            raise error
+        return int(response.producer_id), int(response.producer_epoch)
 
     def moved() -> None:
         nonlocal node
@@ -897,6 +944,18 @@ class TransactionAdmin:
         result: dict[str, TransactionListing | None] = self._call(
             f"describe_transactions({len(ids)} id(s))",
             lambda client, deadline: _describe_ids(client, ids, deadline),
+        )
+        return result
+
+    def init_producer_id(
+        self, transactional_id: str, transaction_timeout_ms: int = 60_000
+    ) -> tuple[int, int]:
+        """:func:`init_producer_id` over this session's client."""
+        result: tuple[int, int] = self._call(
+            f"init_producer_id({transactional_id!r})",
+            lambda client, deadline: init_producer_id(
+                client, transactional_id, transaction_timeout_ms, deadline
+            ),
         )
         return result
 

@@ -17,10 +17,13 @@ last batch ended partly committed, the plan tells its re-run's tasks which Spark
 Kafka already committed (``EosPlan.partial``). Then, once per driver and query, the open
 transactions of the query's prefix that no unfinished intent names are aborted before the first
 batch's tasks run (``eos/start.py``: the stream writer does it when the planning pickles it,
-which the commit call never does). A batch job
-with ``idempotencyKey`` is keyed by its identity instead of its write id and planned by
-``eos/idempotency.py`` (a key already completed writes nothing; its recorded commit is finished;
-its prefix's lingering transactions are aborted); a streaming write refuses the key. Intents are
+which the commit call never does). A streaming query's driver first takes the prefix's fence
+(``eos/fence.py``: before the store is read) and claims the prefix; a prefix another query
+claimed is refused in every call, and in a batch job's ``writer()`` given that prefix explicitly
+(``eos/claims.py``). A batch job with ``idempotencyKey`` is keyed by its identity instead of its
+write id and planned by ``eos/idempotency.py`` (a key already completed writes nothing; its
+recorded commit is finished; its prefix's lingering transactions are aborted); a streaming write
+refuses the key. Intents are
 kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
 created or checked here, so a missing ACL fails before any task runs), or with
 ``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
@@ -49,6 +52,7 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
+from kafka_sink.spark.eos.claims import refuse_foreign_claim
 from kafka_sink.spark.eos.committer import EosCommitter
 from kafka_sink.spark.eos.idempotency import job_identity, plan_job
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix
@@ -161,6 +165,7 @@ def _exactly_once_plan(
         intent_dir=intent_dir,
         intent_topic=options.intent_topic if in_kafka else None,
         idempotency_key=key,
+        fenced=streaming,
     )
     # Opening the store creates or checks the intent topic before any task runs.
     if streaming or identity is not None:
@@ -180,7 +185,12 @@ def _exactly_once_plan(
         finally:
             committer.close()
     elif in_kafka:
-        eos.open_store(options.producer_config).close()
+        store = eos.open_store(options.producer_config)
+        try:
+            if options.transactional_id_prefix:
+                refuse_foreign_claim(store, eos.prefix, query_key)
+        finally:
+            store.close()
     return options, eos
 
 

@@ -24,6 +24,8 @@ a file ``pause-<name>-<step>``, as ``paused-<name>-<step>`` / ``resume-<name>-<s
 :func:`every_slot_free` true: an exactly-once task sees every transactional id of its partition
 free (``eos/slots.py``), so it takes its attempt number's, as ids built from the attempt number
 alone did.
+``$PYKAFKA_TEST_NO_FENCE`` set to ``1`` makes :func:`fence_disabled` true (a streaming query's
+driver then takes no fence: what a zombie driver does without it).
 
 Invariants: unset (as in any real deployment) each hook costs one environment lookup and does
 nothing; it imports nothing beyond the standard library (the driver's workers stay light).
@@ -38,11 +40,13 @@ __all__ = [
     "BEFORE_COMMIT",
     "COMMITTING",
     "EVERY_SLOT_FREE_ENV",
+    "NO_FENCE_ENV",
     "NO_START_SWEEP_ENV",
     "PAUSE_ENV",
     "POINT_ENV",
     "STARTED",
     "every_slot_free",
+    "fence_disabled",
     "pause_commit",
     "start_sweep_disabled",
 ]
@@ -51,6 +55,7 @@ PAUSE_ENV = "PYKAFKA_TEST_COMMIT_PAUSE_DIR"
 POINT_ENV = "PYKAFKA_TEST_PAUSE_AT"
 NO_START_SWEEP_ENV = "PYKAFKA_TEST_NO_START_SWEEP"
 EVERY_SLOT_FREE_ENV = "PYKAFKA_TEST_EVERY_SLOT_FREE"
+NO_FENCE_ENV = "PYKAFKA_TEST_NO_FENCE"
 COMMITTING = "committing"
 BEFORE_COMMIT = "before-commit"
 STARTED = "started"
@@ -90,3 +95,8 @@ def start_sweep_disabled() -> bool:
 def every_slot_free() -> bool:
     """True when a test asks exactly-once tasks to see every slot free (see above)."""
     return os.environ.get(EVERY_SLOT_FREE_ENV) == "1"
+
+
+def fence_disabled() -> bool:
+    """True when a test asks a streaming query's driver to take no fence."""
+    return os.environ.get(NO_FENCE_ENV) == "1"

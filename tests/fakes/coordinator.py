@@ -500,4 +500,5 @@ def coordinator_ops(coordinator: FakeCoordinator, *, batched: bool = True) -> Tr
         list_open=list_open,
         complete_all=complete_all if batched else None,
         describe=describe,
+        init=coordinator.init_producer_id,
     )

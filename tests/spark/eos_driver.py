@@ -74,3 +74,12 @@ class Driver:
         lines = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
         kept = [line for line in lines if not line.lstrip().startswith("at ")]
         return "\n".join(kept[-40:])
+
+
+def wait_for(path: Path, driver: Driver, timeout_s: float = 180) -> None:
+    """Wait until ``path`` exists (a pause point reached), failing if the driver ends first."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert driver.process.poll() is None, driver.tail()
+        assert time.monotonic() < deadline, f"{path.name} never appeared: {driver.tail()}"
+        time.sleep(0.1)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from eos_driver import Driver, drop_cut_metadata_writes
+from eos_driver import Driver, drop_cut_metadata_writes, wait_for
 from sparkutil import assert_nothing_left_open, stable_offsets
 
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, NO_START_SWEEP_ENV, PAUSE_ENV, POINT_ENV
@@ -26,14 +26,6 @@ from kafka_sink.testing.oracle import end_offsets, read_all
 TopicFactory = Callable[..., str]
 ROWS = 600
 QUICK_S = 5.0
-
-
-def _wait_for(path: Path, driver: Driver, timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert driver.process.poll() is None, driver.tail()
-        assert time.monotonic() < deadline, f"{path.name} never appeared: {driver.tail()}"
-        time.sleep(0.1)
 
 
 def _behind(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
@@ -65,13 +57,13 @@ def test_a_restart_ends_what_the_killed_driver_left_open_before_its_first_batch(
 
     # 1. The tasks of batch 0 prepared their transactions; the driver dies in commit().
     first = run("first", BEFORE_COMMIT)
-    _wait_for(pause / f"paused-{BEFORE_COMMIT}-0", first)
+    wait_for(pause / f"paused-{BEFORE_COMMIT}-0", first)
     first.kill()
     assert _behind(kafka_bootstrap, topic), "the killed run left nothing open"
 
     # 2. Without the start sweep, a restart held before its tasks leaves readers held back.
     unswept = run("unswept", STARTED_POINT, **{NO_START_SWEEP_ENV: "1"})
-    _wait_for(pause / f"paused-{STARTED_POINT}", unswept)
+    wait_for(pause / f"paused-{STARTED_POINT}", unswept)
     time.sleep(QUICK_S)
     still = _behind(kafka_bootstrap, topic)
     unswept.kill()
@@ -80,7 +72,7 @@ def test_a_restart_ends_what_the_killed_driver_left_open_before_its_first_batch(
 
     # 3. With it: within seconds of the start, before any task, readers reach the log end.
     last = run("last", STARTED_POINT)
-    _wait_for(pause / f"paused-{STARTED_POINT}", last)
+    wait_for(pause / f"paused-{STARTED_POINT}", last)
     deadline = time.monotonic() + QUICK_S
     while behind := _behind(kafka_bootstrap, topic):
         assert time.monotonic() < deadline, f"still behind after the start sweep: {behind}"

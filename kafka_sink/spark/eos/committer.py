@@ -79,10 +79,12 @@ from typing import TYPE_CHECKING, TypeVar
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
+from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
-from kafka_sink.spark.fault_hooks import pause_commit
+from kafka_sink.spark.fault_hooks import fence_disabled, pause_commit
 from kafka_sink.spark.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
@@ -113,6 +115,10 @@ _DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 # As the clients' retry.backoff.ms / retry.backoff.max.ms defaults.
 _BACKOFF_MS = 100
 _BACKOFF_MAX_MS = 1_000
+# A fence transaction spans one Produce and its EndTxn. While open it holds back read_committed
+# readers of the intent partition, which every query shares: a driver stopped between the two
+# must not hold them for the write's transaction.timeout.ms (up to 15 minutes).
+_FENCE_TRANSACTION_TIMEOUT_MS = 60_000
 _ABORTED_STATES = frozenset({"PrepareAbort", "CompleteAbort", "PrepareEpochFence"})
 _FRESH_STATES = frozenset({"Empty", "Ongoing"})
 
@@ -154,6 +160,7 @@ class TransactionOps:
     ``describe(ids)`` is DescribeTransactions: per id the coordinator's view, None when the
     coordinator does not know the id; without it the check before the first commit is skipped.
     ``close()`` releases what the ops hold (called once the commit or abort is over).
+    ``init(id, transaction_timeout_ms)`` is InitProducerId (taking a query's fence).
     """
 
     complete: Callable[[PreparedTransaction, bool], object]
@@ -163,6 +170,7 @@ class TransactionOps:
     ) = None
     close: Callable[[], None] = lambda: None
     describe: Callable[[Sequence[str]], Mapping[str, TransactionListing | None]] | None = None
+    init: Callable[[str, int], tuple[int, int]] | None = None
 
 
 def _key(t: PreparedTransaction) -> tuple[str, int, int]:
@@ -191,8 +199,10 @@ class EosCommitter:
         transaction_timeout_ms: int = _DEFAULT_TRANSACTION_TIMEOUT_MS,
         clock: Clock = SYSTEM_CLOCK,
         sleep_ms: Callable[[int], None] = _sleep_ms,
+        fence: DriverFence | None = None,
     ) -> None:
         self.store = store
+        self.fence = fence
         self.ops = ops
         self.query_key = query_key
         self.prefix = prefix
@@ -206,16 +216,27 @@ class EosCommitter:
         """The committer of ``plan``'s write, its store opened; ``close()`` it when done.
 
         ``producer_config`` is the write's, with the ``transaction.timeout.ms`` the planning
-        settled: it bounds how long a recorded commit is retried.
+        settled: it bounds how long a recorded commit is retried. A ``fenced`` plan (a
+        streaming query's) first refuses a prefix another query claimed, then takes or loads
+        this driver's fence (``fence.py``) before the store is read, and claims the prefix.
         """
         timeout_ms = int(
             producer_config.get("transaction.timeout.ms", _DEFAULT_TRANSACTION_TIMEOUT_MS)
         )
-        store = plan.open_store(dict(producer_config))
+        config = dict(producer_config)
+        ops = listing_ops(producer_config)
         try:
-            ops = listing_ops(producer_config)
+            fence = _driver_fence(plan, config, ops)
+            store = plan.open_store(config, fence)
+        except BaseException:
+            ops.close()
+            raise
+        try:
+            if fence is not None:
+                take_claim(store, plan.prefix, plan.query_key)
         except BaseException:
             store.close()
+            ops.close()
             raise
         return cls(
             store,
@@ -223,6 +244,7 @@ class EosCommitter:
             query_key=plan.query_key,
             prefix=plan.prefix,
             transaction_timeout_ms=timeout_ms,
+            fence=fence,
         )
 
     def close(self) -> None:
@@ -276,6 +298,8 @@ class EosCommitter:
                 # An earlier batch's intent: recover() should have finished it while planning.
                 last = self._roll_forward(last, raise_lost=False)
             if last is not None and self._already_done(last, batch_id):
+                # A driver fenced since stops here rather than report a re-run it did not end.
+                self._check_fence(f"ending the re-run of batch {batch_id}")
                 self._abort_named(tasks, keep=last.transactions)
                 self._sweep(keep=last.transactions)
                 log.info(
@@ -306,14 +330,16 @@ class EosCommitter:
                 committed=earlier,
             )
             self.store.write(intent)
-        except BaseException:
+        except BaseException as exc:
             # Nothing of this batch was committed: leave nothing of it open either.
             self._clear_failed(tasks, last, swept=read)
+            self._raise_if_fenced(exc, f"committing batch {batch_id}")
             raise
         intent_ms = self.clock.now_ms()
         pause_commit(batch_id)
         lost = self._commit_all(batch_id, tasks, until_ms=intent_ms + self.transaction_timeout_ms)
         if lost:
+            self._check_fence(f"reporting lost transactions of batch {batch_id}")
             partial = self._mark_partial(intent, tasks, lost)
             self._sweep(keep=())
             raise SinkTransactionLostError(self._lost_message(partial, lost))
@@ -329,6 +355,8 @@ class EosCommitter:
         An unfinished intent gets one more round of EndTxns (no waiting: Spark is failing the
         batch); if it stays unfinished, the next commit or planning finishes it.
         """
+        if not self._holds_fence(f"aborting batch {batch_id}"):
+            return
         last = self.store.last(self.query_key)
         keep: tuple[PreparedTransaction, ...] = ()
         if last is not None and self._unfinished(last):
@@ -490,6 +518,7 @@ class EosCommitter:
         ]
         lost = self._commit_all(record.batch_id, tasks, until_ms=self.clock.now_ms() + wait)
         if lost:
+            self._check_fence(f"reporting lost transactions of batch {record.batch_id}")
             marked = self._mark_partial(record, tasks, lost)
             message = self._lost_message(marked, lost)
             if raise_lost:
@@ -540,6 +569,8 @@ class EosCommitter:
         """Write done; a committed batch does not fail because its bookkeeping could not be."""
         try:
             self.store.write(record)
+        except SinkFencedError:
+            raise  # the newer driver finishes the intent: nothing is lost, this driver stops
         except (OSError, KafkaError, SinkError) as exc:
             log.error(
                 "pykafka exactly-once: batch %d is committed, but its done record could not be "
@@ -612,9 +643,10 @@ class EosCommitter:
         self, tasks: Iterable[TaskTransaction], *, keep: Iterable[PreparedTransaction]
     ) -> None:
         kept = {_key(t) for t in keep}
-        for task in tasks:
-            if _key(task.transaction) in kept:
-                continue
+        mine = [t for t in tasks if _key(t.transaction) not in kept]
+        if not mine or not self._holds_fence(f"aborting {len(mine)} transaction(s)"):
+            return
+        for task in mine:
             self._abort_quietly(task.transaction)
 
     def _sweep(self, *, keep: Iterable[PreparedTransaction]) -> int:
@@ -631,12 +663,50 @@ class EosCommitter:
                 exc,
             )
             return 0
-        aborted = 0
-        for t in found:
-            if _key(t) in kept or parse_transactional_id(self.prefix, t.transactional_id) is None:
-                continue
-            aborted += self._abort_quietly(t)
-        return aborted
+        leftovers = [
+            t
+            for t in found
+            if _key(t) not in kept
+            and parse_transactional_id(self.prefix, t.transactional_id) is not None
+        ]
+        # Checked after the listing: a newer driver's tasks open their transactions only after
+        # it took the fence, so none of them is in a listing that precedes a passing check.
+        if not leftovers or not self._holds_fence(f"sweeping prefix {self.prefix!r}"):
+            return 0
+        return sum(self._abort_quietly(t) for t in leftovers)
+
+    def _check_fence(self, doing: str) -> None:
+        """Raise :class:`SinkFencedError` when another driver took this query's fence."""
+        if self.fence is not None:
+            self.fence.check(doing)
+
+    def _raise_if_fenced(self, exc: BaseException, doing: str) -> None:
+        """Report a failure as fenced when another driver took over: its true cause (the newer
+        driver's sweep or tasks ended this driver's transactions), and nothing is lost."""
+        if self.fence is None or isinstance(exc, SinkFencedError):
+            return
+        if not isinstance(exc, (KafkaError, SinkError)):
+            return
+        try:
+            why = self.fence.why_not_held()
+        except KafkaError:
+            return
+        if why is not None:
+            raise self.fence.error(doing, why) from exc
+
+    def _holds_fence(self, doing: str) -> bool:
+        """Whether this driver may end transactions: False (logged) once it was fenced."""
+        try:
+            self._check_fence(doing)
+        except SinkFencedError as exc:
+            log.error("pykafka exactly-once: skipped: %s", exc)
+            return False
+        except KafkaError as exc:
+            log.warning(
+                "pykafka exactly-once: skipped %s: the fence could not be checked: %s", doing, exc
+            )
+            return False
+        return True
 
     def _abort_quietly(self, t: PreparedTransaction) -> bool:
         try:
@@ -811,10 +881,38 @@ def listing_ops(
     def describe(ids: Sequence[str]) -> dict[str, TransactionListing | None]:
         return admin_client().describe(ids)
 
+    def init(transactional_id: str, transaction_timeout_ms: int) -> tuple[int, int]:
+        return admin_client().init_producer_id(transactional_id, transaction_timeout_ms)
+
     return TransactionOps(
         complete=complete,
         list_open=list_open,
         complete_all=complete_all,
         close=close,
         describe=describe,
+        init=init,
+    )
+
+
+def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) -> DriverFence | None:
+    """A fenced plan's fence on this driver, after refusing a prefix another query claimed."""
+    if not plan.fenced or fence_disabled():
+        return None
+    init, describe = ops.init, ops.describe
+    if init is None or describe is None:
+        raise ValueError("a fenced plan needs TransactionOps with init and describe")
+
+    def refuse_claimed() -> None:
+        store = plan.open_store(config)
+        try:
+            refuse_foreign_claim(store, plan.prefix, plan.query_key)
+        finally:
+            store.close()
+
+    refuse_claimed()  # every call, planning and commit: read-only
+    return open_fence(
+        plan.prefix,
+        plan.query_key,
+        init=lambda tid: init(tid, _FENCE_TRANSACTION_TIMEOUT_MS),
+        describe=lambda tid: describe([tid]).get(tid),
     )

@@ -26,6 +26,18 @@ fix, when:
 On a 1-broker cluster nothing can be replicated: the topic is accepted and a warning is logged
 once per process.
 
+Fencing: a streaming query's store is opened with its driver's
+:class:`~kafka_sink.spark.eos.fence.DriverFence`, and every write (intent, done, lost records,
+deletes, claims) is then a transaction of its own on the fence id
+(``TopicLog.append_transactional``): a driver another one fenced is refused by Kafka and gets
+:class:`~kafka_sink.spark.eos.fence.SinkFencedError`, and what it had in flight is aborted by
+the newer driver's InitProducerId. Reads are read_committed, so they never return such a write.
+
+Claims: the record with key ``prefix:<prefix>`` holds the query key that owns a
+``transactionalIdPrefix`` (:meth:`KafkaIntentStore.claim`, written through the fence when a query
+first plans on a driver); :meth:`KafkaIntentStore.claim_owner` reads it, and a tombstone on that
+key releases it (:func:`release_prefix`).
+
 Invariants:
 - ``write`` returns once the record is on every in-sync replica (``acks=all``, at least two of
   them on a cluster of two brokers or more); a failure raises, and the committer then stops
@@ -54,12 +66,16 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafka_sink.admin.topic_log import TopicLog
+from kafka_sink.admin.topic_log import ProducerState, TopicLog
 from kafka_sink.errors import (
     ClusterAuthorizationFailedError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
     KafkaError,
+    ProducerFencedError,
     TopicAuthorizationFailedError,
 )
+from kafka_sink.spark.eos.fence import DriverFence, FenceToken
 from kafka_sink.spark.eos.intents import BatchRecord, record_from_json, record_to_json
 from kafka_sink.spark.errors import SinkError
 
@@ -68,7 +84,9 @@ __all__ = [
     "PARTITION",
     "IntentStoreError",
     "KafkaIntentStore",
+    "claim_key",
     "close_idle",
+    "release_prefix",
     "topic_settings",
 ]
 
@@ -83,6 +101,14 @@ _MIN_COPIES = 2
 _FIRST_WINDOW = 32
 _WINDOW_GROWTH = 4
 _SEGMENT_MS = "600000"
+_CLAIM_HEAD = "prefix:"
+# A write through a fence another InitProducerId superseded.
+_FENCED = (ProducerFencedError, InvalidProducerEpochError, InvalidProducerIdMappingError)
+
+
+def claim_key(prefix: str) -> str:
+    """The store key of ``prefix``'s claim (never a query id: those are UUIDs or write ids)."""
+    return _CLAIM_HEAD + prefix
 
 
 class IntentStoreError(SinkError):
@@ -92,7 +118,7 @@ class IntentStoreError(SinkError):
 @dataclass(frozen=True)
 class _Position:
     next_offset: int
-    record: BatchRecord | None
+    value: bytes | None  # the key's latest record value (None: no record, or a tombstone)
 
 
 # (bootstrap servers, topic, partition, key) -> what this process last knew of the key.
@@ -137,16 +163,23 @@ class KafkaIntentStore:
         *,
         cluster: str,
         pool_key: tuple[tuple[str, str], ...] | None = None,
+        fence: DriverFence | None = None,
     ) -> None:
         self.log = log
         self.topic = topic
         self.cluster = cluster
+        self.fence = fence
         self._pool_key = pool_key
         self._healthy = True
 
     @classmethod
     def open(
-        cls, producer_config: Mapping[str, str], topic: str, *, timeout_s: float | None = None
+        cls,
+        producer_config: Mapping[str, str],
+        topic: str,
+        *,
+        timeout_s: float | None = None,
+        fence: DriverFence | None = None,
     ) -> KafkaIntentStore:
         """Connect (or take this process's idle client), and create or check ``topic`` (once per
         process and cluster)."""
@@ -163,7 +196,7 @@ class KafkaIntentStore:
                 _prepare_topic(log, topic)
                 with _lock:
                     _CHECKED.add((cluster, topic))
-            return cls(log, topic, cluster=cluster, pool_key=key)
+            return cls(log, topic, cluster=cluster, pool_key=key, fence=fence)
         except BaseException:
             log.close()
             raise
@@ -182,8 +215,36 @@ class KafkaIntentStore:
     # -- IntentStore --------------------------------------------------------------------------
 
     def last(self, query_key: str) -> BatchRecord | None:
-        key = query_key.encode("utf-8")
-        slot = (self.cluster, self.topic, PARTITION, query_key)
+        return _decode(self._latest(query_key))
+
+    def delete(self, query_key: str) -> None:
+        """Drop ``query_key``'s state (a tombstone; compaction then removes the key)."""
+        self._append(query_key, None, f"deleting the record of {query_key!r}")
+
+    def write(self, record: BatchRecord) -> None:
+        value = json.dumps({"format": FORMAT, **record_to_json(record)}, sort_keys=True)
+        self._append(
+            record.query_key,
+            value.encode("utf-8"),
+            f"writing the {record.state} record of batch {record.batch_id}",
+        )
+
+    # -- claims -------------------------------------------------------------------------------
+
+    def claim_owner(self, prefix: str) -> str | None:
+        """The query key that claimed ``prefix``; None when no query holds it."""
+        value = self._latest(claim_key(prefix))
+        return None if value is None else value.decode("utf-8")
+
+    def claim(self, prefix: str, query_key: str) -> None:
+        """Record that ``query_key`` owns ``prefix`` (through the fence: a fenced claim raises)."""
+        self._append(claim_key(prefix), query_key.encode("utf-8"), f"claiming {prefix!r}")
+
+    # -- the log ------------------------------------------------------------------------------
+
+    def _latest(self, key_text: str) -> bytes | None:
+        key = key_text.encode("utf-8")
+        slot = (self.cluster, self.topic, PARTITION, key_text)
         with _lock:
             known = _POSITIONS.get(slot)
         try:
@@ -201,43 +262,73 @@ class KafkaIntentStore:
             _POSITIONS[slot] = _Position(end, found)
         return found
 
-    def delete(self, query_key: str) -> None:
-        """Drop ``query_key``'s state (a tombstone; compaction then removes the key)."""
-        key = query_key.encode("utf-8")
+    def _append(self, key_text: str, value: bytes | None, doing: str) -> None:
+        key = key_text.encode("utf-8")
         try:
-            self.log.append(self.topic, PARTITION, key, None)
+            if self.fence is None:
+                offset = self.log.append(self.topic, PARTITION, key, value)
+            else:
+                offset = self._append_fenced(key, value)
+        except _FENCED as exc:
+            self._healthy = False
+            assert self.fence is not None  # only a fenced write is refused as fenced
+            raise self.fence.error(doing, exc) from exc
         except KafkaError as exc:
             self._healthy = False
             raise IntentStoreError(self._failure("write", exc)) from exc
+        slot = (self.cluster, self.topic, PARTITION, key_text)
         with _lock:
-            _POSITIONS.pop((self.cluster, self.topic, PARTITION, query_key), None)
+            if offset < 0:  # written by an earlier try whose answer was lost: read it again
+                _POSITIONS.pop(slot, None)
+            else:
+                # Whatever lies below ``offset`` is older than this record.
+                _POSITIONS[slot] = _Position(offset + 1, value)
 
-    def write(self, record: BatchRecord) -> None:
-        key = record.query_key.encode("utf-8")
-        value = json.dumps({"format": FORMAT, **record_to_json(record)}, sort_keys=True)
+    def _abort_fenced(self, state: ProducerState) -> None:
+        assert self.fence is not None
         try:
-            offset = self.log.append(self.topic, PARTITION, key, value.encode("utf-8"))
+            state = self.log.abort_transactional(self.topic, PARTITION, state)
         except KafkaError as exc:
-            self._healthy = False
-            raise IntentStoreError(self._failure("write", exc)) from exc
-        with _lock:
-            # Whatever lies below ``offset`` is older than this record.
-            _POSITIONS[(self.cluster, self.topic, PARTITION, record.query_key)] = _Position(
-                offset + 1, record
+            log.warning(
+                "could not abort the failed write to the intent topic %r (the coordinator "
+                "aborts it after 60 s, which fences this driver): %s",
+                self.topic,
+                exc,
             )
+            return
+        self.fence.advance(_token(state))
+
+    def _append_fenced(self, key: bytes, value: bytes | None) -> int:
+        assert self.fence is not None
+        token = self.fence.token
+        state = ProducerState(
+            token.transactional_id, token.producer_id, token.producer_epoch, token.sequence
+        )
+        try:
+            offset, state = self.log.append_transactional(self.topic, PARTITION, key, value, state)
+        except _FENCED:
+            raise
+        except KafkaError:
+            # The record may be in the log, in a transaction left open: end it, so that it never
+            # becomes visible, holds no reader of the shared partition back, and is not
+            # committed by this fence's next write.
+            self._abort_fenced(state)
+            raise
+        self.fence.advance(_token(state))
+        return offset
 
     # -- reading ------------------------------------------------------------------------------
 
-    def _forward(self, key: bytes, known: _Position, end: int) -> BatchRecord | None:
-        found = known.record
+    def _forward(self, key: bytes, known: _Position, end: int) -> bytes | None:
+        found = known.value
         if known.next_offset >= end:
             return found
         for record in self.log.read(self.topic, PARTITION, known.next_offset, end):
             if record.key == key:
-                found = _decode(record.value)
+                found = record.value
         return found
 
-    def _backward(self, key: bytes, end: int) -> BatchRecord | None:
+    def _backward(self, key: bytes, end: int) -> bytes | None:
         high = end
         window = _FIRST_WINDOW
         while high > 0:
@@ -248,7 +339,7 @@ class KafkaIntentStore:
                 if record.key == key:
                     latest, seen = record.value, True
             if seen:
-                return _decode(latest)
+                return latest
             high = low
             window *= _WINDOW_GROWTH
         return None
@@ -338,6 +429,12 @@ def _check_durability(topic: str, brokers: int, replicas: int, min_insync: str) 
     )
 
 
+def _token(state: ProducerState) -> FenceToken:
+    return FenceToken(
+        state.transactional_id, state.producer_id, state.producer_epoch, state.sequence
+    )
+
+
 def _decode(value: bytes | None) -> BatchRecord | None:
     if value is None:
         return None  # a tombstone: the key was deleted
@@ -348,3 +445,13 @@ def _decode(value: bytes | None) -> BatchRecord | None:
             f", which this version of the sink does not read (it reads format {FORMAT})"
         )
     return record_from_json(data)
+
+
+def release_prefix(producer_config: Mapping[str, str], prefix: str, topic: str) -> None:
+    """Release ``prefix``'s claim (a tombstone on its key), for a query that is gone for good:
+    ``release_prefix({"bootstrap.servers": ...}, "<prefix>", "pykafka-commit-intents")``."""
+    store = KafkaIntentStore.open(producer_config, topic)
+    try:
+        store.delete(claim_key(prefix))
+    finally:
+        store.close()

@@ -50,7 +50,9 @@ Invariants:
 - ``transactional_id`` and ``parse_transactional_id`` round-trip; ids of other writes (another
   prefix, or a prefix that merely starts with ours) do not parse.
 - An :class:`EosPlan` holds names only (no client, no store): it pickles, and building it opens
-  nothing. ``open_store`` loads the Kafka store (and its client) only for ``intent_topic``, so
+  nothing. A streaming query's plan is ``fenced``: its driver's store writes go through the
+  prefix's fence (``fence.py``; the id ``<prefix>.fence`` does not parse as a task's id).
+  ``open_store`` loads the Kafka store (and its client) only for ``intent_topic``, so
   the driver's workers of a write that keeps its intents elsewhere never load the network stack.
 - A plan with neither ``intent_topic`` nor ``intent_dir`` keeps its intents in this process
   (``_MEMORY_STORES``), which suffices for a batch job: its one ``commit()`` call runs in the
@@ -64,6 +66,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from kafka_sink.spark.eos.fence import DriverFence, FencedStore
 from kafka_sink.spark.eos.intents import (
     PARTIAL,
     BatchRecord,
@@ -156,6 +159,9 @@ class EosPlan:
     intent_dir: str | None
     #: The intent topic (``intentStore=kafka``); takes precedence over ``intent_dir``.
     intent_topic: str | None = None
+    #: Whether the driver holds the prefix's fence (``fence.py``): a streaming query's writes.
+    #: A batch job's never: its fence would fence a streaming query given the same prefix.
+    fenced: bool = False
     #: A batch job's ``idempotencyKey``: its record is kept once its commit is over.
     idempotency_key: str | None = None
     #: Set when an earlier run completed the key: the tasks and the commit write nothing.
@@ -179,16 +185,22 @@ class EosPlan:
             and partition_id in partial.committed
         )
 
-    def open_store(self, producer_config: dict[str, str]) -> IntentStore:
+    def open_store(
+        self, producer_config: dict[str, str], fence: DriverFence | None = None
+    ) -> IntentStore:
+        """The plan's store; with ``fence``, its writes go through the fence."""
         if self.intent_topic is not None:
             # Only this store needs a Kafka client (the admin and network stack): a write whose
             # intents live on disk or in memory does not load it in the driver's workers.
             from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 
-            return KafkaIntentStore.open(producer_config, self.intent_topic)
+            return KafkaIntentStore.open(producer_config, self.intent_topic, fence=fence)
+        store: IntentStore
         if self.intent_dir is not None:
-            return FileIntentStore(self.intent_dir)
-        return _MEMORY_STORES.setdefault(self.query_key, MemoryIntentStore())
+            store = FileIntentStore(self.intent_dir)
+        else:
+            store = _MEMORY_STORES.setdefault(self.query_key, MemoryIntentStore())
+        return store if fence is None else FencedStore(store, fence)
 
     def forget_batch_job(self, store: IntentStore) -> None:
         """Drop a committed batch job's record, so the store does not grow with every job."""

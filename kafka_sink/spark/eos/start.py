@@ -34,6 +34,8 @@ Invariants:
 - The sweep runs at most once per driver and query key (``logs.first_on_driver``: a marker in
   the driver's Spark local directory, seen by all its Python workers), after ``recover``, and
   keeps every transaction an unfinished intent names.
+- The driver took the query's fence before (``fence.py``, in the planning's
+  ``EosCommitter.for_plan``); the sweep aborts only while the fence is still this driver's.
 - It never fails the planning: an error is logged as a warning (the first commit's sweep then
   ends the leftovers), since pickling would turn it into an unrelated serialisation error.
 - A query restarted with nothing to process plans no batch, so it sweeps with its first batch;
@@ -42,20 +44,16 @@ Invariants:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import FrameType
 
 from kafka_sink.spark.eos.committer import EosCommitter
+from kafka_sink.spark.eos.fence import in_commit_worker
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import STARTED, pause_commit, start_sweep_disabled
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 
 __all__ = ["QueryStart"]
-
-# The file of pyspark's worker that commits or aborts a streaming batch.
-_COMMIT_WORKER = "python_streaming_sink_runner"
 
 
 @dataclass
@@ -67,7 +65,7 @@ class QueryStart:
 
     def run(self) -> None:
         """Sweep the prefix once per driver; never raises (see the module docstring)."""
-        if _in_commit_worker() or not first_on_driver("started", self.plan.query_key):
+        if in_commit_worker() or not first_on_driver("started", self.plan.query_key):
             return
         ensure_logging()
         if not start_sweep_disabled():
@@ -96,12 +94,3 @@ class QueryStart:
             aborted,
             prefix,
         )
-
-
-def _in_commit_worker() -> bool:
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        if _COMMIT_WORKER in frame.f_code.co_filename:
-            return True
-        frame = frame.f_back
-    return False

@@ -22,6 +22,7 @@ from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
+from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 from tests.fakes.spark import FakeFuture, FakeProducer, FakeTxnProducer
 
 
@@ -223,16 +224,17 @@ def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
         "resolve_transaction_timeout_ms",
         lambda config: int(config.get("transaction.timeout.ms", 600_000)),
     )
+    coordinator = FakeCoordinator()
     monkeypatch.setattr(
-        committer,
-        "listing_ops",
-        lambda config, timeout_s=None: TransactionOps(lambda t, c: None, lambda p: []),
+        committer, "listing_ops", lambda config, timeout_s=None: coordinator_ops(coordinator)
     )
     from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 
     opened: list[str] = []
 
-    def open_topic(config: Any, topic: str, timeout_s: float | None = None) -> MemoryIntentStore:
+    def open_topic(
+        config: Any, topic: str, timeout_s: float | None = None, fence: Any = None
+    ) -> MemoryIntentStore:
         opened.append(topic)
         return MemoryIntentStore()
 
@@ -248,8 +250,11 @@ def test_streaming_plan_reads_the_query_id_from_the_checkpoint(no_broker, tmp_pa
         _plan_options(checkpointLocation=str(tmp_path)), streaming=True, write_id="w"
     )
     # The default store: the compacted topic, opened (created or checked) while planning.
-    assert eos == EosPlan("pykafka-5f0c-query", "5f0c-query", None, "pykafka-commit-intents")
-    assert no_broker == ["pykafka-commit-intents"]
+    assert eos == EosPlan(
+        "pykafka-5f0c-query", "5f0c-query", None, "pykafka-commit-intents", fenced=True
+    )
+    # Opened to refuse a prefix another query claimed, then with the driver's fence.
+    assert set(no_broker) == {"pykafka-commit-intents"}
     assert options.producer_config["transaction.timeout.ms"] == "600000"
 
 
@@ -265,7 +270,9 @@ def _streaming_plan(checkpoint: Path, query_id: str, **options: str) -> EosPlan 
 
 def test_streaming_plan_with_the_checkpoint_store(no_broker, tmp_path: Path) -> None:
     eos = _streaming_plan(tmp_path, "5f0c-query", intentStore="Checkpoint")
-    assert eos == EosPlan("pykafka-5f0c-query", "5f0c-query", str(tmp_path / "pykafka-intents"))
+    assert eos == EosPlan(
+        "pykafka-5f0c-query", "5f0c-query", str(tmp_path / "pykafka-intents"), fenced=True
+    )
     assert no_broker == []
 
 

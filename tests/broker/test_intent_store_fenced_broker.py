@@ -1,0 +1,75 @@
+"""The Kafka intent store through a query's fence, on a real broker: once a newer driver took the
+fence, the older driver's intent write is refused (SinkFencedError) and never visible; an
+independent read_committed consumer (kafka-python) reads only the newer driver's records.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kafka_sink.admin.transactions import TransactionAdmin
+from kafka_sink.spark.eos import fence, kafka_intents
+from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
+from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
+from kafka_sink.spark.eos.intents import INTENT, BatchRecord
+from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.testing.oracle import read_all
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    kafka_intents._POSITIONS.clear()
+    kafka_intents.close_idle()
+    yield
+    fence._HELD.clear()
+    kafka_intents._POSITIONS.clear()
+    kafka_intents.close_idle()
+
+
+def _take_fence(admin: TransactionAdmin, prefix: str, query_key: str) -> DriverFence:
+    fence._HELD.clear()  # each driver is a process of its own
+    kafka_intents._POSITIONS.clear()
+    return open_fence(
+        prefix,
+        query_key,
+        init=lambda tid: admin.init_producer_id(tid, 60_000),
+        describe=lambda tid: admin.describe([tid]).get(tid),
+    )
+
+
+def test_an_old_driver_s_intent_is_refused_once_a_new_driver_took_the_fence(
+    kafka_bootstrap: str,
+) -> None:
+    config = {"bootstrap.servers": kafka_bootstrap}
+    topic = f"intents-{uuid.uuid4().hex[:8]}"
+    prefix, key = f"fence-test-{uuid.uuid4().hex[:8]}", "query-1"
+    with TransactionAdmin(config, 30) as admin:
+        old_fence = _take_fence(admin, prefix, key)
+        old = KafkaIntentStore.open(config, topic, timeout_s=30, fence=old_fence)
+        old.write(BatchRecord(key, 1, INTENT, ()))
+        new_fence = _take_fence(admin, prefix, key)
+        new = KafkaIntentStore.open(config, topic, timeout_s=30, fence=new_fence)
+        try:
+            with pytest.raises(SinkFencedError, match=prefix):
+                old.write(BatchRecord(key, 2, INTENT, ()))
+            with pytest.raises(SinkFencedError):
+                old_fence.check("checking")
+            new_fence.check("checking")
+            record = new.last(key)
+            assert record is not None and record.batch_id == 1
+            new.write(BatchRecord(key, 3, INTENT, ()))
+            take_claim(new, prefix, key)
+            with pytest.raises(SinkOptionError, match="query-1"):
+                refuse_foreign_claim(new, prefix, "query-2")
+        finally:
+            old.close()
+            new.close()
+    seen = read_all(kafka_bootstrap, topic, expected=3, isolation_level="read_committed")
+    batches = [json.loads(r.value)["batch_id"] for r in seen if r.key == key.encode()]
+    assert batches == [1, 3]

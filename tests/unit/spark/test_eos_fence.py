@@ -1,0 +1,257 @@
+"""A zombie driver is fenced: an earlier driver of a query that wakes up after a newer one took
+over cannot write an intent, sweep the newer driver's transactions or report its commits as lost;
+and a second query given the same transactionalIdPrefix is refused at start.
+
+Every case runs on the coordinator model (``tests/fakes/coordinator.py``) with the Kafka intent
+store over it (``tests/fakes/topic_log.py``), on the manual clock; each fencing case also runs
+without the fence, to show the harm the fence prevents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafka_sink.spark.eos import committer as committer_module
+from kafka_sink.spark.eos import fence
+from kafka_sink.spark.eos.claims import refuse_foreign_claim
+from kafka_sink.spark.eos.committer import (
+    COMMITTED,
+    EosCommitter,
+    SinkTransactionLostError,
+    TaskTransaction,
+)
+from kafka_sink.spark.eos.fence import FencedStore, SinkFencedError, fence_id, open_fence
+from kafka_sink.spark.eos.intents import INTENT, BatchRecord, FileIntentStore
+from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
+from kafka_sink.spark.errors import SinkOptionError
+from tests.fakes.coordinator import ONGOING, FakeCoordinator, coordinator_ops
+from tests.fakes.topic_log import CoordinatedTopicLog
+
+PREFIX = "orders"
+KEY = "query-1"
+TOPIC = "intents"
+
+
+def _driver(coordinator: FakeCoordinator, name: str, *, fenced: bool) -> EosCommitter:
+    """A driver process (its own store cache, named ``name``) of query KEY."""
+    fence._HELD.clear()  # a new process: it holds no token yet
+    held = None
+    if fenced:
+        held = open_fence(
+            PREFIX, KEY, init=coordinator.init_producer_id, describe=coordinator.describe
+        )
+    store = KafkaIntentStore(CoordinatedTopicLog(coordinator), TOPIC, cluster=name, fence=held)
+    return EosCommitter(
+        store,
+        coordinator_ops(coordinator),
+        query_key=KEY,
+        prefix=PREFIX,
+        clock=coordinator.clock,
+        sleep_ms=coordinator.advance,
+        fence=held,
+    )
+
+
+def _tasks(coordinator: FakeCoordinator, batch: int) -> list[TaskTransaction]:
+    """Two task attempts of ``batch``, prepared on slot 0 of partitions 0 and 1."""
+    return [
+        TaskTransaction(p, coordinator.begin(f"{PREFIX}-{p}-0", {("out", p): [f"b{batch}-p{p}"]}))
+        for p in range(2)
+    ]
+
+
+def _visible(coordinator: FakeCoordinator) -> list[object]:
+    """What a read_committed reader of the sink's topic reads (not the intent topic)."""
+    return sorted(
+        row
+        for (topic, _), rows in coordinator.read_committed().items()
+        if topic == "out"
+        for row in rows
+    )
+
+
+def _rows(*batches: int) -> list[str]:
+    return sorted(f"b{b}-p{p}" for b in batches for p in range(2))
+
+
+def test_the_fence_id_is_never_a_task_id() -> None:
+    assert parse_transactional_id(PREFIX, fence_id(PREFIX)) is None
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
+def test_a_resumed_old_driver_neither_commits_nor_sweeps_the_new_drivers_transactions(
+    fenced: bool,
+) -> None:
+    coordinator = FakeCoordinator()
+    old = _driver(coordinator, "old", fenced=fenced)
+    old_tasks = _tasks(coordinator, 5)  # the old driver stops here (SIGSTOP)
+    new = _driver(coordinator, "new", fenced=fenced)
+    new.recover()
+    new.sweep_leftovers()  # the new driver's start: the old batch's transactions are leftovers
+    assert new.commit(5, _tasks(coordinator, 5)) == COMMITTED
+    batch6 = _tasks(coordinator, 6)  # prepared, not committed yet, when the old one resumes
+
+    if not fenced:
+        # The old driver finds batch 5 done and sweeps the prefix on its way out: the new
+        # driver's batch 6 is aborted, and a healthy batch fails.
+        old.commit(5, old_tasks)
+        with pytest.raises(SinkTransactionLostError, match="no longer open"):
+            new.commit(6, batch6)
+        assert _visible(coordinator) == _rows(5)
+        return
+    with pytest.raises(SinkFencedError, match="transactionalIdPrefix 'orders'"):
+        old.commit(5, old_tasks)
+    assert [coordinator.txns[t.transaction.transactional_id].state for t in batch6] == [
+        ONGOING,
+        ONGOING,
+    ]
+    assert new.commit(6, batch6) == COMMITTED
+    assert _visible(coordinator) == _rows(5, 6)
+    assert coordinator.open_transactions() == []
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
+def test_an_old_driver_fenced_after_its_intent_reports_fenced_not_lost(fenced: bool) -> None:
+    coordinator = FakeCoordinator()
+    old = _driver(coordinator, "old", fenced=fenced)
+    old_tasks = _tasks(coordinator, 5)
+    drivers: list[EosCommitter] = []
+
+    def take_over() -> None:
+        # The old driver stopped between its durable intent and its first EndTxn; a new one
+        # starts, finishes the recorded intent and has its next batch's tasks re-initialise
+        # the same ids.
+        new = _driver(coordinator, "new", fenced=fenced)
+        new.recover()
+        drivers.append(new)
+        batch6.extend(_tasks(coordinator, 6))
+
+    batch6: list[TaskTransaction] = []
+    # The first EndTxn is the intent's (through the fence), the next the first task's.
+    coordinator.script("end_txn", *([0] if fenced else []), take_over)
+    if not fenced:
+        # Without the fence the intent is a plain write: the first EndTxn is the first task's.
+        with pytest.raises(SinkTransactionLostError, match="Kafka aborted"):
+            old.commit(5, old_tasks)
+        # Batch 5 is committed and visible, yet the old driver reported it lost and recorded so.
+        assert _visible(coordinator) == _rows(5)
+        last = drivers[0].store.last(KEY)
+        assert last is not None and "lost" in last.extra
+        return
+    with pytest.raises(SinkFencedError, match="newer run of the query"):
+        old.commit(5, old_tasks)
+    new = drivers[0]
+    last = new.store.last(KEY)
+    assert last is not None and (last.batch_id, last.state, dict(last.extra)) == (5, "done", {})
+    assert new.commit(6, batch6) == COMMITTED
+    assert _visible(coordinator) == _rows(5, 6)
+    assert coordinator.open_transactions() == []
+
+
+def test_an_old_driver_cannot_write_an_intent_once_fenced() -> None:
+    coordinator = FakeCoordinator()
+    old = _driver(coordinator, "old", fenced=True)
+    _driver(coordinator, "new", fenced=True)
+    with pytest.raises(SinkFencedError):
+        old.store.write(old.store.last(KEY) or _any_record())
+    assert _visible(coordinator) == []
+
+
+def _any_record() -> Any:
+    return BatchRecord(KEY, 1, INTENT, ())
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCoordinator:
+    """``for_plan``'s Kafka reached through the model: ops and the intent topic."""
+    coordinator = FakeCoordinator()
+    log = CoordinatedTopicLog(coordinator)
+    monkeypatch.setattr(
+        committer_module, "listing_ops", lambda config, timeout_s=None: coordinator_ops(coordinator)
+    )
+
+    def open_topic(config: Any, topic: str, timeout_s: Any = None, fence: Any = None) -> Any:
+        return KafkaIntentStore(log, topic, cluster="fake", fence=fence)
+
+    monkeypatch.setattr(KafkaIntentStore, "open", open_topic)
+    return coordinator
+
+
+def _plan(query_key: str, *, fenced: bool = True) -> EosPlan:
+    return EosPlan(PREFIX, query_key, None, TOPIC, fenced=fenced)
+
+
+def test_a_second_query_with_the_same_prefix_is_refused_without_fencing_the_first(
+    cluster: FakeCoordinator,
+) -> None:
+    first = EosCommitter.for_plan(_plan("query-a"), {"bootstrap.servers": "h:1"})
+    assert first.fence is not None
+    fence._HELD.clear()  # the second query runs on another driver
+    with pytest.raises(SinkOptionError) as refused:
+        EosCommitter.for_plan(_plan("query-b"), {"bootstrap.servers": "h:1"})
+    message = str(refused.value)
+    assert "'orders'" in message and "'query-a'" in message
+    assert "release_prefix" in message and "another transactionalIdPrefix" in message
+    first.fence.check("still holding it")  # the refused query took nothing from the first
+    # A batch job given that prefix is refused the same way (read-only: no fence).
+    with pytest.raises(SinkOptionError, match="'query-a'"):
+        refuse_foreign_claim(KafkaIntentStore.open({}, TOPIC), PREFIX, "job-1")
+    # The same query on a new driver takes the fence over.
+    fence._HELD.clear()
+    again = EosCommitter.for_plan(_plan("query-a"), {"bootstrap.servers": "h:1"})
+    with pytest.raises(SinkFencedError):
+        first.fence.check("after the restart")
+    assert again.fence is not None
+    again.fence.check("the new driver")
+
+
+def test_a_released_prefix_can_be_claimed_again(cluster: FakeCoordinator) -> None:
+    from kafka_sink.spark.eos.kafka_intents import claim_key
+
+    EosCommitter.for_plan(_plan("query-a"), {"bootstrap.servers": "h:1"})
+    fence._HELD.clear()
+    KafkaIntentStore.open({}, TOPIC).delete(claim_key(PREFIX))  # what release_prefix does
+    assert EosCommitter.for_plan(_plan("query-b"), {"bootstrap.servers": "h:1"}).fence is not None
+
+
+def test_a_failed_intent_write_is_aborted_and_the_fence_kept() -> None:
+    from tests.fakes.coordinator import TIMEOUT
+
+    coordinator = FakeCoordinator()
+    driver = _driver(coordinator, "driver", fenced=True)
+    # The intent's Produce lands, its EndTxn gets no answer: the write fails.
+    coordinator.script("end_txn", TIMEOUT)
+    with pytest.raises(IntentStoreError):
+        driver.store.write(BatchRecord(KEY, 1, INTENT, ()))
+    assert coordinator.open_transactions() == []  # nothing holds the shared partition back
+    assert driver.fence is not None
+    driver.fence.check("after a failed write")  # the abort's epoch is the one kept
+    driver.store.write(BatchRecord(KEY, 2, INTENT, ()))
+    last = driver.store.last(KEY)
+    assert last is not None and last.batch_id == 2
+    intents = [
+        row
+        for (topic, _), rows in coordinator.read_committed().items()
+        if topic == TOPIC
+        for row in rows
+    ]
+    assert len(intents) == 1  # the failed write never became visible
+
+
+def test_the_checkpoint_store_checks_the_fence_before_each_write(tmp_path: Any) -> None:
+    coordinator = FakeCoordinator()
+    fence._HELD.clear()
+    old = open_fence(PREFIX, KEY, init=coordinator.init_producer_id, describe=coordinator.describe)
+    store = FencedStore(FileIntentStore(str(tmp_path)), old)
+    store.write(BatchRecord(KEY, 1, INTENT, ()))
+    fence._HELD.clear()
+    open_fence(PREFIX, KEY, init=coordinator.init_producer_id, describe=coordinator.describe)
+    with pytest.raises(SinkFencedError, match="batch 2"):
+        store.write(BatchRecord(KEY, 2, INTENT, ()))
+    with pytest.raises(SinkFencedError):
+        store.delete(KEY)
+    last = store.last(KEY)
+    assert last is not None and last.batch_id == 1
