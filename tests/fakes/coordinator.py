@@ -14,7 +14,8 @@ its partition), EndTxn v5, DescribeTransactions and ListTransactions as
   on Empty answers INVALID_TXN_STATE; a wrong epoch PRODUCER_FENCED, a wrong producer id
   INVALID_PRODUCER_ID_MAPPING.
 - The reaper (:meth:`FakeCoordinator.expire`, run by :meth:`advance`) aborts a transaction
-  older than its timeout, bumping the epoch (PrepareEpochFence, then CompleteAbort).
+  older than its timeout, counted as Kafka does on the wall clock (``transaction_start_time_ms``
+  is wall-clock ms), bumping the epoch (PrepareEpochFence, then CompleteAbort).
 - Markers are written at once: Prepare* states pass straight to Complete*.
 - :meth:`read_committed` is what a read_committed consumer sees: the rows of committed
   transactions, per partition.
@@ -68,6 +69,7 @@ NOT_COORDINATOR = 16
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TXN_STATE = 48
 CONCURRENT_TRANSACTIONS = 51
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
 
@@ -109,7 +111,7 @@ class TxnMetadata:
     state: str = EMPTY
     partitions: set[TopicPartition] = field(default_factory=set)
     timeout_ms: int = 60_000
-    start_ms: int = -1
+    start_ms: int = -1  # wall-clock, as Kafka's transaction_start_time_ms
     serial: int = -1  # which run of a transaction on this id the rows belong to
 
 
@@ -170,7 +172,7 @@ class FakeCoordinator:
 
     def expire(self) -> None:
         """The reaper: abort every transaction open longer than its timeout, fencing it."""
-        now = self.clock.now_ms()
+        now = self.clock.wall_ms()
         for tid, meta in self.txns.items():
             if meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
                 self.time_out(tid)
@@ -224,7 +226,7 @@ class FakeCoordinator:
                 return CONCURRENT_TRANSACTIONS
             if meta.state != ONGOING:
                 meta.state, meta.partitions = ONGOING, set()
-                meta.start_ms, meta.serial = self.clock.now_ms(), next(self._serials)
+                meta.start_ms, meta.serial = self.clock.wall_ms(), next(self._serials)
             meta.partitions.add(tp)
             self.log.setdefault(tp, []).append((meta.serial, row))
             return NONE
