@@ -9,10 +9,11 @@ its partition), EndTxn v5, DescribeTransactions and ListTransactions as
 
 - InitProducerId fences: an Ongoing transaction is aborted with an epoch bump, then the id moves
   to a fresh epoch (Empty); a new id gets a new producer id at epoch 0.
-- EndTxn v5 bumps the epoch on every end; a retry (the epoch just before the current one) of a
-  commit that completed answers NONE, of an abort that completed too; commit after an abort or
-  on Empty answers INVALID_TXN_STATE; a wrong epoch PRODUCER_FENCED, a wrong producer id
-  INVALID_PRODUCER_ID_MAPPING.
+- EndTxn v5 bumps the epoch on every end; a retry (the epoch just before the current one, or,
+  after the end rolled the epoch over to a new producer id, the last epoch of the previous
+  producer id: Kafka's retryOnOverflow) of a commit that completed answers NONE, of an abort
+  that completed too; commit after an abort or on Empty answers INVALID_TXN_STATE; a wrong
+  epoch PRODUCER_FENCED, a wrong producer id INVALID_PRODUCER_ID_MAPPING.
 - The reaper (:meth:`FakeCoordinator.expire`, run by :meth:`advance`) aborts a transaction
   older than its timeout, counted as Kafka does on the wall clock (``transaction_start_time_ms``
   is wall-clock ms), bumping the epoch (PrepareEpochFence, then CompleteAbort).
@@ -113,6 +114,7 @@ class TxnMetadata:
     timeout_ms: int = 60_000
     start_ms: int = -1  # wall-clock, as Kafka's transaction_start_time_ms
     serial: int = -1  # which run of a transaction on this id the rows belong to
+    previous_producer_id: int = -1  # the producer id before an epoch overflow moved it on
 
 
 class FakeCoordinator:
@@ -254,9 +256,16 @@ class FakeCoordinator:
 
         def apply() -> int:
             meta = self.txns.get(transactional_id)
-            if meta is None or meta.producer_id != producer_id:
+            if meta is None:
                 return INVALID_PRODUCER_ID_MAPPING
-            retry = epoch == meta.producer_epoch - 1
+            overflowed = (
+                meta.previous_producer_id == producer_id
+                and epoch == _MAX_EPOCH - 1
+                and meta.producer_epoch == 0
+            )
+            if meta.producer_id != producer_id and not overflowed:
+                return INVALID_PRODUCER_ID_MAPPING
+            retry = overflowed or epoch == meta.producer_epoch - 1
             if epoch != meta.producer_epoch and not retry:
                 return PRODUCER_FENCED
             code = self._end(meta, commit, retry)
@@ -288,6 +297,7 @@ class FakeCoordinator:
 
     def _bump(self, meta: TxnMetadata) -> None:
         if meta.producer_epoch + 1 >= _MAX_EPOCH:
+            meta.previous_producer_id = meta.producer_id
             meta.producer_id, meta.producer_epoch = next(self._pids), 0
         else:
             meta.producer_epoch += 1
