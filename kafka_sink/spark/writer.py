@@ -154,7 +154,9 @@ class _WriterCore:
                     # Spark calls nothing more for a batch job once commit() returns.
                     self.eos.forget_batch_job(committer.store)
             else:
-                committer.abort(number, tasks)
+                # Spark commits only when every task succeeded; a missing message (a failed
+                # task) proves commit() never ran, so no intent can name these transactions.
+                committer.abort(number, tasks, intent_possible=None not in messages)
         finally:
             committer.close()
 

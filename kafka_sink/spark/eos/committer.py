@@ -23,7 +23,11 @@ either committed or aborted by its coordinator); only a transaction Kafka lost f
 naming what is visible. A done record that cannot be written does not fail a committed batch (the
 next planning's :meth:`EosCommitter.recover` finishes the intent). Before the intent, every
 failure path (a store that cannot be read or written, a describe that never answers) aborts the
-batch's transactions and sweeps, so a failed batch leaves nothing visible and nothing open.
+batch's transactions and sweeps, so a failed batch leaves nothing visible and nothing open;
+except an intent write that reported an error: the intent may have landed, so the batch is
+aborted only once the store shows it absent (committed when the store shows it, left to be
+rolled forward when the store cannot say). Likewise :meth:`EosCommitter.abort` with an
+unreadable store aborts the batch's transactions only when its commit never ran.
 
 Every commit and abort then sweeps: the ongoing transactions of the write's prefix that neither
 the batch nor an unfinished intent names (failed or speculative attempts, earlier runs) are
@@ -41,7 +45,8 @@ Invariants:
 - An intent is durable before the first EndTxn of its batch; a transaction named by an intent is
   only ever committed, never aborted, and ``done`` is written only after all of them committed.
 - A transaction is aborted only when no message being committed and no unfinished intent names
-  it (compared by transactional id, producer id and epoch).
+  it (compared by transactional id, producer id and epoch), nor can: a batch whose intent may
+  have been written, but cannot be read back, is never aborted.
 - A transaction lost between the verification and its EndTxn (the broker aborted it meanwhile)
   fails the batch naming the partitions and the fix; the intent is then marked lost, so the
   re-run writes and commits the batch again (rows of the batch's other transactions, already
@@ -80,6 +85,7 @@ __all__ = [
     "ROLLED_FORWARD",
     "EosCommitter",
     "SinkCommitIncompleteError",
+    "SinkIntentUnknownError",
     "SinkTransactionLostError",
     "TaskTransaction",
     "TransactionOps",
@@ -110,6 +116,14 @@ class SinkCommitIncompleteError(SinkError):
     """A batch's intent is recorded but Kafka could not be told to commit all of it in time.
 
     Nothing is lost: the intent stays, and the next commit, abort or planning finishes it."""
+
+
+class SinkIntentUnknownError(SinkCommitIncompleteError):
+    """A batch's intent write failed and the store could not be re-read: it may be recorded.
+
+    Nothing of the batch was aborted (the intent, if it landed, names its transactions): the next
+    commit, abort or planning that reads the store finishes it, or, when it is absent, the next
+    sweep ends its transactions."""
 
 
 @dataclass(frozen=True)
@@ -260,7 +274,9 @@ class EosCommitter:
                 return ROLLED_FORWARD
             self._verify(batch_id, tasks, began_ms + self.transaction_timeout_ms)
             prepared = tuple(t.transaction for t in tasks)
-            self.store.write(BatchRecord(self.query_key, batch_id, INTENT, prepared))
+            self._write_intent(BatchRecord(self.query_key, batch_id, INTENT, prepared))
+        except SinkIntentUnknownError:
+            raise  # the intent may name these transactions: only a roll-forward may end them
         except BaseException:
             # Nothing of this batch was committed: leave nothing of it open either.
             self._clear_failed(tasks, last, swept=read)
@@ -280,13 +296,24 @@ class EosCommitter:
 
     # -- abort -----------------------------------------------------------------------------
 
-    def abort(self, batch_id: int, tasks: Sequence[TaskTransaction]) -> None:
+    def abort(
+        self, batch_id: int, tasks: Sequence[TaskTransaction], *, intent_possible: bool = True
+    ) -> None:
         """End what must not survive a failed batch; never touches what an intent names.
 
         An unfinished intent gets one more round of EndTxns (no waiting: Spark is failing the
         batch); if it stays unfinished, the next commit or planning finishes it.
+
+        ``intent_possible`` is False when :meth:`commit` never ran for these transactions (Spark
+        aborts with a missing message when a task failed, and commits only when none did): then
+        no intent can name them. It matters only when the store cannot be read: see
+        :meth:`_abort_unread`.
         """
-        last = self.store.last(self.query_key)
+        try:
+            last = self.store.last(self.query_key)
+        except Exception as exc:
+            self._abort_unread(batch_id, tasks, intent_possible, exc)
+            return
         keep: tuple[PreparedTransaction, ...] = ()
         if last is not None and self._unfinished(last):
             try:
@@ -304,7 +331,82 @@ class EosCommitter:
         self._abort_named(tasks, keep=keep)
         self._sweep(keep=keep)
 
+    def _abort_unread(
+        self,
+        batch_id: int,
+        tasks: Sequence[TaskTransaction],
+        intent_possible: bool,
+        error: Exception,
+    ) -> None:
+        """Abort a failed batch whose intent store cannot be read: its own transactions only,
+        and only when no intent can name them.
+
+        Aborting a transaction an intent names is what makes a batch half-visible: the aborts
+        go one by one and may fail part-way, and the intent's roll-forward then commits the
+        transactions the aborts did not reach. With the store unreadable, the only proof that no
+        intent names the batch's transactions is that :meth:`commit` never ran for them (a
+        commit that failed may have written its intent, even one whose write reported an
+        error). So: when ``intent_possible`` is False, the batch's own transactions are aborted
+        (no sweep: it needs the store, to keep what an unfinished intent of an earlier batch
+        names); otherwise nothing is aborted, and the intent (if any) is finished by the next
+        commit or planning, or its absence lets the next sweep (at the latest the query's
+        restart; else the brokers after ``transaction.timeout.ms``) end them.
+        """
+        if not intent_possible:
+            log.warning(
+                "pykafka exactly-once: the intent store could not be read while aborting batch "
+                "%d (%s); its commit never ran, so its %d transaction(s) are aborted",
+                batch_id,
+                error,
+                len(tasks),
+            )
+            self._abort_named(tasks, keep=())
+            return
+        log.error(
+            "pykafka exactly-once: the intent store could not be read while aborting batch %d "
+            "(%s); its %d transaction(s) stay open, as a recorded commit may name them: the "
+            "next commit or restart of the query finishes or ends them, else the brokers abort "
+            "them after transaction.timeout.ms (%d ms)",
+            batch_id,
+            error,
+            len(tasks),
+            self.transaction_timeout_ms,
+        )
+
     # -- steps -----------------------------------------------------------------------------
+
+    def _write_intent(self, intent: BatchRecord) -> None:
+        """Write ``intent``; when the write fails, ask the store whether it landed anyway.
+
+        A write can fail after its record became durable (its answer lost; a file renamed into
+        place whose directory could not be synced). Aborting the batch then is unsafe: the
+        intent names its transactions, and its roll-forward would commit each one an abort
+        failed to reach. So the error stands (and the batch is aborted) only when the store
+        shows the intent absent; when it shows it, the commit goes on; when it cannot be read,
+        :class:`SinkIntentUnknownError` leaves the batch to be rolled forward.
+        """
+        try:
+            self.store.write(intent)
+        except Exception as exc:
+            try:
+                found = self.store.last(self.query_key)
+            except Exception as reread:
+                raise SinkIntentUnknownError(
+                    f"exactly-once commit of batch {intent.batch_id} failed: its intent may be "
+                    f"recorded (the write reported: {exc}; the store could not be read back: "
+                    f"{reread}). Nothing of the batch was aborted: the next commit, abort or "
+                    "start of the query commits it once if the intent is recorded, or ends its "
+                    "transactions if not. Fix: check that the intent store is reachable from "
+                    "the driver"
+                ) from exc
+            if not _same_record(found, intent):
+                raise
+            log.warning(
+                "pykafka exactly-once: the intent of batch %d is recorded although its write "
+                "reported an error (%s); committing the batch",
+                intent.batch_id,
+                exc,
+            )
 
     @staticmethod
     def _unfinished(record: BatchRecord) -> bool:
@@ -627,6 +729,15 @@ def _why_gone(t: PreparedTransaction, now: TransactionListing | None) -> str | N
             f"{_TIMED_OUT} ({max(now.transaction_timeout_ms, 0)} ms): {seen}"
         )
     return f"no longer open at the producer id and epoch its task reported: {seen}"
+
+
+def _same_record(found: BatchRecord | None, record: BatchRecord) -> bool:
+    """Whether the store's ``found`` is ``record`` (its batch, state and transactions)."""
+    return (
+        found is not None
+        and (found.batch_id, found.state) == (record.batch_id, record.state)
+        and [_key(t) for t in found.transactions] == [_key(t) for t in record.transactions]
+    )
 
 
 def _spark_partitions(tasks: Sequence[TaskTransaction]) -> str:

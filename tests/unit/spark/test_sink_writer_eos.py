@@ -191,6 +191,23 @@ def test_driver_abort_aborts_what_the_tasks_prepared(
     assert calls == [("abort", "pykafka-w1-0-0")]
 
 
+def test_driver_abort_with_an_unreadable_intent_store_ends_only_a_batch_never_committed(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    writer = _writer(tmp_path)
+    m0 = writer.write(iter([_batch(2)]))
+    calls = _fake_ops(monkeypatch, [m0.transaction])
+
+    def unreadable(self: FileIntentStore, query_key: str) -> None:
+        raise OSError("the intent store cannot be read (scripted)")
+
+    monkeypatch.setattr(FileIntentStore, "last", unreadable)
+    writer.abort([m0])  # every task succeeded: the failed commit may have recorded an intent
+    assert calls == []
+    writer.abort([m0, None])  # a task failed: Spark never called commit()
+    assert calls == [("abort", "pykafka-w1-0-0")]
+
+
 def test_stream_writer_commits_by_batch_id(
     fakes, monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
