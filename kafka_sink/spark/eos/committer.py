@@ -12,9 +12,12 @@ commits them all so that a read_committed reader sees the batch exactly once, wh
    from a ListTransactions answer, which a coordinator moving or loading can leave out) must show
    each Ongoing at the producer id and epoch its task reported. One that is not (fenced by another
    attempt's InitProducerId, aborted by the coordinator after ``transaction.timeout.ms``, unknown
-   to the coordinator) fails the batch with that cause before anything becomes visible, so the
-   re-run writes the whole batch again. Then the intent is written durably **before** the first
-   EndTxn, each transaction is committed, and done is written.
+   to the coordinator), or one too close to its ``transaction.timeout.ms`` to be committed
+   before the coordinator's reaper may abort it, fails the batch with that cause before anything
+   becomes visible, so the re-run writes the whole batch again (brokers without
+   DescribeTransactions skip the check, with one warning per driver). Then the intent is
+   written durably **before** the first EndTxn, each transaction is committed, and done is
+   written.
 
 Once the intent is written the batch is finished, not failed: EndTxn answers that may clear
 (retriable errors, a lost connection, a timeout) are retried with backoff until
@@ -69,12 +72,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
-from kafka_sink.errors import KafkaError, TransactionLostError
+from kafka_sink.errors import KafkaError, TransactionLostError, UnsupportedVersionError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, IntentStore
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import pause_commit
+from kafka_sink.spark.logs import warn_once
 
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
@@ -106,6 +110,12 @@ _BACKOFF_MS = 100
 _BACKOFF_MAX_MS = 1_000
 _ABORTED_STATES = frozenset({"PrepareAbort", "CompleteAbort", "PrepareEpochFence"})
 _FRESH_STATES = frozenset({"Empty", "Ongoing"})
+# What a transaction must have left of its transaction.timeout.ms when the check before the
+# intent sees it, so that the intent write and the EndTxns reach its coordinator before the
+# reaper may abort it (an expired transaction still shows Ongoing until the reaper's next run,
+# every 10 s), with an allowance for the driver's clock running behind the broker's. A quarter
+# of the timeout at most, so that short timeouts still leave the tasks most of it.
+_EXPIRY_MARGIN_MS = 15_000
 
 
 class SinkTransactionLostError(SinkError):
@@ -448,15 +458,26 @@ class EosCommitter:
         if describe is None or not tasks:
             return
         ids = sorted({t.transaction.transactional_id for t in tasks})
-        seen = self._retrying(
-            lambda: describe(ids), until_ms, f"describing the {len(ids)} transaction(s)"
-        )
+        try:
+            seen = self._retrying(
+                lambda: describe(ids), until_ms, f"describing the {len(ids)} transaction(s)"
+            )
+        except UnsupportedVersionError:
+            warn_once(
+                "describe-transactions-unsupported",
+                "pykafka exactly-once: the brokers do not support DescribeTransactions (Kafka "
+                "3.0+), so the driver commits a batch without first checking that each of its "
+                "transactions is still open; one that Kafka aborted meanwhile is found by its "
+                "EndTxn, after other transactions of the batch may be visible",
+            )
+            return
         gone = [
             (task, why)
             for task in tasks
             if (why := _why_gone(task.transaction, seen.get(task.transaction.transactional_id)))
             is not None
         ]
+        gone = gone or _expiring(tasks, seen, self.clock.wall_ms())
         if gone:
             raise SinkTransactionLostError(self._gone_message(batch_id, gone))
 
@@ -729,6 +750,46 @@ def _why_gone(t: PreparedTransaction, now: TransactionListing | None) -> str | N
             f"{_TIMED_OUT} ({max(now.transaction_timeout_ms, 0)} ms): {seen}"
         )
     return f"no longer open at the producer id and epoch its task reported: {seen}"
+
+
+def _expiring(
+    tasks: Sequence[TaskTransaction],
+    seen: Mapping[str, TransactionListing | None],
+    driver_wall_ms: int,
+) -> list[tuple[TaskTransaction, str]]:
+    """The open transactions too close to their ``transaction.timeout.ms`` to commit, and why.
+
+    The coordinator counts from ``transaction_start_time_ms`` on its own clock. The newest start
+    time among the batch's transactions is a moment the brokers have already reached, so the
+    later of it and the driver's clock bounds the brokers' "now" from below: a driver clock
+    behind the brokers' is corrected up to that, one ahead only makes the check stricter.
+    """
+    starts = [
+        now.transaction_start_time_ms
+        for now in seen.values()
+        if now is not None and now.transaction_start_time_ms >= 0
+    ]
+    if not starts:
+        return []
+    broker_now = max(driver_wall_ms, *starts)
+    out: list[tuple[TaskTransaction, str]] = []
+    for task in tasks:
+        now = seen.get(task.transaction.transactional_id)
+        if now is None or now.transaction_start_time_ms < 0 or now.transaction_timeout_ms <= 0:
+            continue
+        margin = min(_EXPIRY_MARGIN_MS, now.transaction_timeout_ms // 4)
+        age = broker_now - now.transaction_start_time_ms
+        if now.transaction_timeout_ms - age < margin:
+            out.append(
+                (
+                    task,
+                    f"about to be aborted by the coordinator: open for at least {age} ms of its "
+                    f"{_TIMED_OUT} ({now.transaction_timeout_ms} ms), less than the {margin} "
+                    "ms a commit needs (the coordinator aborts it at any moment once the "
+                    "timeout has passed)",
+                )
+            )
+    return out
 
 
 def _same_record(found: BatchRecord | None, record: BatchRecord) -> bool:

@@ -1,19 +1,24 @@
 """The driver's exactly-once commit where an outcome is uncertain, on the fake TV2 coordinator.
 
-An intent write whose answer was lost, an abort whose intent store cannot be read, and a commit
+An intent write whose answer was lost, a transaction that shows Ongoing past its timeout,
+brokers without DescribeTransactions, an abort whose intent store cannot be read, and a commit
 whose answer was lost (as its epoch rolled over, or before its id moved on). Each ends with what
 read_committed readers see.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
 
+from kafka_sink.errors import UnsupportedVersionError
 from kafka_sink.spark.eos.committer import (
     COMMITTED,
     SinkCommitIncompleteError,
+    SinkTransactionLostError,
+    TransactionOps,
 )
 from kafka_sink.spark.eos.intents import INTENT, BatchRecord
 from tests.fakes.coordinator import (
@@ -22,9 +27,11 @@ from tests.fakes.coordinator import (
     NONE,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     FakeCoordinator,
+    coordinator_ops,
 )
 from tests.unit.spark.eos_support import (
     PREFIX,
+    TIMEOUT_MS,
     FaultyStore,
     committer,
     expected_rows,
@@ -93,6 +100,78 @@ def test_an_intent_write_proven_absent_aborts_the_batch() -> None:
         c.commit(BATCH, run_tasks(coord, BATCH))
     assert coord.open_transactions() == []
     assert visible_counts(coord) == Counter()
+
+
+# -- a transaction past its timeout that still shows Ongoing ----------------------------------
+
+
+def test_a_transaction_past_its_timeout_fails_the_batch_before_the_intent() -> None:
+    coord = FakeCoordinator()
+    store = FaultyStore()
+    c = committer(coord, store)
+    tasks = run_tasks(coord, BATCH)
+    # Kafka's reaper runs every 10 s: an expired transaction shows Ongoing until it does.
+    coord.txns[f"{PREFIX}-1-0"].start_ms = coord.clock.wall_ms() - TIMEOUT_MS - 1
+    listing = coord.describe(f"{PREFIX}-1-0")
+    assert listing is not None and listing.state == "Ongoing"
+    coord.script("end_txn", NONE, coord.expire)  # the reaper's tick after the check
+
+    with pytest.raises(SinkTransactionLostError, match="about to be aborted") as failed:
+        c.commit(BATCH, tasks)
+
+    assert "transaction.timeout.ms" in str(failed.value)
+    assert store.last("q1") is None  # failed before the intent
+    assert visible_counts(coord) == Counter()
+    assert coord.open_transactions() == []
+
+
+def test_a_transaction_with_time_left_is_committed() -> None:
+    coord = FakeCoordinator()
+    c = committer(coord, FaultyStore())
+    tasks = run_tasks(coord, BATCH)
+    coord.advance(TIMEOUT_MS // 2)
+    assert c.commit(BATCH, tasks) == COMMITTED
+    assert visible_counts(coord) == expected_rows([BATCH])
+
+
+def test_the_newest_start_bounds_the_broker_s_time_when_the_driver_s_clock_is_behind() -> None:
+    coord = FakeCoordinator()
+    c = committer(coord, FaultyStore())
+    tasks = run_tasks(coord, BATCH)
+    # The broker's clock runs ahead of the driver's: partition 2 started "in the future" for the
+    # driver, partition 0 a timeout before that.
+    now = coord.clock.wall_ms()
+    coord.txns[f"{PREFIX}-2-0"].start_ms = now + TIMEOUT_MS
+    coord.txns[f"{PREFIX}-0-0"].start_ms = now
+    with pytest.raises(SinkTransactionLostError, match="about to be aborted"):
+        c.commit(BATCH, tasks)
+
+
+# -- brokers without DescribeTransactions ------------------------------------------------------
+
+
+def test_brokers_without_describe_transactions_commit_without_the_check(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    coord = FakeCoordinator()
+    base = coordinator_ops(coord)
+
+    def no_describe(ids: object) -> dict[str, None]:
+        raise UnsupportedVersionError("DescribeTransactions: no version this client speaks")
+
+    ops = TransactionOps(
+        complete=base.complete,
+        list_open=base.list_open,
+        complete_all=base.complete_all,
+        describe=no_describe,
+    )
+    c = committer(coord, FaultyStore(), ops)
+    with caplog.at_level(logging.WARNING, logger="kafka_sink.spark"):
+        assert c.commit(BATCH, run_tasks(coord, BATCH)) == COMMITTED
+        assert c.commit(BATCH + 1, run_tasks(coord, BATCH + 1)) == COMMITTED
+    assert visible_counts(coord) == expected_rows([BATCH, BATCH + 1])
+    warned = [r for r in caplog.records if "DescribeTransactions" in r.getMessage()]
+    assert len(warned) <= 1
 
 
 # -- abort() with an intent store that cannot be read ------------------------------------------
