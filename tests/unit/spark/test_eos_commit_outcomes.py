@@ -1,24 +1,19 @@
 """The driver's exactly-once commit where an outcome is uncertain, on the fake TV2 coordinator.
 
 An intent write whose answer was lost, a transaction that shows Ongoing past its timeout,
-brokers without DescribeTransactions, an abort whose intent store cannot be read, a commit file
-that cannot be written once every row is visible, and a commit whose answer was lost (as its
-epoch rolled over, or before its id moved on). Each ends with what read_committed readers see.
+brokers without DescribeTransactions, an abort whose intent store cannot be read, and a commit
+whose answer was lost (as its epoch rolled over, or before its id moved on). Each ends with what
+read_committed readers see (the commit file of a visible batch: ``test_sink_writer_eos.py``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from kafka_sink.clock import SYSTEM_CLOCK, ManualClock
 from kafka_sink.errors import UnsupportedVersionError
-from kafka_sink.spark import writer as writer_module
-from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
-from kafka_sink.spark.eos import committer as committer_module
 from kafka_sink.spark.eos.committer import (
     COMMITTED,
     SinkCommitIncompleteError,
@@ -26,10 +21,6 @@ from kafka_sink.spark.eos.committer import (
     TransactionOps,
 )
 from kafka_sink.spark.eos.intents import INTENT, BatchRecord
-from kafka_sink.spark.eos.plan import EosPlan
-from kafka_sink.spark.options import SinkOptions
-from kafka_sink.spark.schema import InputLayout
-from kafka_sink.spark.writer import PyKafkaBatchWriter
 from tests.fakes.coordinator import (
     COORDINATOR_NOT_AVAILABLE,
     LOST_ANSWER,
@@ -215,67 +206,6 @@ def test_abort_after_a_commit_keeps_what_an_unreadable_store_may_name() -> None:
     c.recover()
     assert visible_counts(coord) == expected_rows([BATCH])
     assert coord.open_transactions() == []
-
-
-# -- a batch job whose rows are all visible ----------------------------------------------------
-
-
-def _options(commit_log: str) -> SinkOptions:
-    return SinkOptions.from_options(
-        {
-            "kafka.bootstrap.servers": "h:1",
-            "topic": "t",
-            "deliveryGuarantee": "exactly-once",
-            "commitLog": commit_log,
-        }
-    )
-
-
-def test_a_batch_job_whose_rows_are_visible_succeeds_when_its_commit_file_fails(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    # The writer's committer runs on the system clock: the brokers' clock must agree with it.
-    coord = FakeCoordinator(ManualClock(wall_ms=SYSTEM_CLOCK.wall_ms()))
-    monkeypatch.setattr(
-        committer_module, "listing_ops", lambda config, timeout_s=None: coordinator_ops(coord)
-    )
-    layout = InputLayout(
-        topic_column=False,
-        key_column=False,
-        partition_column=False,
-        headers_column=False,
-        timestamp=None,
-    )
-    eos = EosPlan("pykafka-q1", "w1", str(tmp_path / "intents"))
-    w = PyKafkaBatchWriter(
-        _options(str(tmp_path / "log")),
-        layout,
-        streaming=False,
-        overwrite=False,
-        write_id="w1",
-        eos=eos,
-    )
-    messages = [
-        PyKafkaCommitMessage(
-            partition_id=t.partition_id,
-            attempt_number=0,
-            task_attempt_id=t.partition_id,
-            batch_id=None,
-            ranges=(),
-            transaction=t.transaction,
-        )
-        for t in run_tasks(coord, 0)
-    ]
-
-    def store_down(*args: object, **kwargs: object) -> str:
-        raise OSError("the commit-log store answered 503 (scripted)")
-
-    monkeypatch.setattr(writer_module, "write_document", store_down)
-    with caplog.at_level(logging.ERROR, logger="kafka_sink.spark"):
-        w.commit(messages)  # Spark would fail the job, then abort() it, if this raised
-    assert visible_counts(coord) == expected_rows([0])
-    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert any("ARE visible" in e and str(tmp_path / "log") in e for e in errors), errors
 
 
 # -- a commit applied whose answer was lost ----------------------------------------------------
