@@ -17,7 +17,9 @@ Invariants:
   ``task.py`` is imported by ``write()`` only.
 - Exactly-once, the transactions are committed before the commit file and the log line are
   written, so a commit file names a batch that is visible to read_committed readers; a failed
-  commit raises and writes no commit file.
+  commit raises and writes no commit file. Once the transactions are committed, a commit file
+  that cannot be written is logged (ERROR, naming it and that the rows are visible) and does not
+  fail the write: the rows cannot be hidden any more.
 - A batch job's intent record is deleted once its commit is over (Spark calls nothing more for
   it), unless the job has an ``idempotencyKey``: then it is kept, stamped with the write id and
   the time (``eos/idempotency.py``), for the key's later runs; a streaming query's is kept for
@@ -131,19 +133,41 @@ class _WriterCore:
         path: str | None = None
         if directory is not None:
             stem = str(batch_id) if batch_id is not None else self.write_id
+            name = f"{stem}.json" if ok else f"{stem}.aborted.json"
             try:
-                path = write_document(
-                    directory, f"{stem}.json" if ok else f"{stem}.aborted.json", document
-                )
+                path = write_document(directory, name, document)
             except CommitStoreUnavailableError:
                 # A default under a checkpoint this driver has no client for: the query start
                 # warned that no commit files are written. A commitLog was refused then.
-                if self.options.commit_log is not None:
+                if self.options.commit_log is not None and not self._visible_anyway(
+                    directory, name, batch_id, ok=ok
+                ):
+                    raise
+            except Exception:
+                if not self._visible_anyway(directory, name, batch_id, ok=ok):
                     raise
         if ok:
             logger.info(log_line(document, path))
         else:
             logger.error(log_line(document, path))
+
+    def _visible_anyway(self, directory: str, name: str, batch_id: int | None, *, ok: bool) -> bool:
+        """Whether a commit file that could not be written is logged instead of failing.
+
+        Exactly-once, a committed batch is visible to read_committed readers: failing it now
+        (Spark then records the job or the batch as failed) would not hide a row, and a batch
+        job's re-run would write every row again. So the missing file is logged (ERROR).
+        """
+        if not (ok and self.eos is not None):
+            return False
+        logger.exception(
+            "pykafka exactly-once: %s is committed and its rows ARE visible to read_committed "
+            "readers, but its commit file %s could not be written; the write is not failed "
+            "(that would not hide its rows)",
+            "the job" if batch_id is None else f"batch {batch_id}",
+            f"{directory.rstrip('/')}/{name}",
+        )
+        return True
 
     def _end_transactions(
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int | None, *, ok: bool
@@ -185,7 +209,9 @@ class _WriterCore:
                 if batch_id is None:
                     pause_commit(number, step="after-done")
             else:
-                committer.abort(number, tasks)
+                # Spark commits only when every task succeeded; a missing message (a failed
+                # task) proves commit() never ran, so no intent can name these transactions.
+                committer.abort(number, tasks, intent_possible=None not in messages)
         finally:
             committer.close()
 

@@ -9,12 +9,14 @@ its partition), EndTxn v5, DescribeTransactions and ListTransactions as
 
 - InitProducerId fences: an Ongoing transaction is aborted with an epoch bump, then the id moves
   to a fresh epoch (Empty); a new id gets a new producer id at epoch 0.
-- EndTxn v5 bumps the epoch on every end; a retry (the epoch just before the current one) of a
-  commit that completed answers NONE, of an abort that completed too; commit after an abort or
-  on Empty answers INVALID_TXN_STATE; a wrong epoch PRODUCER_FENCED, a wrong producer id
-  INVALID_PRODUCER_ID_MAPPING.
+- EndTxn v5 bumps the epoch on every end; a retry (the epoch just before the current one, or,
+  after the end rolled the epoch over to a new producer id, the last epoch of the previous
+  producer id: Kafka's retryOnOverflow) of a commit that completed answers NONE, of an abort
+  that completed too; commit after an abort or on Empty answers INVALID_TXN_STATE; a wrong
+  epoch PRODUCER_FENCED, a wrong producer id INVALID_PRODUCER_ID_MAPPING.
 - The reaper (:meth:`FakeCoordinator.expire`, run by :meth:`advance`) aborts a transaction
-  older than its timeout, bumping the epoch (PrepareEpochFence, then CompleteAbort).
+  older than its timeout, counted as Kafka does on the wall clock (``transaction_start_time_ms``
+  is wall-clock ms), bumping the epoch (PrepareEpochFence, then CompleteAbort).
 - Markers are written at once: Prepare* states pass straight to Complete*.
 - :meth:`read_committed` is what a read_committed consumer sees: the rows of committed
   transactions, per partition.
@@ -68,6 +70,7 @@ NOT_COORDINATOR = 16
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TXN_STATE = 48
 CONCURRENT_TRANSACTIONS = 51
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
 
@@ -109,8 +112,9 @@ class TxnMetadata:
     state: str = EMPTY
     partitions: set[TopicPartition] = field(default_factory=set)
     timeout_ms: int = 60_000
-    start_ms: int = -1
+    start_ms: int = -1  # wall-clock, as Kafka's transaction_start_time_ms
     serial: int = -1  # which run of a transaction on this id the rows belong to
+    previous_producer_id: int = -1  # the producer id before an epoch overflow moved it on
 
 
 class FakeCoordinator:
@@ -170,7 +174,7 @@ class FakeCoordinator:
 
     def expire(self) -> None:
         """The reaper: abort every transaction open longer than its timeout, fencing it."""
-        now = self.clock.now_ms()
+        now = self.clock.wall_ms()
         for tid, meta in self.txns.items():
             if meta.state == ONGOING and now - meta.start_ms > meta.timeout_ms:
                 self.time_out(tid)
@@ -224,7 +228,7 @@ class FakeCoordinator:
                 return CONCURRENT_TRANSACTIONS
             if meta.state != ONGOING:
                 meta.state, meta.partitions = ONGOING, set()
-                meta.start_ms, meta.serial = self.clock.now_ms(), next(self._serials)
+                meta.start_ms, meta.serial = self.clock.wall_ms(), next(self._serials)
             meta.partitions.add(tp)
             self.log.setdefault(tp, []).append((meta.serial, row))
             return NONE
@@ -252,9 +256,16 @@ class FakeCoordinator:
 
         def apply() -> int:
             meta = self.txns.get(transactional_id)
-            if meta is None or meta.producer_id != producer_id:
+            if meta is None:
                 return INVALID_PRODUCER_ID_MAPPING
-            retry = epoch == meta.producer_epoch - 1
+            overflowed = (
+                meta.previous_producer_id == producer_id
+                and epoch == _MAX_EPOCH - 1
+                and meta.producer_epoch == 0
+            )
+            if meta.producer_id != producer_id and not overflowed:
+                return INVALID_PRODUCER_ID_MAPPING
+            retry = overflowed or epoch == meta.producer_epoch - 1
             if epoch != meta.producer_epoch and not retry:
                 return PRODUCER_FENCED
             code = self._end(meta, commit, retry)
@@ -286,6 +297,7 @@ class FakeCoordinator:
 
     def _bump(self, meta: TxnMetadata) -> None:
         if meta.producer_epoch + 1 >= _MAX_EPOCH:
+            meta.previous_producer_id = meta.producer_id
             meta.producer_id, meta.producer_epoch = next(self._pids), 0
         else:
             meta.producer_epoch += 1

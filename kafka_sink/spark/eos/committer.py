@@ -12,10 +12,12 @@ commits them all so that a read_committed reader sees the batch exactly once, wh
    from a ListTransactions answer, which a coordinator moving or loading can leave out) must show
    each Ongoing at the producer id and epoch its task reported. One that is not (fenced by another
    attempt's InitProducerId, aborted by the coordinator after ``transaction.timeout.ms``, unknown
-   to the coordinator) fails the batch with that cause before anything becomes visible, so the
-   re-run writes the whole batch again. Then the intent is written durably **before** the first
-   EndTxn (naming, per transaction, the fingerprint of its task's rows), each transaction is
-   committed, and done is written;
+   to the coordinator), or one too close to its ``transaction.timeout.ms`` to be committed
+   before the coordinator's reaper may abort it, fails the batch with that cause before anything
+   becomes visible, so the re-run writes the whole batch again (brokers without
+   DescribeTransactions skip the check, with one warning per driver). Then the intent is written
+   durably **before** the first EndTxn (naming, per transaction, the fingerprint of its task's
+   rows), each transaction is committed, and done is written;
 4. the store holds the batch **partial**: Kafka lost some of its transactions after others
    committed (below). The re-run's tasks of the committed Spark partitions wrote nothing and
    hand back their rows' fingerprints (``skipped``); each must equal the recorded one, which
@@ -31,7 +33,11 @@ either committed or aborted by its coordinator); only a transaction Kafka lost f
 naming what is visible. A done record that cannot be written does not fail a committed batch (the
 next planning's :meth:`EosCommitter.recover` finishes the intent). Before the intent, every
 failure path (a store that cannot be read or written, a describe that never answers) aborts the
-batch's transactions and sweeps, so a failed batch leaves nothing visible and nothing open.
+batch's transactions and sweeps, so a failed batch leaves nothing visible and nothing open;
+except an intent write that reported an error: the intent may have landed, so the batch is
+aborted only once the store shows it absent (committed when the store shows it, left to be
+rolled forward when the store cannot say). Likewise :meth:`EosCommitter.abort` with an
+unreadable store aborts the batch's transactions only when its commit never ran.
 
 Every commit and abort then sweeps: the ongoing transactions of the write's prefix that neither
 the batch nor an unfinished intent names (failed or speculative attempts, earlier runs) are
@@ -51,7 +57,8 @@ Invariants:
 - An intent is durable before the first EndTxn of its batch; a transaction named by an intent is
   only ever committed, never aborted, and ``done`` is written only after all of them committed.
 - A transaction is aborted only when no message being committed and no unfinished intent names
-  it (compared by transactional id, producer id and epoch).
+  it (compared by transactional id, producer id and epoch), nor can: a batch whose intent may
+  have been written, but cannot be read back, is never aborted.
 - A transaction lost between the verification and its EndTxn (the broker aborted it meanwhile,
   or the driver was down longer than ``transaction.timeout.ms`` between two EndTxns) fails the
   batch naming the Spark partitions committed and lost; the batch is then recorded partial:
@@ -77,7 +84,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
-from kafka_sink.errors import KafkaError, TransactionLostError
+from kafka_sink.errors import KafkaError, TransactionLostError, UnsupportedVersionError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
 from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
@@ -86,6 +93,7 @@ from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import fence_disabled, pause_commit
 from kafka_sink.spark.fingerprint import Fingerprint
+from kafka_sink.spark.logs import warn_once
 
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
@@ -96,6 +104,7 @@ __all__ = [
     "ROLLED_FORWARD",
     "EosCommitter",
     "SinkCommitIncompleteError",
+    "SinkIntentUnknownError",
     "SinkPartlyCommittedError",
     "SinkTransactionLostError",
     "TaskTransaction",
@@ -121,6 +130,12 @@ _BACKOFF_MAX_MS = 1_000
 _FENCE_TRANSACTION_TIMEOUT_MS = 60_000
 _ABORTED_STATES = frozenset({"PrepareAbort", "CompleteAbort", "PrepareEpochFence"})
 _FRESH_STATES = frozenset({"Empty", "Ongoing"})
+# What a transaction must have left of its transaction.timeout.ms when the check before the
+# intent sees it, so that the intent write and the EndTxns reach its coordinator before the
+# reaper may abort it (an expired transaction still shows Ongoing until the reaper's next run,
+# every 10 s), with an allowance for the driver's clock running behind the broker's. A quarter
+# of the timeout at most, so that short timeouts still leave the tasks most of it.
+_EXPIRY_MARGIN_MS = 15_000
 
 
 class SinkTransactionLostError(SinkError):
@@ -136,6 +151,14 @@ class SinkCommitIncompleteError(SinkError):
     """A batch's intent is recorded but Kafka could not be told to commit all of it in time.
 
     Nothing is lost: the intent stays, and the next commit, abort or planning finishes it."""
+
+
+class SinkIntentUnknownError(SinkCommitIncompleteError):
+    """A batch's intent write failed and the store could not be re-read: it may be recorded.
+
+    Nothing of the batch was aborted (the intent, if it landed, names its transactions): the next
+    commit, abort or planning that reads the store finishes it, or, when it is absent, the next
+    sweep ends its transactions."""
 
 
 @dataclass(frozen=True)
@@ -329,7 +352,9 @@ class EosCommitter:
                 },
                 committed=earlier,
             )
-            self.store.write(intent)
+            self._write_intent(intent)
+        except SinkIntentUnknownError:
+            raise  # the intent may name these transactions: only a roll-forward may end them
         except BaseException as exc:
             # Nothing of this batch was committed: leave nothing of it open either.
             self._clear_failed(tasks, last, swept=read)
@@ -349,15 +374,26 @@ class EosCommitter:
 
     # -- abort -----------------------------------------------------------------------------
 
-    def abort(self, batch_id: int, tasks: Sequence[TaskTransaction]) -> None:
+    def abort(
+        self, batch_id: int, tasks: Sequence[TaskTransaction], *, intent_possible: bool = True
+    ) -> None:
         """End what must not survive a failed batch; never touches what an intent names.
 
         An unfinished intent gets one more round of EndTxns (no waiting: Spark is failing the
         batch); if it stays unfinished, the next commit or planning finishes it.
+
+        ``intent_possible`` is False when :meth:`commit` never ran for these transactions (Spark
+        aborts with a missing message when a task failed, and commits only when none did): then
+        no intent can name them. It matters only when the store cannot be read: see
+        :meth:`_abort_unread`.
         """
         if not self._holds_fence(f"aborting batch {batch_id}"):
             return
-        last = self.store.last(self.query_key)
+        try:
+            last = self.store.last(self.query_key)
+        except Exception as exc:
+            self._abort_unread(batch_id, tasks, intent_possible, exc)
+            return
         keep: tuple[PreparedTransaction, ...] = ()
         if last is not None and self._unfinished(last):
             try:
@@ -375,7 +411,82 @@ class EosCommitter:
         self._abort_named(tasks, keep=keep)
         self._sweep(keep=keep)
 
+    def _abort_unread(
+        self,
+        batch_id: int,
+        tasks: Sequence[TaskTransaction],
+        intent_possible: bool,
+        error: Exception,
+    ) -> None:
+        """Abort a failed batch whose intent store cannot be read: its own transactions only,
+        and only when no intent can name them.
+
+        Aborting a transaction an intent names is what makes a batch half-visible: the aborts
+        go one by one and may fail part-way, and the intent's roll-forward then commits the
+        transactions the aborts did not reach. With the store unreadable, the only proof that no
+        intent names the batch's transactions is that :meth:`commit` never ran for them (a
+        commit that failed may have written its intent, even one whose write reported an
+        error). So: when ``intent_possible`` is False, the batch's own transactions are aborted
+        (no sweep: it needs the store, to keep what an unfinished intent of an earlier batch
+        names); otherwise nothing is aborted, and the intent (if any) is finished by the next
+        commit or planning, or its absence lets the next sweep (at the latest the query's
+        restart; else the brokers after ``transaction.timeout.ms``) end them.
+        """
+        if not intent_possible:
+            log.warning(
+                "pykafka exactly-once: the intent store could not be read while aborting batch "
+                "%d (%s); its commit never ran, so its %d transaction(s) are aborted",
+                batch_id,
+                error,
+                len(tasks),
+            )
+            self._abort_named(tasks, keep=())
+            return
+        log.error(
+            "pykafka exactly-once: the intent store could not be read while aborting batch %d "
+            "(%s); its %d transaction(s) stay open, as a recorded commit may name them: the "
+            "next commit or restart of the query finishes or ends them, else the brokers abort "
+            "them after transaction.timeout.ms (%d ms)",
+            batch_id,
+            error,
+            len(tasks),
+            self.transaction_timeout_ms,
+        )
+
     # -- steps -----------------------------------------------------------------------------
+
+    def _write_intent(self, intent: BatchRecord) -> None:
+        """Write ``intent``; when the write fails, ask the store whether it landed anyway.
+
+        A write can fail after its record became durable (its answer lost; a file renamed into
+        place whose directory could not be synced). Aborting the batch then is unsafe: the
+        intent names its transactions, and its roll-forward would commit each one an abort
+        failed to reach. So the error stands (and the batch is aborted) only when the store
+        shows the intent absent; when it shows it, the commit goes on; when it cannot be read,
+        :class:`SinkIntentUnknownError` leaves the batch to be rolled forward.
+        """
+        try:
+            self.store.write(intent)
+        except Exception as exc:
+            try:
+                found = self.store.last(self.query_key)
+            except Exception as reread:
+                raise SinkIntentUnknownError(
+                    f"exactly-once commit of batch {intent.batch_id} failed: its intent may be "
+                    f"recorded (the write reported: {exc}; the store could not be read back: "
+                    f"{reread}). Nothing of the batch was aborted: the next commit, abort or "
+                    "start of the query commits it once if the intent is recorded, or ends its "
+                    "transactions if not. Fix: check that the intent store is reachable from "
+                    "the driver"
+                ) from exc
+            if not _same_record(found, intent):
+                raise
+            log.warning(
+                "pykafka exactly-once: the intent of batch %d is recorded although its write "
+                "reported an error (%s); committing the batch",
+                intent.batch_id,
+                exc,
+            )
 
     @staticmethod
     def _unfinished(record: BatchRecord) -> bool:
@@ -481,15 +592,26 @@ class EosCommitter:
         if describe is None or not tasks:
             return
         ids = sorted({t.transaction.transactional_id for t in tasks})
-        seen = self._retrying(
-            lambda: describe(ids), until_ms, f"describing the {len(ids)} transaction(s)"
-        )
+        try:
+            seen = self._retrying(
+                lambda: describe(ids), until_ms, f"describing the {len(ids)} transaction(s)"
+            )
+        except UnsupportedVersionError:
+            warn_once(
+                "describe-transactions-unsupported",
+                "pykafka exactly-once: the brokers do not support DescribeTransactions (Kafka "
+                "3.0+), so the driver commits a batch without first checking that each of its "
+                "transactions is still open; one that Kafka aborted meanwhile is found by its "
+                "EndTxn, after other transactions of the batch may be visible",
+            )
+            return
         gone = [
             (task, why)
             for task in tasks
             if (why := _why_gone(task.transaction, seen.get(task.transaction.transactional_id)))
             is not None
         ]
+        gone = gone or _expiring(tasks, seen, self.clock.wall_ms())
         if gone:
             raise SinkTransactionLostError(self._gone_message(batch_id, gone))
 
@@ -825,6 +947,55 @@ def _why_gone(t: PreparedTransaction, now: TransactionListing | None) -> str | N
             f"{_TIMED_OUT} ({max(now.transaction_timeout_ms, 0)} ms): {seen}"
         )
     return f"no longer open at the producer id and epoch its task reported: {seen}"
+
+
+def _expiring(
+    tasks: Sequence[TaskTransaction],
+    seen: Mapping[str, TransactionListing | None],
+    driver_wall_ms: int,
+) -> list[tuple[TaskTransaction, str]]:
+    """The open transactions too close to their ``transaction.timeout.ms`` to commit, and why.
+
+    The coordinator counts from ``transaction_start_time_ms`` on its own clock. The newest start
+    time among the batch's transactions is a moment the brokers have already reached, so the
+    later of it and the driver's clock bounds the brokers' "now" from below: a driver clock
+    behind the brokers' is corrected up to that, one ahead only makes the check stricter.
+    """
+    starts = [
+        now.transaction_start_time_ms
+        for now in seen.values()
+        if now is not None and now.transaction_start_time_ms >= 0
+    ]
+    if not starts:
+        return []
+    broker_now = max(driver_wall_ms, *starts)
+    out: list[tuple[TaskTransaction, str]] = []
+    for task in tasks:
+        now = seen.get(task.transaction.transactional_id)
+        if now is None or now.transaction_start_time_ms < 0 or now.transaction_timeout_ms <= 0:
+            continue
+        margin = min(_EXPIRY_MARGIN_MS, now.transaction_timeout_ms // 4)
+        age = broker_now - now.transaction_start_time_ms
+        if now.transaction_timeout_ms - age < margin:
+            out.append(
+                (
+                    task,
+                    f"about to be aborted by the coordinator: open for at least {age} ms of its "
+                    f"{_TIMED_OUT} ({now.transaction_timeout_ms} ms), less than the {margin} "
+                    "ms a commit needs (the coordinator aborts it at any moment once the "
+                    "timeout has passed)",
+                )
+            )
+    return out
+
+
+def _same_record(found: BatchRecord | None, record: BatchRecord) -> bool:
+    """Whether the store's ``found`` is ``record`` (its batch, state and transactions)."""
+    return (
+        found is not None
+        and (found.batch_id, found.state) == (record.batch_id, record.state)
+        and [_key(t) for t in found.transactions] == [_key(t) for t in record.transactions]
+    )
 
 
 def _spark_partitions(tasks: Sequence[TaskTransaction]) -> str:

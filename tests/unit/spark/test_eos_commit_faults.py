@@ -53,7 +53,7 @@ def _fence(coord: FakeCoordinator, tid: str) -> None:
 
 def _time_out(coord: FakeCoordinator, tid: str) -> None:
     meta = coord.txns[tid]
-    meta.start_ms = coord.clock.now_ms() - TIMEOUT_MS - 1
+    meta.start_ms = coord.clock.wall_ms() - TIMEOUT_MS - 1
     coord.expire()  # the reaper aborted it: INVALID_TXN_STATE on commit
 
 

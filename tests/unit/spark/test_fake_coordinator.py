@@ -52,6 +52,20 @@ def test_a_retried_end_answers_none_and_a_commit_after_an_abort_is_invalid() -> 
     assert c.read_committed() == {TP: ["x"]}
 
 
+def test_a_retried_end_after_the_epoch_rolled_over_to_a_new_producer_id_answers_none() -> None:
+    c = FakeCoordinator()
+    c.init_producer_id("a")
+    c.txns["a"].producer_epoch = 32765  # the next InitProducerId gives the last epoch, 32766
+    t = c.begin("a", {TP: ["x"]})
+    assert t.producer_epoch == 32766
+    moved = c.end_txn("a", t.producer_id, t.producer_epoch, True)
+    assert moved[0] != t.producer_id and moved[1] == 0  # the commit rolled over
+    assert c.end_txn("a", t.producer_id, t.producer_epoch, True) == moved  # Kafka's retryOnOverflow
+    with pytest.raises(InvalidProducerIdMappingError):
+        c.end_txn("a", t.producer_id, 5, True)  # not a retry of that end
+    assert c.read_committed() == {TP: ["x"]}
+
+
 def test_init_producer_id_fences_an_ongoing_transaction() -> None:
     c = FakeCoordinator()
     t = c.begin("a", {TP: ["x"]})

@@ -14,6 +14,7 @@ from kafka_sink.errors import NotLeaderOrFollowerError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark import task as task_module
+from kafka_sink.spark import writer as writer_module
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.eos import committer, slots
 from kafka_sink.spark.eos.committer import TransactionOps
@@ -38,9 +39,14 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> list[FakeTxnProducer]:
     producer_cache.close_all()
 
 
-def _options() -> SinkOptions:
+def _options(**extra: str) -> SinkOptions:
     return SinkOptions.from_options(
-        {"kafka.bootstrap.servers": "h:1", "topic": "t", "deliveryGuarantee": "exactly-once"}
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "topic": "t",
+            "deliveryGuarantee": "exactly-once",
+            **extra,
+        }
     )
 
 
@@ -191,6 +197,49 @@ def test_driver_abort_aborts_what_the_tasks_prepared(
     calls = _fake_ops(monkeypatch, [m0.transaction])
     writer.abort([m0, None])
     assert calls == [("abort", "pykafka-w1-0-0")]
+
+
+def test_driver_abort_with_an_unreadable_intent_store_ends_only_a_batch_never_committed(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    writer = _writer(tmp_path)
+    m0 = writer.write(iter([_batch(2)]))
+    calls = _fake_ops(monkeypatch, [m0.transaction])
+
+    def unreadable(self: FileIntentStore, query_key: str) -> None:
+        raise OSError("the intent store cannot be read (scripted)")
+
+    monkeypatch.setattr(FileIntentStore, "last", unreadable)
+    writer.abort([m0])  # every task succeeded: the failed commit may have recorded an intent
+    assert calls == []
+    writer.abort([m0, None])  # a task failed: Spark never called commit()
+    assert calls == [("abort", "pykafka-w1-0-0")]
+
+
+def test_a_committed_job_succeeds_when_its_commit_file_cannot_be_written(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog
+) -> None:
+    commit_log = str(tmp_path / "log")
+    writer = PyKafkaBatchWriter(
+        _options(commitLog=commit_log),
+        _layout(),
+        streaming=False,
+        overwrite=False,
+        write_id="w1",
+        eos=EosPlan("pykafka-w1", "w1", str(tmp_path / "intents")),
+    )
+    m0 = writer.write(iter([_batch(2)]))
+    calls = _fake_ops(monkeypatch, [m0.transaction])
+
+    def store_down(*args: object, **kwargs: object) -> str:
+        raise OSError("the commit-log store answered 503 (scripted)")
+
+    monkeypatch.setattr(writer_module, "write_document", store_down)
+    with caplog.at_level("ERROR", logger="kafka_sink.spark"):
+        writer.commit([m0])  # failing now would fail a job whose rows are all visible
+    assert calls == [("commit", "pykafka-w1-0-0")]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("ARE visible" in e and commit_log in e for e in errors), errors
 
 
 def test_stream_writer_commits_by_batch_id(
