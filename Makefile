@@ -114,11 +114,13 @@ bench-fingerprint: setup
 	$(PY) benchmarks/bench_row_fingerprint.py --out benchmarks/results/bench_row_fingerprint.md
 
 # The exactly-once chaos run alone (also part of make test): CHAOS_SEED replays a fault schedule,
-# CHAOS_SECONDS sets its length (default 480).
-CHAOS_SEED    ?=
-CHAOS_SECONDS ?= 480
+# CHAOS_SECONDS sets its length (default 480); CHAOS_GUARANTEE=at-least-once expects duplicates.
+CHAOS_SEED      ?=
+CHAOS_SECONDS   ?= 480
+CHAOS_GUARANTEE ?= exactly-once
 chaos: setup
 	PYKAFKA_CHAOS_SEED=$(CHAOS_SEED) PYKAFKA_CHAOS_SECONDS=$(CHAOS_SECONDS) \
+		PYKAFKA_CHAOS_GUARANTEE=$(CHAOS_GUARANTEE) \
 		$(PY) -m pytest tests/spark/test_spark_exactly_once_chaos.py -s $(PYTEST_ARGS)
 
 clean:
