@@ -75,20 +75,22 @@ def assert_nothing_left_open(
         time.sleep(0.5)
 
 
-def child_session(app_name: str) -> Any:
-    """The local[2] SparkSession of a driver process a test runs, kills and restarts, with the
-    sink registered (``eos_restart_child.py``, ``idempotent_job_child.py``)."""
+def child_session(app_name: str, master: str = "local[2]") -> Any:
+    """The SparkSession of a driver process a test runs, kills and restarts, with the sink
+    registered (``eos_restart_child.py``, ``idempotent_job_child.py``); ``master`` may be a
+    ``local-cluster[...]`` (executors of 512 MiB)."""
     from pyspark.sql import SparkSession
 
     from kafka_sink.spark.datasource import PyKafkaDataSource
 
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "512m")
+        .config("spark.executor.memory", "512m")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
