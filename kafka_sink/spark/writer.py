@@ -110,8 +110,11 @@ class _WriterCore:
         if ok:
             pause_commit(batch_id, BEFORE_COMMIT)  # test-only; see fault_hooks
         completed = self.eos.completed if self.eos is not None else None
+        end_transactions_ms: int | None = None
         if self.eos is not None and completed is None:
+            started = time.monotonic()
             self._end_transactions(messages, batch_id, ok=ok)
+            end_transactions_ms = round((time.monotonic() - started) * 1000)
         elif ok and self.eos is None:
             pause_commit(batch_id)  # test-only; see fault_hooks
         now_ms = int(time.time() * 1000)
@@ -129,6 +132,9 @@ class _WriterCore:
             document["idempotency_key"] = self.eos.idempotency_key
         if completed is not None:
             document["already_completed"] = completed.describe()
+        if end_transactions_ms is not None:
+            # The driver's part of exactly-once: check, intent, EndTxns, done, sweep.
+            document["end_transactions_ms"] = end_transactions_ms
         directory = self.options.commit_dir(streaming=self.streaming)
         path: str | None = None
         if directory is not None:

@@ -68,15 +68,10 @@ PROGRESS_WAIT_S = 300.0
 BROKER_READY_S = 180.0
 LAST_RUN_S = 900.0
 
-# The sum of every bounded wait, so pytest-timeout never cuts a run that is only slow.
-_BOUND_S = SECONDS + FAULTS * (PROGRESS_WAIT_S + EXECUTOR_WAIT_S + BROKER_READY_S) + LAST_RUN_S
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(int(_BOUND_S + 600)),
-    # About 20 minutes on a loaded two-core machine: run by `make chaos` (which sets
-    # PYKAFKA_CHAOS=1) until the suite's time leaves room for it in `make test`.
-    pytest.mark.skipif(os.environ.get("PYKAFKA_CHAOS") != "1", reason="the chaos run: make chaos"),
-]
+# Each wait above is bounded, but their sum (hours) is no useful limit: a run that takes twice its
+# schedule plus the last run's bound and 20 minutes is stuck, and fails rather than eat CI's time.
+_BOUND_S = 2 * SECONDS + LAST_RUN_S + 1200
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(_BOUND_S))]
 
 
 def fault_schedule(rng: random.Random) -> list[tuple[float, str]]:

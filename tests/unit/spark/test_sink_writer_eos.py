@@ -468,3 +468,23 @@ def test_a_keyed_batch_job_refuses_intents_kept_in_memory(no_broker) -> None:
             streaming=False,
             write_id="w1",
         )
+
+
+def test_the_commit_document_says_how_long_the_drivers_commit_took(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    commit_log = tmp_path / "log"
+    eos = EosPlan("pykafka-q", "q", str(tmp_path / "intents"))
+    writer = PyKafkaStreamWriter(
+        _options(commitLog=str(commit_log)),
+        _layout(),
+        streaming=True,
+        overwrite=False,
+        write_id="s",
+        eos=eos,
+    )
+    m0 = writer.write(iter([_batch(1)]))
+    _fake_ops(monkeypatch, [m0.transaction])
+    writer.commit([m0], 0)
+    doc = json.loads((commit_log / "0.json").read_text())
+    assert isinstance(doc["end_transactions_ms"], int) and doc["end_transactions_ms"] >= 0
