@@ -3,9 +3,10 @@
 An exactly-once task folds the fingerprint of every Arrow batch it writes
 (``kafka_sink/spark/row_fingerprint.py``). This times it over 100,000 rows in batches of 10,000
 (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch`` default), with 16-byte keys, a
-timestamp column and values of 200 bytes, of 1 KiB, and of 150 to 250 bytes (as JSON documents
-vary, hashed per distinct length): the median of ``--rounds`` rounds, in
-microseconds per row, to hold against a task's whole per-row cost (README, Benchmarks).
+timestamp column and values of 200 bytes, 1 KiB and 10 KiB, and of 150 to 250 and 500 to 1,500
+bytes (as JSON documents vary; short ones padded to a few widths, long ones checksummed): the
+median of ``--rounds`` rounds, in microseconds per row, to hold against a task's whole per-row
+cost (docs/benchmarks.md).
 
     python benchmarks/bench_row_fingerprint.py [--rounds 7] [--out FILE.md]
 """
@@ -33,7 +34,14 @@ def main() -> None:
     layout = InputLayout(False, True, False, False, "millis")
     rng = np.random.default_rng(1)
     lines = ["| value size | µs/row (median) | rows/s |", "| ---: | ---: | ---: |"]
-    for label, low, high in (("200 B", 200, 200), ("1 KiB", 1024, 1024), ("150-250 B", 150, 250)):
+    cases = (
+        ("200 B", 200, 200),
+        ("1 KiB", 1024, 1024),
+        ("10 KiB", 10240, 10240),
+        ("150-250 B", 150, 250),
+        ("500-1500 B", 500, 1500),
+    )
+    for label, low, high in cases:
         batches = []
         for start in range(0, args.rows, 10_000):
             n = min(10_000, args.rows - start)

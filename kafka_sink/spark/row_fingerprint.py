@@ -9,28 +9,30 @@ row, which the hash must not cost), so a re-run that changes only headers is not
 A null timestamp hashes as null, not as the time the producer stamps on it, so a re-run of the
 same rows has the same fingerprint.
 
-A byte field (topic, key, value) hashes to the sum modulo 2**64 of its 8-byte words (zero
-padded), each multiplied by an odd constant of its position and its high half folded down (a
-bijection of the word taking 0 to 0, so a change within one word always changes the sum and
-zero padding adds nothing), plus its mixed length. That is two numpy operations over a whole
-(rows x words) matrix, reading the bytes in order: values of different lengths are first
-padded (``pyarrow.compute``'s ``ascii_rpad``, which treats each byte as a character) to a few
-widths, at most a quarter longer. So a row hashes the same whatever the other rows of its batch.
-Murmur2 (``records.murmur2_columns``, 32 bits), which walks the bytes word by word down the
-rows, measured twice as slow on 1 KiB values (``benchmarks/bench_row_fingerprint.py``). The
-fields of a row are then chained through a 64-bit mixer (SplitMix64's finaliser), and the
-rows' hashes summed modulo 2**64: two different row sets collide with probability about 2**-64
-for changes not crafted to collide (it is not a cryptographic hash).
+A byte field (topic, key, value) shorter than ``LONG_VALUE_BYTES`` (512) hashes to the sum
+modulo 2**64 of its 8-byte words (zero padded), each with its high half folded down (a bijection
+of the word taking 0 to 0, so a change within one word always changes the sum and zero padding
+adds nothing) and multiplied by an odd constant of its position, plus its mixed length. The
+words are read in place (a strided view of the column's buffer) when every row has one length,
+else from rows padded (``pyarrow.compute``'s ``ascii_rpad``) to a few widths at most a quarter
+longer; either way one fused multiply-sum per matrix. So a row hashes the same whatever the rows
+of its batch. From 512 bytes on, a field hashes to its CRC-32C (one native call per row, about
+four times faster than the word sums at 1 KiB; 32 bits of the row's 64) times an odd constant,
+plus its mixed length (``benchmarks/bench_row_fingerprint.py``). The fields of a row are then
+chained through a 64-bit mixer (SplitMix64's finaliser), and the rows' hashes summed modulo
+2**64: two different row sets collide with probability about 2**-64 (2**-32 where only a long
+field differs) for changes not crafted to collide (it is not a cryptographic hash).
 
-Invariants: no per-row Python (numpy and pyarrow only); the fingerprint of a batch does not
-depend on the order of its rows; the fingerprints of two batches add up to that of both
-(``Fingerprint.plus``).
+Invariants: no per-row Python below 512 bytes (numpy and pyarrow only; one CRC call per longer
+field); the fingerprint of a batch does not depend on the order of its rows; the fingerprints of
+two batches add up to that of both (``Fingerprint.plus``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import crc32c
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -57,6 +59,9 @@ _ABSENT = np.uint64(0xD1B54A32D192ED03)
 _CHAIN = np.uint64(0xFF51AFD7ED558CCD)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
+# Values from this long on hash by CRC-32C (faster there), spread over 64 bits by an odd constant.
+LONG_VALUE_BYTES = 512
+_CHECKSUM = np.uint64(0xA0761D6478BD642F)
 
 
 def batch_fingerprint(
@@ -106,25 +111,71 @@ def _bytes_hash(column: Any, n: int) -> U64:
     array = as_binary_array(column, "fingerprint")
     if pa.types.is_null(array.type) or array.null_count == n:
         return np.full(n, _NULL, dtype=np.uint64)
-    lengths = np.maximum(as_byte_column(array).lengths, 0)  # null (-1): empty, then _NULL
-    out = np.empty(n, dtype=np.uint64)
+    column_bytes = as_byte_column(array)
+    lengths = np.maximum(column_bytes.lengths, 0)  # null (-1): empty, then _NULL
+    out: U64 = _mixed(lengths.astype(np.uint64))
+    long_rows = lengths >= LONG_VALUE_BYTES
+    if long_rows.any():
+        rows = np.flatnonzero(long_rows)
+        out[rows] += _checksums(column_bytes.offsets, column_bytes.data, rows) * _CHECKSUM
+    short_rows = ~long_rows
     first = int(lengths[0])
-    if (lengths == first).all():
-        out[:] = _hash_rows(_matrix(array, first), first)
-    else:
+    if not long_rows.any() and (lengths == first).all():
+        out += _fixed_width_hash(column_bytes.offsets, column_bytes.data, n, first)
+    elif short_rows.any():
         # Rows of similar lengths are padded with zero bytes to one width (at most a quarter
         # more bytes) and hashed as one matrix: a zero word adds nothing, so a row hashes the
         # same however wide it is padded, and its true length is hashed beside.
-        widths = _width(lengths)
-        for width in np.unique(widths):
+        widths = np.where(short_rows, _width(lengths), -1)
+        string = pa.large_string() if pa.types.is_large_binary(array.type) else pa.string()
+        for width in np.unique(widths[short_rows]):
+            if not width:
+                continue
             rows = np.flatnonzero(widths == width)
             group = array.take(arrow_ints(rows))
-            string = pa.large_string() if pa.types.is_large_binary(array.type) else pa.string()
             padded = pc.ascii_rpad(group.view(string), int(width), padding="\x00")
-            out[rows] = _hash_rows(_matrix(padded, int(width)), lengths[rows])
+            out[rows] += _words_hash(_matrix(padded, int(width)).view("<u8"))
     if array.null_count:
         out[~valid_mask(array)] = _NULL
     return out
+
+
+def _fixed_width_hash(
+    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], n: int, width: int
+) -> U64:
+    """The word sums of ``n`` rows of ``width`` bytes each, read where they lie: the same as
+    the padded matrix's, without copying the column (unaligned views of its buffer)."""
+    begin = int(offsets[0])
+    words, rest = divmod(width, 8)
+    out = np.zeros(n, dtype=np.uint64)
+    if words:
+        out += _words_hash(_words(data, begin, (n, words), (width, 8)))
+    if rest:
+        # The last ``rest`` bytes as a word zero-padded at position ``words``: read 8 bytes
+        # there (the next row's first bytes too) and keep the low ``rest`` of them; the last
+        # rows, whose 8 bytes would run past the buffer (at most 8), are copied.
+        first_tail = begin + words * 8
+        tails = np.zeros(n, dtype=np.uint64)
+        viewed = min(n, max(0, (len(data) - 8 - first_tail) // width + 1))
+        if viewed:
+            tails[:viewed] = _words(data, first_tail, (viewed,), (width,))
+        for row in range(viewed, n):
+            at = first_tail + row * width
+            tails[row] = int.from_bytes(data[at : at + rest].tobytes(), "little")
+        tails &= np.uint64((1 << (8 * rest)) - 1)
+        out += _folded(tails) * _positions(words + 1)[words]
+    return out
+
+
+def _checksums(
+    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], rows: npt.NDArray[np.intp]
+) -> U64:
+    """CRC-32C of each of ``rows``' bytes: one native call per row beats numpy's word sums
+    from about 512 bytes on (``benchmarks/bench_row_fingerprint.py``)."""
+    view = memoryview(data.data)
+    bounds = offsets.tolist()
+    sums = [crc32c.crc32c(view[bounds[r] : bounds[r + 1]]) for r in rows.tolist()]
+    return np.array(sums, dtype=np.uint64)
 
 
 def _width(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -143,23 +194,27 @@ def _matrix(array: Any, width: int) -> npt.NDArray[np.uint8]:
     return matrix.reshape(len(column), width)
 
 
-def _hash_rows(matrix: npt.NDArray[np.uint8], lengths: int | npt.NDArray[np.int64]) -> U64:
-    """The hash of each row of a (rows x width) byte matrix whose true lengths are given."""
-    count, width = matrix.shape
-    out: U64 = _mixed(np.broadcast_to(np.asarray(lengths, dtype=np.uint64), (count,)).copy())
-    words = (width + 7) // 8
-    if not words:
-        return out
-    if width % 8 or not matrix.flags.c_contiguous:
-        padded = np.zeros((count, words * 8), dtype=np.uint8)
-        padded[:, :width] = matrix
-        matrix = padded
-    # Per word: multiply by its position's odd constant, fold the high half down: a bijection
-    # of the word, different per position, taking 0 to 0, in two passes over the matrix.
-    mixed = matrix.view("<u8") * _positions(words)
-    mixed ^= mixed >> np.uint64(32)
-    out += mixed.sum(axis=1, dtype=np.uint64)
-    return out
+def _words(
+    data: npt.NDArray[np.uint8], offset: int, shape: tuple[int, ...], strides: tuple[int, ...]
+) -> U64:
+    """Little-endian 8-byte words of ``data`` at any byte offsets: a view (unaligned reads)."""
+    view: U64 = np.ndarray(shape, dtype="<u8", buffer=data, offset=offset, strides=strides)
+    return view
+
+
+def _words_hash(words: U64) -> U64:
+    """Per row of a (rows x words) matrix: each word folded, times its position's constant,
+    summed (one fused multiply-sum)."""
+    summed: U64 = _folded(words) @ _positions(words.shape[1])
+    return summed
+
+
+def _folded(words: U64) -> U64:
+    """Each word with its high half folded into its low half: a bijection taking 0 to 0, so a
+    change in a high byte still reaches the low bits of the sums its product goes into."""
+    folded: U64 = words >> np.uint64(32)
+    folded ^= words
+    return folded
 
 
 def _positions(words: int) -> U64:

@@ -7,6 +7,8 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
 from kafka_sink.spark.row_fingerprint import batch_fingerprint
@@ -126,3 +128,50 @@ def test_a_row_hashes_the_same_whatever_the_lengths_of_the_rows_beside_it() -> N
     # A trailing zero byte is part of the value, not padding.
     assert fp(b"ab\x00", b"abcdefgh") != fp(b"ab", b"abcdefgh")
     assert fp(b"", b"abc") != fp(b"\x00", b"abc")
+
+
+_PLAIN = InputLayout(False, False, False, False, None)
+
+
+def _values_fp(values: list[bytes | None], offset: int = 0) -> Fingerprint:
+    # ``offset``: the column as a slice of a longer one, as Arrow hands slices around.
+    padded = [b"-" * 3] * offset + values
+    array = pa.array(padded, pa.binary()).slice(offset)
+    return batch_fingerprint(pa.record_batch({"value": array}), _PLAIN, "t")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.none(), st.binary(max_size=40), st.binary(min_size=500, max_size=1500)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 3),
+)
+def test_every_path_hashes_a_row_as_it_hashes_it_alone(
+    values: list[bytes | None], offset: int
+) -> None:
+    # Alone a row takes the fixed-width path (views of the buffer, or its checksum when long);
+    # beside rows of other lengths it is padded into a matrix: the same hash either way.
+    alone = EMPTY_FINGERPRINT
+    for value in values:
+        alone = alone.plus(_values_fp([value]))
+    assert _values_fp(values, offset) == alone
+    same_length = [v if v is None else v[:1].ljust(9, b"z") for v in values]
+    alone = EMPTY_FINGERPRINT
+    for value in same_length:
+        alone = alone.plus(_values_fp([value]))
+    assert _values_fp(same_length, offset) == alone
+
+
+@pytest.mark.parametrize("length", [5, 13, 100, 511, 512, 4000])
+@pytest.mark.parametrize("at", [0, -1])
+def test_one_changed_byte_of_a_value_of_any_length_changes_it(length: int, at: int) -> None:
+    rng = np.random.default_rng(length)
+    values = [rng.bytes(length) for _ in range(4)]
+    changed = list(values)
+    row = bytearray(changed[2])
+    row[at] ^= 0x80  # a high bit, the one a sum of products reaches last
+    changed[2] = bytes(row)
+    assert _values_fp(changed) != _values_fp(values)
