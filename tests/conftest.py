@@ -74,34 +74,32 @@ def kafka_bootstrap() -> Iterator[str]:
         backend.__exit__(None, None, None)
 
 
+def running(kafka: LocalKafka, what: str) -> Iterator[LocalKafka]:
+    """For a fixture to ``yield from``: ``kafka`` started, then closed after its last test; one
+    that cannot start fails the test naming ``what``."""
+    try:
+        kafka.start()
+    except (KafkaSetupError, KafkaStartError) as exc:
+        kafka.close()
+        pytest.fail(f"no {what} for the tests: {exc}", pytrace=False)
+    try:
+        yield kafka
+    finally:
+        kafka.close()
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[LocalKafka]:
     # Proxied: tests can also cut a single node off from clients (direct listeners stay too).
-    cluster = LocalKafka(nodes=3, proxied=True)
-    try:
-        cluster.start()
-    except (KafkaSetupError, KafkaStartError) as exc:
-        pytest.fail(f"no 3-node Kafka cluster for the tests: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from running(LocalKafka(nodes=3, proxied=True), "3-node Kafka cluster")
 
 
 @pytest.fixture(scope="module")
 def proxied_kafka() -> Iterator[LocalKafka]:
     # A module's own: its tests cut and pause the only node, which the session's Kafka must
     # never see.
-    kafka = LocalKafka(nodes=1, proxied=True, broker_config={"auto.create.topics.enable": "false"})
-    try:
-        kafka.start()
-    except (KafkaSetupError, KafkaStartError) as exc:
-        kafka.close()
-        pytest.fail(f"no proxied Kafka for the tests: {exc}", pytrace=False)
-    try:
-        yield kafka
-    finally:
-        kafka.close()
+    config = {"auto.create.topics.enable": "false"}
+    yield from running(LocalKafka(nodes=1, proxied=True, broker_config=config), "proxied Kafka")
 
 
 @pytest.fixture
