@@ -129,6 +129,16 @@ def _executors(app_id: str) -> set[int]:
 
 
 @pytest.fixture
+def bootstrap(kafka_cluster: LocalKafka) -> str:
+    return kafka_cluster.bootstrap_servers
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"reattempt-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
 def topic(cluster_topic_factory: TopicFactory) -> str:
     """Two partitions, one a write task, each on all three nodes and acknowledged by two."""
     return cluster_topic_factory(
@@ -207,10 +217,8 @@ def _committed_values(bootstrap: str, topic: str, expected: int) -> list[str]:
 
 
 def test_a_zombie_of_the_first_stage_attempt_leaves_the_re_attempt_committed_once(
-    kafka_cluster: LocalKafka, topic: str, markers: Path
+    bootstrap: str, topic: str, prefix: str, markers: Path
 ) -> None:
-    bootstrap = kafka_cluster.bootstrap_servers
-    prefix = f"reattempt-{uuid.uuid4().hex[:8]}"
     outcome = _run_scenario(markers, bootstrap, topic, prefix, every_slot_free=False)
     assert "JOB SUCCEEDED" in outcome.output, outcome.output[-4000:]
     # The zombie found slot 0 held open by the re-attempt's prepared transaction.
@@ -222,10 +230,8 @@ def test_a_zombie_of_the_first_stage_attempt_leaves_the_re_attempt_committed_onc
 
 
 def test_without_the_slot_choice_the_zombie_aborts_the_re_attempts_prepared_transaction(
-    kafka_cluster: LocalKafka, topic: str, markers: Path
+    bootstrap: str, topic: str, prefix: str, markers: Path
 ) -> None:
-    bootstrap = kafka_cluster.bootstrap_servers
-    prefix = f"reattempt-noslots-{uuid.uuid4().hex[:8]}"
     outcome = _run_scenario(markers, bootstrap, topic, prefix, every_slot_free=True)
     # The driver's check before the first EndTxn finds partition 0's transaction gone.
     failure = "SinkTransactionLostError: exactly-once commit of batch 0 failed before anything"
