@@ -6,6 +6,9 @@
 - ``kafka_cluster`` (session): a 3-node ``LocalKafka``, started only if a test asks for it.
 - ``topic_factory`` / ``cluster_topic_factory``: ``(partitions=1, replication_factor=1,
   configs=None) -> name`` creates a topic with a unique name and waits for its leaders.
+- ``proxied_kafka`` (module): a single-node Kafka of the module's own (automatic topic creation
+  off), its node also behind a TCP proxy the test can slow, pause, hold or cut; ``proxied`` is the
+  same Kafka with its proxy forwarding normally again after each test, whatever the test did.
 
 A Kafka that cannot start fails the test (never skips it): a suite that silently ran no broker
 test must not look green. Tests using these fixtures are marked ``broker`` (and ``cluster`` for
@@ -35,7 +38,7 @@ with contextlib.suppress(ImportError):
 
 TopicFactory = Callable[..., str]
 
-_BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory"}
+_BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory", "proxied_kafka"}
 _CLUSTER_FIXTURES = {"kafka_cluster", "cluster_topic_factory"}
 
 
@@ -71,18 +74,43 @@ def kafka_bootstrap() -> Iterator[str]:
         backend.__exit__(None, None, None)
 
 
+def running(kafka: LocalKafka, what: str) -> Iterator[LocalKafka]:
+    """For a fixture to ``yield from``: ``kafka`` started, then closed after its last test; one
+    that cannot start fails the test naming ``what``."""
+    try:
+        kafka.start()
+    except (KafkaSetupError, KafkaStartError) as exc:
+        kafka.close()
+        pytest.fail(f"no {what} for the tests: {exc}", pytrace=False)
+    try:
+        yield kafka
+    finally:
+        kafka.close()
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[LocalKafka]:
     # Proxied: tests can also cut a single node off from clients (direct listeners stay too).
-    cluster = LocalKafka(nodes=3, proxied=True)
-    try:
-        cluster.start()
-    except (KafkaSetupError, KafkaStartError) as exc:
-        pytest.fail(f"no 3-node Kafka cluster for the tests: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from running(LocalKafka(nodes=3, proxied=True), "3-node Kafka cluster")
+
+
+@pytest.fixture(scope="module")
+def proxied_kafka() -> Iterator[LocalKafka]:
+    # A module's own: its tests cut and pause the only node, which the session's Kafka must
+    # never see.
+    config = {"auto.create.topics.enable": "false"}
+    yield from running(LocalKafka(nodes=1, proxied=True, broker_config=config), "proxied Kafka")
+
+
+@pytest.fixture
+def proxied(proxied_kafka: LocalKafka) -> Iterator[LocalKafka]:
+    yield proxied_kafka
+    # A test that failed half-way must not leave the next one a slow, paused or refusing proxy.
+    for node_id in proxied_kafka.node_ids:
+        proxy = proxied_kafka.proxy(node_id)
+        proxy.refuse_new = False
+        proxy.delay_ms = 0
+        proxy.resume()
 
 
 def _unique_name(request: pytest.FixtureRequest) -> str:

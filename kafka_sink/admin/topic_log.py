@@ -30,6 +30,10 @@ Invariants:
   (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING): that error raises,
   and the record never becomes visible to a read_committed reader. After another failure the
   caller ends the transaction with ``abort_transactional`` (under V2 that bumps the epoch too).
+  Under V1 the aborted batch may or may not be in the log: the state after the abort goes one
+  sequence past it, and the next write steps back once when the leader answers
+  OUT_OF_ORDER_SEQUENCE_NUMBER (the batch never landed). Never a sequence the leader already
+  holds: it would answer that write as a retry and append nothing.
 - Reads are read_committed (ListOffsets and Fetch with isolation_level 1): ``end_offset`` is
   the last stable offset, and ``read`` yields the data records with ``start <= offset < end``
   in offset order, without the records of aborted transactions and without control batches
@@ -65,6 +69,7 @@ from kafka_sink.errors import (
     KafkaError,
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceNumberError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -243,18 +248,36 @@ class TopicLog:
         sequence = 0 if tv2 else state.sequence
         if not tv2:
             self._add_partition(topic, partition, state, deadline)
-        batch = _one_record_batch(key, value).encode(
-            producer_id=state.producer_id,
-            producer_epoch=state.producer_epoch,
-            base_sequence=sequence,
-            is_transactional=True,
-        )
-        offset = self._retrying(
-            deadline,
-            lambda: self._produce(
-                topic, partition, batch, deadline, transactional_id=state.transactional_id, tv2=tv2
-            ),
-        )
+
+        def produce(base_sequence: int) -> int:
+            batch = _one_record_batch(key, value).encode(
+                producer_id=state.producer_id,
+                producer_epoch=state.producer_epoch,
+                base_sequence=base_sequence,
+                is_transactional=True,
+            )
+            return self._retrying(
+                deadline,
+                lambda: self._produce(
+                    topic,
+                    partition,
+                    batch,
+                    deadline,
+                    transactional_id=state.transactional_id,
+                    tv2=tv2,
+                ),
+            )
+
+        try:
+            offset = produce(sequence)
+        except OutOfOrderSequenceNumberError:
+            if tv2 or sequence == 0:
+                raise
+            # A V1 abort hands on the sequence after the aborted batch (see
+            # ``abort_transactional``); the leader asks for the one before when that batch never
+            # reached the log. Not a duplicate: the leader's last sequence is not the one asked.
+            sequence -= 1
+            offset = produce(sequence)
         handle = PreparedTransaction(
             state.transactional_id, state.producer_id, state.producer_epoch, ((topic, partition),)
         )
@@ -274,7 +297,10 @@ class TopicLog:
         )
         bumped = end_transaction(self.client, handle, False, deadline)
         if bumped is None:
-            return state
+            # V1 keeps the epoch: the aborted batch may be in the log at ``state.sequence``, and a
+            # next write at that sequence would be answered as a retry of it, with nothing
+            # appended (the next record silently lost). So the next write goes after it.
+            return replace(state, sequence=state.sequence + 1)
         return ProducerState(state.transactional_id, bumped[0], bumped[1])
 
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:

@@ -25,8 +25,9 @@ from kafka_sink import KafkaProducer
 from kafka_sink.errors import SslAuthenticationError
 from kafka_sink.net.tls import TlsConfig
 from kafka_sink.testing.certs import TestPki
-from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
+from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, end_offsets, import_kafka_python, read_all
+from tests.conftest import running
 
 pytestmark = pytest.mark.broker
 
@@ -39,15 +40,7 @@ _FAIL_WITHIN_S = 8.0
 
 @pytest.fixture(scope="module")
 def mtls_kafka() -> Iterator[LocalKafka]:
-    kafka = LocalKafka(nodes=1, heap="256m", mtls=True)
-    try:
-        kafka.start()
-    except (KafkaSetupError, KafkaStartError) as exc:
-        pytest.fail(f"no mutual-TLS Kafka broker for the tests: {exc}", pytrace=False)
-    try:
-        yield kafka
-    finally:
-        kafka.close()
+    yield from running(LocalKafka(nodes=1, heap="256m", mtls=True), "mutual-TLS Kafka broker")
 
 
 @pytest.fixture

@@ -1,15 +1,14 @@
 """send_columns against a slow or stalled broker: per-batch max.block.ms, and what a failed call
 queued.
 
-One extra single-node Kafka for this module, reached only through a TCP proxy the tests slow
-down (``delay_ms``) or pause.
+One extra single-node Kafka for this module (``proxied``, ``tests/conftest.py``), reached only
+through a TCP proxy the tests slow down (``delay_ms``) or pause.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
@@ -21,25 +20,11 @@ from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, end_offsets, read_all
 
 
-@pytest.fixture(scope="module")
-def proxied() -> Iterator[LocalKafka]:
-    kafka = LocalKafka(nodes=1, proxied=True)
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.close()
-
-
 @pytest.fixture
-def topic(proxied: LocalKafka) -> Iterator[str]:
+def topic(proxied: LocalKafka) -> str:
     name = f"bulk-faults-{uuid.uuid4().hex[:10]}"
     create_topic(proxied.bootstrap_servers, name, partitions=1)
-    yield name
-    for node_id in proxied.node_ids:
-        proxy = proxied.proxy(node_id)
-        proxy.delay_ms = 0
-        proxy.resume()
+    return name
 
 
 def _values(n: int) -> pa.Array:

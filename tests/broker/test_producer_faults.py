@@ -1,7 +1,7 @@
 """Failures surface clearly and in bounded time: no broker, no topic, full buffer, lost broker.
 
-One extra single-node Kafka for this module: automatic topic creation off, and clients reach it
-only through a TCP proxy the tests can pause and cut.
+One extra single-node Kafka for this module (``proxied``, ``tests/conftest.py``): automatic topic
+creation off, and clients reach it only through a TCP proxy the tests can pause and cut.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,25 +17,6 @@ from kafka_sink import KafkaProducer
 from kafka_sink.errors import BufferExhaustedError, KafkaTimeoutError
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, end_offsets
-
-
-@pytest.fixture(scope="module")
-def faulty_kafka() -> Iterator[LocalKafka]:
-    kafka = LocalKafka(nodes=1, proxied=True, broker_config={"auto.create.topics.enable": "false"})
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.close()
-
-
-@pytest.fixture
-def proxied(faulty_kafka: LocalKafka) -> Iterator[LocalKafka]:
-    yield faulty_kafka
-    for node_id in faulty_kafka.node_ids:
-        proxy = faulty_kafka.proxy(node_id)
-        proxy.refuse_new = False
-        proxy.resume()
 
 
 def _topic(kafka: LocalKafka, partitions: int = 2) -> str:

@@ -1,4 +1,5 @@
-"""A model of Kafka's transaction coordinator (Transactions V2), on a manual clock.
+"""A model of Kafka's transaction coordinator (Transactions V2, or V1 on request), on a manual
+clock.
 
 Role: the driver's exactly-once commit is tested against what the coordinator would answer, not
 against a list of expected calls. :class:`FakeCoordinator` keeps, per transactional id, what
@@ -17,6 +18,11 @@ its partition), EndTxn v5, DescribeTransactions and ListTransactions as
 - The reaper (:meth:`FakeCoordinator.expire`, run by :meth:`advance`) aborts a transaction
   older than its timeout, counted as Kafka does on the wall clock (``transaction_start_time_ms``
   is wall-clock ms), bumping the epoch (PrepareEpochFence, then CompleteAbort).
+- Transactions V1 (``FakeCoordinator(transaction_version=1)``): an end keeps the epoch, so a
+  retry is a request at the current epoch, any older epoch is PRODUCER_FENCED, and an abort with
+  nothing open is INVALID_TXN_STATE; a write stands for AddPartitionsToTxn then Produce (a stale
+  epoch is refused by the AddPartitionsToTxn, PRODUCER_FENCED). Fences and the reaper bump the
+  epoch as under V2.
 - Markers are written at once: Prepare* states pass straight to Complete*.
 - :meth:`read_committed` is what a read_committed consumer sees: the rows of committed
   transactions, per partition.
@@ -120,8 +126,9 @@ class TxnMetadata:
 class FakeCoordinator:
     """Every transactional id of a cluster, one coordinator (see the module docstring)."""
 
-    def __init__(self, clock: ManualClock | None = None) -> None:
+    def __init__(self, clock: ManualClock | None = None, *, transaction_version: int = 2) -> None:
         self.clock = clock if clock is not None else ManualClock()
+        self.transaction_version = transaction_version
         self.txns: dict[str, TxnMetadata] = {}
         self.log: dict[TopicPartition, list[tuple[int, object]]] = {}
         self.committed: set[int] = set()
@@ -214,9 +221,20 @@ class FakeCoordinator:
         return out[0]
 
     def write(
-        self, transactional_id: str, producer_id: int, epoch: int, tp: TopicPartition, row: object
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        tp: TopicPartition,
+        row: object,
+        *,
+        duplicate: bool = False,
     ) -> None:
-        """A transactional Produce v12: adds the partition (the first one starts the txn)."""
+        """A transactional Produce v12: adds the partition (the first one starts the txn).
+
+        ``duplicate``: the leader already has a batch at this sequence, so it appends nothing
+        and answers as if it had (V1: the partition is still added by AddPartitionsToTxn).
+        """
 
         def apply() -> int:
             meta = self.txns.get(transactional_id)
@@ -230,7 +248,8 @@ class FakeCoordinator:
                 meta.state, meta.partitions = ONGOING, set()
                 meta.start_ms, meta.serial = self.clock.wall_ms(), next(self._serials)
             meta.partitions.add(tp)
-            self.log.setdefault(tp, []).append((meta.serial, row))
+            if not duplicate:
+                self.log.setdefault(tp, []).append((meta.serial, row))
             return NONE
 
         self._call("write", transactional_id, apply)
@@ -265,10 +284,15 @@ class FakeCoordinator:
             )
             if meta.producer_id != producer_id and not overflowed:
                 return INVALID_PRODUCER_ID_MAPPING
-            retry = overflowed or epoch == meta.producer_epoch - 1
-            if epoch != meta.producer_epoch and not retry:
-                return PRODUCER_FENCED
-            code = self._end(meta, commit, retry)
+            if self.transaction_version == 1:
+                if epoch != meta.producer_epoch:
+                    return PRODUCER_FENCED
+                code = self._end_v1(meta, commit)
+            else:
+                retry = overflowed or epoch == meta.producer_epoch - 1
+                if epoch != meta.producer_epoch and not retry:
+                    return PRODUCER_FENCED
+                code = self._end(meta, commit, retry)
             out.append((meta.producer_id, meta.producer_epoch))
             return code
 
@@ -293,6 +317,18 @@ class FakeCoordinator:
         if not commit and not retry and meta.state in (EMPTY, other, done):
             self._bump(meta)  # TV2: an abort with nothing open only bumps the epoch
             return NONE
+        return INVALID_TXN_STATE
+
+    def _end_v1(self, meta: TxnMetadata, commit: bool) -> int:
+        done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        if meta.state == ONGOING:
+            meta.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+            self._complete(meta, commit)
+            return NONE
+        if meta.state == done:  # a retry: V1 answers it at the epoch it keeps
+            return NONE
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
+            return CONCURRENT_TRANSACTIONS
         return INVALID_TXN_STATE
 
     def _bump(self, meta: TxnMetadata) -> None:

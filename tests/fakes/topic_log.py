@@ -7,13 +7,23 @@ INVALID_PRODUCER_ID_MAPPING), then EndTxn v5 commit (which bumps the epoch); ``a
 plain write, visible at once. Reads are read_committed: the last stable offset stops at the
 first record of a transaction still open, and records of aborted transactions are skipped.
 Markers are written at once (as in the model), so a committed record is readable at once.
+
+On a coordinator in Transactions V1 mode the epoch stays across ends, so the partition checks
+sequences as a leader does: a producer's next record at the epoch it last wrote must carry the
+next sequence, a record at a newer epoch sequence 0 (else OUT_OF_ORDER_SEQUENCE_NUMBER); a record
+at the sequence of the producer's last batch is a duplicate, answered with that batch's offset
+and not appended, whether that batch was committed or aborted. As ``TopicLog`` does, the state
+handed back carries the next sequence, an abort hands on the sequence after the aborted batch,
+and a write steps back once when that batch never landed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from kafka_sink.admin.topic_log import ProducerState
+from kafka_sink.errors import OutOfOrderSequenceNumberError
 from kafka_sink.records.batch import Record
 from tests.fakes.coordinator import ONGOING, FakeCoordinator
 
@@ -26,6 +36,9 @@ class CoordinatedTopicLog:
     def __init__(self, coordinator: FakeCoordinator) -> None:
         self.coordinator = coordinator
         coordinator.committed.add(_PLAIN)
+        # (topic, partition, producer id) -> (epoch, sequence, offset) of its last batch (V1):
+        # the leader's producer state.
+        self._batches: dict[tuple[str, int, int], tuple[int, int, int]] = {}
 
     def close(self) -> None:
         pass
@@ -39,19 +52,57 @@ class CoordinatedTopicLog:
         self, topic: str, partition: int, key: bytes, value: bytes | None, state: ProducerState
     ) -> tuple[int, ProducerState]:
         tid = state.transactional_id
+        v1 = self.coordinator.transaction_version == 1
+        try:
+            duplicate_of = self._duplicate_of(topic, partition, state) if v1 else None
+        except OutOfOrderSequenceNumberError:
+            if state.sequence == 0:
+                raise
+            state = replace(state, sequence=state.sequence - 1)
+            duplicate_of = self._duplicate_of(topic, partition, state)
         self.coordinator.write(
-            tid, state.producer_id, state.producer_epoch, (topic, partition), (key, value)
+            tid,
+            state.producer_id,
+            state.producer_epoch,
+            (topic, partition),
+            (key, value),
+            duplicate=duplicate_of is not None,
         )
         offset = len(self.coordinator.log[(topic, partition)]) - 1
+        if duplicate_of is not None:
+            offset = duplicate_of
+        elif v1:
+            self._batches[(topic, partition, state.producer_id)] = (
+                state.producer_epoch,
+                state.sequence,
+                offset,
+            )
         pid, epoch = self.coordinator.end_txn(tid, state.producer_id, state.producer_epoch, True)
-        return offset, ProducerState(tid, pid, epoch)
+        return offset, ProducerState(tid, pid, epoch, state.sequence + 1 if v1 else 0)
+
+    def _duplicate_of(self, topic: str, partition: int, state: ProducerState) -> int | None:
+        """The offset of the batch a V1 write repeats, None for a new one; a gap raises."""
+        last = self._batches.get((topic, partition, state.producer_id))
+        if last is None:
+            return None
+        epoch, sequence, offset = last
+        if state.producer_epoch == epoch and state.sequence == sequence:
+            return offset
+        expected = sequence + 1 if state.producer_epoch == epoch else 0
+        if state.sequence != expected:
+            raise OutOfOrderSequenceNumberError(
+                f"{topic}-{partition}: sequence {state.sequence} at epoch "
+                f"{state.producer_epoch}, expected {expected}"
+            )
+        return None
 
     def abort_transactional(
         self, topic: str, partition: int, state: ProducerState
     ) -> ProducerState:
         tid = state.transactional_id
         pid, epoch = self.coordinator.end_txn(tid, state.producer_id, state.producer_epoch, False)
-        return ProducerState(tid, pid, epoch)
+        v1 = self.coordinator.transaction_version == 1
+        return ProducerState(tid, pid, epoch, state.sequence + 1 if v1 else 0)
 
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
         open_serials = {m.serial for m in self.coordinator.txns.values() if m.state == ONGOING}

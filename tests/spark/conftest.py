@@ -9,8 +9,7 @@ Python workers run the interpreter running the tests, unless PYSPARK_PYTHON says
 variables pointing at it). ``spark_env`` gives the Python workers Spark starts for
 pykafka extra environment variables (the AWS ones, for instance) for one test: the data source is
 registered again with them in the SparkContext's environment, and again without them after.
-``proxied_kafka`` (module): a single-node Kafka of the module's own, each node also behind a TCP
-proxy the test can pause, hold or cut.
+``proxied_kafka`` (a single-node Kafka behind a TCP proxy) is in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kafka_sink.testing.local_kafka import KafkaSetupError, LocalKafka
+from kafka_sink.testing.local_kafka import KafkaSetupError
 from kafka_sink.testing.s3 import LocalS3, S3SetupError, S3StartError
 
 
@@ -108,13 +107,3 @@ def spark_env(
             spark.dataSource.register(PyKafkaDataSource)
 
     yield using
-
-
-@pytest.fixture(scope="module")
-def proxied_kafka() -> Iterator[LocalKafka]:
-    kafka = LocalKafka(nodes=1, proxied=True, broker_config={"auto.create.topics.enable": "false"})
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.close()

@@ -1,5 +1,7 @@
 """Each test starts as a new driver: no fence token nor intent position kept from another
-test's coordinator."""
+test's coordinator. ``coord`` is a fresh fake TV2 coordinator (``tests/fakes/coordinator.py``) on
+its own manual clock, ``store`` a fresh in-memory intent store whose reads and writes a test can
+make fail (``eos_support.FaultyStore``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from kafka_sink.spark.eos import fence, kafka_intents
+from tests.fakes.coordinator import FakeCoordinator
+from tests.unit.spark.eos_support import FaultyStore
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +22,13 @@ def _new_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     fence._HELD.clear()
     kafka_intents._POSITIONS.clear()
+
+
+@pytest.fixture
+def coord() -> FakeCoordinator:
+    return FakeCoordinator()
+
+
+@pytest.fixture
+def store() -> FaultyStore:
+    return FaultyStore()

@@ -32,16 +32,6 @@ from tests.unit.spark.eos_support import (
 )
 
 
-@pytest.fixture
-def coord() -> FakeCoordinator:
-    return FakeCoordinator()
-
-
-@pytest.fixture
-def store() -> FaultyStore:
-    return FaultyStore()
-
-
 def _rerun_commits_once(coord: FakeCoordinator, store: FaultyStore, batch_id: int) -> None:
     c = committer(coord, store)
     c.recover()

@@ -9,6 +9,7 @@ without the fence, to show the harm the fence prevents.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -151,13 +152,51 @@ def test_an_old_driver_fenced_after_its_intent_reports_fenced_not_lost(fenced: b
     assert coordinator.open_transactions() == []
 
 
-def test_an_old_driver_cannot_write_an_intent_once_fenced() -> None:
-    coordinator = FakeCoordinator()
+# Transactions V1 and V2: the fence's epoch moves on each write under V2, its sequence under V1.
+VERSIONS = pytest.mark.parametrize("version", [1, 2], ids=["tv1", "tv2"])
+
+
+@VERSIONS
+def test_an_old_driver_cannot_write_an_intent_once_fenced(version: int) -> None:
+    coordinator = FakeCoordinator(transaction_version=version)
     old = _driver(coordinator, "old", fenced=True)
-    _driver(coordinator, "new", fenced=True)
+    old.store.write(BatchRecord(KEY, 1, INTENT, ()))  # under V1 its sequence moved on
+    new = _driver(coordinator, "new", fenced=True)
+    with pytest.raises(SinkFencedError) as fenced:
+        old.store.write(BatchRecord(KEY, 2, INTENT, ()))
+    assert "PRODUCER_FENCED" in str(fenced.value) or "ProducerFenced" in repr(
+        fenced.value.__cause__
+    )
+    new.store.write(BatchRecord(KEY, 3, INTENT, ()))
+    new.store.write(BatchRecord(KEY, 4, INTENT, ()))
+    assert new.fence is not None
+    new.fence.check("after its writes")
+    assert _intents(coordinator) == [1, 3, 4]  # the fenced write never became visible
+    assert coordinator.open_transactions() == []
+
+
+@VERSIONS
+def test_an_old_driver_fenced_between_its_intent_and_the_end_writes_nothing(version: int) -> None:
+    coordinator = FakeCoordinator(transaction_version=version)
+    old = _driver(coordinator, "old", fenced=True)
+    old.store.write(BatchRecord(KEY, 1, INTENT, ()))
+    # The old driver's record lands; the new driver's InitProducerId comes before its EndTxn.
+    coordinator.script("end_txn", lambda: _driver(coordinator, "new", fenced=True) and None)
     with pytest.raises(SinkFencedError):
-        old.store.write(old.store.last(KEY) or _any_record())
-    assert _visible(coordinator) == []
+        old.store.write(BatchRecord(KEY, 2, INTENT, ()))
+    assert _intents(coordinator) == [1]  # the fence aborted the record: never visible
+    assert coordinator.open_transactions() == []
+
+
+def _intents(coordinator: FakeCoordinator) -> list[int]:
+    """The batch ids of the intent records a read_committed reader of the intent topic reads."""
+    return [
+        json.loads(value)["batch_id"]
+        for (topic, _), rows in coordinator.read_committed().items()
+        if topic == TOPIC
+        for key, value in rows  # type: ignore[misc]
+        if key == KEY.encode()
+    ]
 
 
 def _any_record() -> Any:
@@ -217,28 +256,28 @@ def test_a_released_prefix_can_be_claimed_again(cluster: FakeCoordinator) -> Non
     assert EosCommitter.for_plan(_plan("query-b"), {"bootstrap.servers": "h:1"}).fence is not None
 
 
-def test_a_failed_intent_write_is_aborted_and_the_fence_kept() -> None:
+@VERSIONS
+@pytest.mark.parametrize("failed_at", ["write", "end_txn"])
+def test_a_failed_intent_write_is_aborted_and_the_fence_kept(version: int, failed_at: str) -> None:
     from tests.fakes.coordinator import TIMEOUT
 
-    coordinator = FakeCoordinator()
+    coordinator = FakeCoordinator(transaction_version=version)
     driver = _driver(coordinator, "driver", fenced=True)
-    # The intent's Produce lands, its EndTxn gets no answer: the write fails.
-    coordinator.script("end_txn", TIMEOUT)
+    driver.store.write(BatchRecord(KEY, 0, INTENT, ()))  # under V1 its sequence moved on
+    # The intent's Produce never lands, or it lands and its EndTxn gets no answer: the write
+    # fails. Under V1 a next write at the landed batch's sequence would be lost as a duplicate.
+    coordinator.script(failed_at, TIMEOUT)
     with pytest.raises(IntentStoreError):
         driver.store.write(BatchRecord(KEY, 1, INTENT, ()))
     assert coordinator.open_transactions() == []  # nothing holds the shared partition back
     assert driver.fence is not None
     driver.fence.check("after a failed write")  # the abort's epoch is the one kept
     driver.store.write(BatchRecord(KEY, 2, INTENT, ()))
-    last = driver.store.last(KEY)
+    # Read by a store of another process, which knows only the log, not this driver's cache.
+    reader = KafkaIntentStore(CoordinatedTopicLog(coordinator), TOPIC, cluster="reader")
+    last = reader.last(KEY)
     assert last is not None and last.batch_id == 2
-    intents = [
-        row
-        for (topic, _), rows in coordinator.read_committed().items()
-        if topic == TOPIC
-        for row in rows
-    ]
-    assert len(intents) == 1  # the failed write never became visible
+    assert _intents(coordinator) == [0, 2]  # the failed write never became visible
 
 
 def test_the_checkpoint_store_checks_the_fence_before_each_write(tmp_path: Any) -> None:

@@ -30,16 +30,6 @@ from tests.unit.spark.eos_support import (
 IDENTITY = job_identity("nightly-2026-11-25", topic="t", prefix=PREFIX)
 
 
-@pytest.fixture
-def coord() -> FakeCoordinator:
-    return FakeCoordinator()
-
-
-@pytest.fixture
-def store() -> FaultyStore:
-    return FaultyStore()
-
-
 def _committer(coord: FakeCoordinator, store: FaultyStore) -> EosCommitter:
     return EosCommitter(
         store,
