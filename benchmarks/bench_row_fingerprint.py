@@ -5,7 +5,7 @@ An exactly-once task folds the fingerprint of every Arrow batch it writes
 (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch`` default), with 16-byte keys, a
 timestamp column and values of 200 bytes, of 1 KiB, and of 150 to 250 bytes (as JSON documents
 vary, hashed per distinct length): the median of ``--rounds`` rounds, in
-microseconds per row, to hold against a task's whole per-row cost (README, Benchmarks).
+microseconds per row, to hold against a task's whole per-row cost (docs/benchmarks.md).
 
     python benchmarks/bench_row_fingerprint.py [--rounds 7] [--out FILE.md]
 """
