@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -60,15 +59,3 @@ def test_the_table_has_one_line_per_reader() -> None:
     assert lines[0].split() == ["consumer", "rows", "distinct", "duplicates", "missing"]
     assert lines[2].split() == ["read_committed", "4", "4", "0", "0"]
     assert lines[3].split() == ["read_uncommitted", "5", "4", "1", "0"]
-
-
-def test_the_demo_refuses_a_kill_with_nothing_left_to_restart() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "jobs" / "demo.py"), "--files", "3", "--kill-after", "2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
-    assert "--kill-after must leave at least two files" in done.stderr
