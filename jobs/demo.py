@@ -9,9 +9,9 @@ killed mid-batch and restarted from its checkpoint, and what two kinds of reader
 3. Once ``--kill-after`` micro-batches are committed (their files in the commit log), watch the
    topic: when a partition's log end offset passes its last stable offset, a batch's
    transactions hold records that are not committed. SIGKILL the driver's whole process group
-   there, as a crash would (no shutdown hook runs). Should that batch's commit land between the
-   look and the kill (nothing left open), the run is restarted and killed again, a bounded number
-   of times.
+   there, as a crash would (no shutdown hook runs). Should that batch's commit reach Kafka
+   between the look and the kill (nothing left pending a second later), the run is restarted and
+   killed again, a bounded number of times.
 4. Restart the same command from the checkpoint with ``--available-now``: the sink aborts the dead
    driver's open transactions, Spark re-runs the interrupted batch, and the query drains the rest
    of the input and stops.
@@ -20,6 +20,9 @@ killed mid-batch and restarted from its checkpoint, and what two kinds of reader
 
 Invariant: the demo exits non-zero unless the read_committed reader saw every input row exactly
 once; the read_uncommitted reader also sees the killed attempt's aborted rows, as duplicates.
+``--delivery-guarantee at-least-once`` runs the same crash without transactions: the kill lands
+while a batch's records are acknowledged but not recorded in the commit log, its re-run writes
+them again, and the demo fails on the duplicates read_committed then sees.
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=2,
         help="committed micro-batches before the driver is killed",
+    )
+    parser.add_argument(
+        "--delivery-guarantee",
+        choices=("exactly-once", "at-least-once"),
+        default="exactly-once",
+        help="the sink's deliveryGuarantee (at-least-once shows the duplicates a crash leaves)",
     )
     parser.add_argument(
         "--workdir", default=None, help="input, checkpoint and logs (default out/demo/<time>)"
@@ -149,15 +158,18 @@ def _batch_id(path: Path) -> int:
     return int(path.name.split(".")[0])
 
 
-class OpenTransactionWatch:
-    """Records of ``topic`` in the log that no read_committed reader can see yet.
+class PendingRecordsWatch:
+    """Records of ``topic`` in the log that the query has not committed yet.
 
-    A partition's log end offset (what read_uncommitted readers reach) minus its last stable
-    offset (what read_committed readers reach) is non-zero exactly while a transaction holding
-    records of that partition is open: written, perhaps prepared, not committed.
+    Exactly-once: a partition's log end offset (what read_uncommitted readers reach) minus its
+    last stable offset (what read_committed readers reach) is non-zero exactly while a
+    transaction holding records of that partition is open: written, perhaps prepared, not
+    committed. At-least-once (no transactions, no markers): the log's records beyond those the
+    commit log names, acknowledged by Kafka but not yet recorded by the driver.
     """
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, guarantee: str) -> None:
+        self._transactional = guarantee == "exactly-once"
         from kafka_sink.testing.oracle import import_kafka_python
 
         kafka = import_kafka_python()
@@ -167,9 +179,12 @@ class OpenTransactionWatch:
         ]
         self._partitions = [kafka.TopicPartition(topic, p) for p in range(PARTITIONS)]
 
-    def unstable_records(self) -> int:
+    def pending(self, commit_dir: Path) -> int:
         log_end, stable = (r.end_offsets(self._partitions) for r in self._readers)
-        return sum(int(log_end[tp]) - int(stable[tp]) for tp in self._partitions)
+        if self._transactional:
+            return sum(int(log_end[tp]) - int(stable[tp]) for tp in self._partitions)
+        recorded = sum(int(d["record_count"]) for d in committed_batches(commit_dir))
+        return sum(int(log_end[tp]) for tp in self._partitions) - recorded
 
     def close(self) -> None:
         for reader in self._readers:
@@ -177,10 +192,11 @@ class OpenTransactionWatch:
 
 
 def kill_mid_batch(
-    start: Any, commit_dir: Path, watch: OpenTransactionWatch, kill_after: int
+    start: Any, commit_dir: Path, watch: PendingRecordsWatch, kill_after: int
 ) -> tuple[int, int]:
     """Start runs (``start(attempt)`` returns a Driver) and SIGKILL one while a micro-batch's
-    transactions hold records; returns (committed batches at the kill, records left open)."""
+    records are in the log, not committed; returns (committed batches at the kill, records
+    left pending)."""
     for attempt in range(1, KILL_ATTEMPTS + 1):
         driver = start(attempt)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -193,22 +209,25 @@ def kill_mid_batch(
                 )
             time.sleep(0.2)
         deadline = time.monotonic() + WATCH_TIMEOUT_S
-        while watch.unstable_records() == 0:
+        while watch.pending(commit_dir) == 0:
             if not driver.running() or time.monotonic() > deadline:
                 driver.kill()
                 raise SystemExit(
-                    "demo: no micro-batch held an open transaction to kill the driver in:\n"
+                    "demo: no micro-batch had records pending to kill the driver in:\n"
                     + driver.tail()
                 )
         driver.kill()
         done = len(committed_batches(commit_dir))
         # The coordinator may still be writing the markers of a commit sent just before the kill.
         time.sleep(1.0)
-        left_open = watch.unstable_records()
-        if left_open:
-            return done, left_open
-        print(f"demo: a commit landed just before kill {attempt}; restarting to try again")
-    raise SystemExit(f"demo: every one of {KILL_ATTEMPTS} kills came after a commit")
+        left_pending = watch.pending(commit_dir)
+        if left_pending > 0:
+            return done, left_pending
+        print(
+            f"demo: kill {attempt} came as the batch's commit was already reaching Kafka "
+            "(nothing was left pending); restarting to kill again"
+        )
+    raise SystemExit(f"demo: each of {KILL_ATTEMPTS} kills came as a commit was reaching Kafka")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,14 +254,14 @@ def main(argv: list[str] | None = None) -> int:
             *("--source", "json", "--input", str(workdir / "input")),
             *("--schema", "key STRING, value STRING", "--max-files-per-trigger", "1"),
             *("--checkpoint", str(checkpoint), "--query-name", "pykafka_demo"),
-            *("--option", "deliveryGuarantee=exactly-once"),
+            *("--option", f"deliveryGuarantee={args.delivery_guarantee}"),
             # Spark warns that micro-batches fall behind while it warms up; not news here.
             *("--spark-log-level", "ERROR"),
         ]
         print(
             f"demo: Kafka at {bootstrap}, topic {TOPIC!r} with {PARTITIONS} partitions; "
             f"streaming {total} rows in {args.files} micro-batches with "
-            "deliveryGuarantee=exactly-once",
+            f"deliveryGuarantee={args.delivery_guarantee}",
             flush=True,
         )
 
@@ -251,15 +270,15 @@ def main(argv: list[str] | None = None) -> int:
             command = [*job, "--trigger-seconds", "0.1"]
             return Driver(command, workdir / f"run{attempt}.log", env)
 
-        watch = OpenTransactionWatch(bootstrap, TOPIC)
+        watch = PendingRecordsWatch(bootstrap, TOPIC, args.delivery_guarantee)
         try:
-            done, left_open = kill_mid_batch(start, commit_dir, watch, args.kill_after)
+            done, pending = kill_mid_batch(start, commit_dir, watch, args.kill_after)
         finally:
             watch.close()
         print(
             f"demo: killed the driver (SIGKILL, process group) after {done} committed "
-            f"micro-batches, while micro-batch {done}'s transactions held {left_open} records "
-            "that were written but not committed",
+            f"micro-batches, while {pending} records of micro-batch {done} were in the log, "
+            "not committed",
             flush=True,
         )
         print("demo: restarting the query from its checkpoint (trigger availableNow)", flush=True)
@@ -286,10 +305,16 @@ def main(argv: list[str] | None = None) -> int:
         f"Commit log: {len(batches)} micro-batch files, "
         f"{sum(d['record_count'] for d in batches)} records, in {commit_dir}"
     )
-    print(
-        f"read_uncommitted also reads the {uncommitted.rows - committed.rows} aborted records of "
-        "the killed attempt; consumers with isolation.level=read_committed never see them."
-    )
+    if args.delivery_guarantee == "exactly-once":
+        print(
+            f"read_uncommitted also reads the {uncommitted.rows - committed.rows} aborted records "
+            "of the killed attempt; consumers with isolation.level=read_committed never see them."
+        )
+    else:
+        print(
+            "At-least-once writes no transactions: every reader reads the killed attempt's "
+            "records and, again, those of its re-run."
+        )
     problem = exactly_once_problem(committed)
     if problem:
         print(f"demo: FAILED: read_committed is not exactly once: {problem}", file=sys.stderr)

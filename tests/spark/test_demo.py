@@ -2,6 +2,7 @@
 exactly-once, its driver SIGKILLed while a micro-batch's transactions hold records, restarted
 from its checkpoint. The demo's own table must show read_committed reading every row once and
 read_uncommitted also reading the killed attempt's aborted rows; the demo exits 0 only then.
+The same crash under at-least-once makes the demo fail on read_committed's duplicates.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Two Spark start-ups and a Kafka start: about 2-4 minutes on a busy 2-core machine.
 pytestmark = pytest.mark.slow
 _DEMO_TIMEOUT_S = 900
+FILES, ROWS_PER_FILE = 5, 400
+TOTAL = FILES * ROWS_PER_FILE
 
 
 def _row(output: str, reader: str) -> list[int]:
@@ -28,14 +31,13 @@ def _row(output: str, reader: str) -> list[int]:
     return [int(n) for n in numbers[0]]
 
 
-def test_make_demo_shows_exactly_once_through_a_driver_kill(tmp_path: Path) -> None:
-    files, rows_per_file = 5, 400
+def _demo(workdir: Path, guarantee: str) -> tuple[int, str]:
     done = subprocess.run(
         [
             sys.executable,
             str(ROOT / "jobs" / "demo.py"),
-            *("--workdir", str(tmp_path / "demo")),
-            *("--files", str(files), "--rows-per-file", str(rows_per_file)),
+            *("--workdir", str(workdir), "--delivery-guarantee", guarantee),
+            *("--files", str(FILES), "--rows-per-file", str(ROWS_PER_FILE)),
             *("--kill-after", "2"),
         ],
         cwd=str(ROOT),
@@ -46,12 +48,28 @@ def test_make_demo_shows_exactly_once_through_a_driver_kill(tmp_path: Path) -> N
         check=False,
     )
     output = done.stdout + done.stderr
-    assert done.returncode == 0, output
-    total = files * rows_per_file
-    assert _row(output, "read_committed") == [total, total, 0, 0]
+    assert "killed the driver (SIGKILL, process group) after 2 committed micro-batches" in output
+    return done.returncode, output
+
+
+def test_make_demo_shows_exactly_once_through_a_driver_kill(tmp_path: Path) -> None:
+    code, output = _demo(tmp_path / "demo", "exactly-once")
+    assert code == 0, output
+    assert _row(output, "read_committed") == [TOTAL, TOTAL, 0, 0]
     rows, distinct, duplicates, missing = _row(output, "read_uncommitted")
-    assert (distinct, missing) == (total, 0)
+    assert (distinct, missing) == (TOTAL, 0)
     # The killed attempt's rows stay in the log, aborted: only read_uncommitted reads them.
     assert duplicates > 0
-    assert rows == total + duplicates
-    assert "killed the driver (SIGKILL, process group) after 2 committed micro-batches" in output
+    assert rows == TOTAL + duplicates
+
+
+def test_the_demo_fails_on_the_duplicates_of_at_least_once(tmp_path: Path) -> None:
+    """The same crash under at-least-once: the re-run batch is read twice, and the demo's check
+    of read_committed fails the demo, as it would if exactly-once ever let a duplicate through."""
+    code, output = _demo(tmp_path / "demo", "at-least-once")
+    assert code == 1, output
+    rows, distinct, duplicates, missing = _row(output, "read_committed")
+    assert (distinct, missing) == (TOTAL, 0)
+    assert duplicates > 0
+    assert rows == TOTAL + duplicates
+    assert "FAILED: read_committed is not exactly once" in output
