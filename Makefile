@@ -1,5 +1,6 @@
 # Developer entry points. Every target sets up what it needs (idempotent, fast when done).
-#   make demo    start a local Kafka, stream into it with Spark, print what landed
+#   make demo    start a local Kafka, stream into it exactly-once, kill the driver mid-batch,
+#                restart it, and compare what read_committed and read_uncommitted consumers read
 #   make test    lint, then the whole test suite against a real Kafka broker
 #   make lint    ruff (format + lint), mypy --strict, import layering
 #   make broker  run a local Kafka for manual use (Ctrl-C stops it); NODES=3 for a cluster

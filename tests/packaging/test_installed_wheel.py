@@ -4,7 +4,7 @@ The module builds the wheel from a copy of the project, creates a virtualenv wit
 installs the wheel, pyspark and kafka-python into it with the versions of the test environment
 (constraints from ``pip freeze``, so pip reuses what it has instead of resolving anew). Then,
 from an empty directory and with nothing pointing at the checkout (no PYTHONPATH, no
-KAFKA_JARS_DIR, a fresh per-user cache), it runs what the README tells users to run:
+KAFKA_JARS_DIR, a fresh per-user cache), it runs what README and docs/testing.md tell users to run:
 
 1. ``python -m kafka_sink.testing fetch --offline``: Maven copies the broker jars from the local
    repository (``~/.m2``, filled by ``make setup``) into the per-user cache;

@@ -21,15 +21,19 @@ def _common():
     return module
 
 
-@pytest.mark.parametrize("job", ["stream_write.py", "batch_write.py", "demo.py"])
-def test_help(job: str) -> None:
-    done = subprocess.run(
-        [sys.executable, str(JOBS / job), "--help"],
+def _run(job: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(JOBS / job), *argv],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+@pytest.mark.parametrize("job", ["stream_write.py", "batch_write.py", "demo.py"])
+def test_help(job: str) -> None:
+    done = _run(job, "--help")
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout
 
@@ -123,12 +127,12 @@ def test_discovered_source_bound_to_another_python_is_refused(tmp_path) -> None:
 
 
 def test_available_now_excludes_run_seconds() -> None:
-    done = subprocess.run(
-        [sys.executable, str(JOBS / "stream_write.py"), "--available-now", "--run-seconds", "5"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _run("stream_write.py", "--available-now", "--run-seconds", "5")
     assert done.returncode == 2
     assert "--available-now stops by itself" in done.stderr
+
+
+def test_the_demo_refuses_a_kill_with_nothing_left_to_restart() -> None:
+    done = _run("demo.py", "--files", "3", "--kill-after", "2")
+    assert done.returncode == 2
+    assert "--kill-after must leave at least two files" in done.stderr
