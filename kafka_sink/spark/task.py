@@ -78,6 +78,7 @@ from kafka_sink.spark.commit_log.document import (
 from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
+from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
 from kafka_sink.spark.logs import (
     LEVEL_CONF,
@@ -410,6 +411,7 @@ class _TaskWrite:
             if producer is not None:
                 self._await_acks(producer)
                 transaction = guarantee.finish(producer, self._wait_bound()[0] / 1000)
+            pause_commit(self.task.batch_id, TASK_DONE)  # test-only; see fault_hooks
         except BaseException as exc:
             if producer is not None:
                 guarantee.fail(producer, self, exc)

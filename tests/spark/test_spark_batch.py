@@ -320,16 +320,14 @@ def test_small_buffer_memory_that_spark_accepts_writes_every_row(
     n = 60
     rows = [(f"k{i}", b"%06d" % i + b"v" * (15 * 1024)) for i in range(n)]
     df = spark.createDataFrame(rows, "key string, value binary").repartition(2)
-    (
-        df.write.format("pykafka")
-        .mode("append")
-        .option("kafka.bootstrap.servers", kafka_bootstrap)
-        .options(**KAFKA_OPTIONS)
-        .option("kafka.buffer.memory", "16384")
-        .option("topic", topic)
-        .option("commitLog", str(tmp_path / "log"))
-        .save()
-    )
+    options = {
+        **KAFKA_OPTIONS,
+        "kafka.bootstrap.servers": kafka_bootstrap,
+        "kafka.buffer.memory": "16384",
+        "topic": topic,
+        "commitLog": str(tmp_path / "log"),
+    }
+    df.write.format("pykafka").mode("append").options(**options).save()
     records = read_all(kafka_bootstrap, topic, expected=n)
     assert sorted(r.value for r in records) == sorted(v for _k, v in rows)
     [doc] = commit_docs(tmp_path / "log")
