@@ -1,4 +1,4 @@
-"""Rate-limited warnings for connections that cannot be established.
+"""Rate-limited warnings for connections that cannot be established, and their recovery.
 
 Role: while a broker is unreachable, the network client dials it again after every reconnect
 backoff (at most ``reconnect.backoff.max.ms``, one second by default), for as long as the process
@@ -14,6 +14,10 @@ Invariants:
   at most one warning per node per interval, and no failure goes uncounted.
 - A node that connects again after a warned run gets one INFO line saying so (and how long it was
   unreachable); its next failure starts a new run.
+- A READY connection that is lost (:meth:`ConnectFailureLog.lost`) opens a run without a
+  warning (the loss itself is an INFO line of the caller's); its first failed attempt is warned
+  in full as any run's first, and the connection that ends the run gets one INFO line saying the
+  node is reconnected: one line per recovery, however many attempts it took.
 - Time is the caller's ``now_ms`` (testable with a manual clock); no locking: the network client
   calls this from its one I/O thread.
 """
@@ -37,6 +41,8 @@ class _Run:
     warned_ms: int
     failures: int = 1
     unwarned: int = 0
+    #: The run began with a READY connection lost, not a failed attempt.
+    lost: bool = False
 
 
 class ConnectFailureLog:
@@ -50,8 +56,11 @@ class ConnectFailureLog:
     def failed(self, node_id: int, message: str, now_ms: int) -> None:
         """Log a failed attempt to connect to ``node_id``; ``message`` says where and why."""
         run = self._runs.get(node_id)
-        if run is None:
-            self._runs[node_id] = _Run(first_ms=now_ms, warned_ms=now_ms)
+        if run is None or run.failures == 0:
+            if run is None:
+                self._runs[node_id] = _Run(first_ms=now_ms, warned_ms=now_ms)
+            else:
+                run.failures, run.warned_ms = 1, now_ms
             self._log.warning(
                 "%s (while it stays unreachable, this is repeated at most every %d s)",
                 message,
@@ -73,10 +82,24 @@ class ConnectFailureLog:
         run.warned_ms = now_ms
         run.unwarned = 0
 
+    def lost(self, node_id: int, now_ms: int) -> None:
+        """``node_id``'s READY connection is gone: its reconnection will be reported."""
+        run = self._runs.setdefault(node_id, _Run(first_ms=now_ms, warned_ms=now_ms, failures=0))
+        run.lost = True
+
     def connected(self, node_id: int, where: str, now_ms: int) -> None:
         """``node_id`` is READY: end its run of failures (saying so if there was one)."""
         run = self._runs.pop(node_id, None)
         if run is None:
+            return
+        if run.lost:
+            self._log.info(
+                "%s reconnected %d ms after its connection was lost (%d failed attempt(s) in "
+                "between)",
+                where,
+                now_ms - run.first_ms,
+                run.failures,
+            )
             return
         self._log.info(
             "%s is reachable again after %d failed attempt(s) over %d s",

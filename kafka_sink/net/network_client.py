@@ -708,6 +708,7 @@ class NetworkClient:
             self._connect_failures.failed(node_id, str(error), now_ms)
         else:
             log.info("%s", error)
+            self._connect_failures.lost(node_id, now_ms)
         for record in pending:
             assert record.context is not None
             responses.append(ClientResponse(record.context, None, True, timed_out, error, now_ms))

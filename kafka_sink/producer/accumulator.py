@@ -5,7 +5,10 @@ Theory of operation (Java's RecordAccumulator, simplified to one lock):
 - ``append`` (user threads) adds a record to the last batch of the partition's deque, or opens a
   new batch. Opening a batch reserves ``max(batch.size, record size)`` bytes of the
   ``buffer.memory`` budget (a bulk batch reserves its sealed size); when the budget is spent the
-  caller blocks up to ``max.block.ms`` and then gets BufferExhaustedError. The reservation is
+  caller blocks up to ``max.block.ms`` and then gets BufferExhaustedError. ``batch.size`` is
+  capped at ``buffer.memory``: a reservation above the whole budget could never be granted, and
+  this sink's own ``batch.size`` default is larger than settings of ``buffer.memory`` that Java's
+  producer (whose default ``batch.size`` is 16384) serves. The reservation is
   returned when the batch completes (``deallocate``), so the bound covers queued *and* in-flight
   data, as Java's BufferPool does. ``try_append_to_open`` is ``send()``'s common case: a record
   without headers into the partition's open batch if it has room, else nothing changes and the
@@ -20,6 +23,8 @@ Theory of operation (Java's RecordAccumulator, simplified to one lock):
 - ``expired_batches`` removes queued batches whose ``delivery.timeout.ms`` has passed.
 
 Invariants:
+- No batch reserves more than ``buffer.memory``: ``batch_size <= buffer_memory``, and a record
+  larger than ``buffer.memory`` is refused before it reaches the accumulator.
 - One lock (``_lock``) guards every deque, the memory counter and the incomplete set; the memory
   condition shares it. Nothing slow (compression, I/O, callbacks) runs under it.
 - Within a partition, batches leave in deque order; a batch leaves its deque only by drain,
@@ -86,7 +91,9 @@ class RecordAccumulator:
         wakeup: Callable[[], None] | None = None,
     ) -> None:
         self._clock = clock
-        self.batch_size = batch_size
+        # The size batches are cut at (see the module docstring); a record above it still gets
+        # a batch of its own size, which send() has already checked against buffer.memory.
+        self.batch_size = min(batch_size, buffer_memory)
         self.linger_ms = linger_ms
         self.buffer_memory = buffer_memory
         self.delivery_timeout_ms = delivery_timeout_ms

@@ -226,7 +226,7 @@ class KafkaProducer:
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
         )
-        self._partitioner = BuiltInPartitioner(cfg.batch_size)
+        self._partitioner = BuiltInPartitioner(self._accumulator.batch_size)
         self._ignore_keys = cfg.partitioner_ignore_keys
         self._max_block_ms = cfg.max_block_ms
         # Records above this many key+value bytes get the exact size check.

@@ -58,6 +58,7 @@ from kafka_sink.spark.eos.idempotency import job_identity, plan_job
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix
 from kafka_sink.spark.eos.start import QueryStart
 from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.logs import apply_level
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.schema import validate_schema
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
@@ -91,6 +92,7 @@ class PyKafkaDataSource(DataSource):
                 "replaced, records are only appended. Fix: .mode('append')."
             )
         options = SinkOptions.from_options(self.options)
+        apply_level(options.log_level)
         layout = validate_schema(schema, options.topic)
         options.validate_producer_config()
         options.check_commit_dir(streaming=False)
@@ -102,6 +104,7 @@ class PyKafkaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PyKafkaStreamWriter:
         options = SinkOptions.from_options(self.options)
+        apply_level(options.log_level)
         if options.idempotency_key is not None:
             raise SinkOptionError(
                 "option 'idempotencyKey' is for batch writes (df.write): a streaming query's "

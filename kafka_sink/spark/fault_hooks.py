@@ -12,7 +12,10 @@ Role: when ``$PYKAFKA_TEST_COMMIT_PAUSE_DIR`` names a directory, :func:`pause_co
 - :data:`BEFORE_COMMIT` (name: ``before-commit-<batch id>``): ``commit()`` entered, the tasks'
   transactions prepared and nothing of the batch recorded yet;
 - :data:`STARTED` (name: ``started``): a streaming query's start work done (``eos/start.py``),
-  before its first batch's tasks run.
+  before its first batch's tasks run;
+- :data:`TASK_DONE` (name: ``task-done-<batch id>``, on the executors): a task's rows all
+  acknowledged (exactly-once: its transaction prepared), before it returns its commit message,
+  so a test can stop the query while its batch is running.
 
 The steps of an exactly-once batch job's commit (``step``: ``before-intent``, once the tasks are
 done; ``after-done``, once the commit is recorded done) hold only when the test asked for them with
@@ -45,6 +48,7 @@ __all__ = [
     "PAUSE_ENV",
     "POINT_ENV",
     "STARTED",
+    "TASK_DONE",
     "every_slot_free",
     "fence_disabled",
     "pause_commit",
@@ -59,6 +63,7 @@ NO_FENCE_ENV = "PYKAFKA_TEST_NO_FENCE"
 COMMITTING = "committing"
 BEFORE_COMMIT = "before-commit"
 STARTED = "started"
+TASK_DONE = "task-done"
 _PAUSE_LIMIT_S = 120.0
 
 

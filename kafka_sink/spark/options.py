@@ -26,6 +26,9 @@ Accepted keys (Spark lower-cases them before we see them):
   matters), 1 to 200 printable characters; a streaming write refuses it (``datasource.py``).
 - ``includeHeaders``: accepted for compatibility with ``format("kafka")`` option sets and ignored
   (a ``headers`` column is always written, as in Spark's sink).
+- ``logLevel``: the sink's log level (``DEBUG``, ``INFO``, ``WARN``/``WARNING``, ``ERROR``,
+  ``OFF``, any case), on the driver and in the tasks; it wins over Spark's conf
+  ``spark.pykafka.logLevel`` (see ``logs.py``).
 - Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
 
 Sink defaults: where the user sets no ``kafka.batch.size``, the sink uses 262144 (256 KiB) instead
@@ -85,7 +88,7 @@ from kafka_sink.spark.commit_log.store import (
     store_hint,
 )
 from kafka_sink.spark.errors import SinkOptionError
-from kafka_sink.spark.logs import warn_once
+from kafka_sink.spark.logs import LEVEL_NAMES, parse_level, warn_once
 from kafka_sink.spark.producer_cache import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = [
@@ -113,6 +116,7 @@ _SINK_KEYS = frozenset(
         "intentstore",
         "intenttopic",
         "idempotencykey",
+        "loglevel",
     }
 )
 
@@ -191,6 +195,8 @@ class SinkOptions:
     intent_topic: str = DEFAULT_INTENT_TOPIC
     #: ``idempotencyKey`` (exactly-once batch writes); None: every run writes everything.
     idempotency_key: str | None = None
+    #: ``logLevel`` as a ``logging`` level; None: Spark's conf, else INFO (``logs.py``).
+    log_level: int | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -211,6 +217,7 @@ class SinkOptions:
         store: str | None = None
         intent_topic: str | None = None
         idempotency_key: str | None = None
+        log_level: int | None = None
         for raw_key, raw_value in options.items():
             key = raw_key.strip().lower()
             value = str(raw_value)
@@ -258,6 +265,8 @@ class SinkOptions:
                 intent_topic = _intent_topic(value)
             elif key == "idempotencykey":
                 idempotency_key = _idempotency_key(value)
+            elif key == "loglevel":
+                log_level = _log_level(value)
             elif key in _SINK_KEYS or key in _SPARK_KEYS:
                 continue
             else:
@@ -301,6 +310,7 @@ class SinkOptions:
             intent_store=store or INTENT_STORE_KAFKA,
             intent_topic=intent_topic or DEFAULT_INTENT_TOPIC,
             idempotency_key=idempotency_key,
+            log_level=log_level,
         )
 
     def with_producer_setting(self, key: str, value: str) -> SinkOptions:
@@ -441,7 +451,8 @@ class SinkOptions:
             f"deliveryGuarantee={self.delivery_guarantee!r}, "
             f"transactionalIdPrefix={self.transactional_id_prefix!r}, "
             f"intentStore={self.intent_store!r}, intentTopic={self.intent_topic!r}, "
-            f"idempotencyKey={self.idempotency_key!r})"
+            f"idempotencyKey={self.idempotency_key!r}, "
+            f"logLevel={self.log_level!r})"
         )
 
 
@@ -551,6 +562,16 @@ def _commit_log_location(location: str) -> str:
     return location.rstrip("/")
 
 
+def _log_level(value: str) -> int:
+    level = parse_level(value)
+    if level is None:
+        raise SinkOptionError(
+            f"option 'logLevel' is {value!r}: give one of {LEVEL_NAMES} (any case), "
+            "e.g. .option('logLevel', 'WARN')"
+        )
+    return level
+
+
 def _unknown_option_message(key: str) -> str:
     hint = (
         f" Producer settings need the 'kafka.' prefix: .option('kafka.{key}', ...)."
@@ -560,6 +581,6 @@ def _unknown_option_message(key: str) -> str:
     return (
         f"unknown option '{key}' for format('pykafka').{hint} Known options: topic, commitLog, "
         "producerIdleTimeoutMs, deliveryGuarantee, transactionalIdPrefix, intentStore, "
-        "intentTopic, idempotencyKey, kafka.* (producer "
+        "intentTopic, idempotencyKey, logLevel, kafka.* (producer "
         "config), includeHeaders, and Spark's path, checkpointLocation, queryName."
     )

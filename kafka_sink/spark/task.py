@@ -78,8 +78,16 @@ from kafka_sink.spark.commit_log.document import (
 from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
+from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
-from kafka_sink.spark.logs import ensure_logging, logger
+from kafka_sink.spark.logs import (
+    LEVEL_CONF,
+    LEVEL_NAMES,
+    apply_level,
+    ensure_logging,
+    logger,
+    parse_level,
+)
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.producer_cache import BulkProducer
 from kafka_sink.spark.row_fingerprint import batch_fingerprint
@@ -126,6 +134,9 @@ class _TaskInfo:
     attempt_number: int
     task_attempt_id: int
     batch_id: int | None
+    #: The level Spark's conf ``spark.pykafka.logLevel`` names (a session's conf reaches tasks
+    #: as local properties); None when unset or not a level.
+    conf_log_level: int | None = None
 
 
 def _task_info() -> _TaskInfo:
@@ -133,11 +144,22 @@ def _task_info() -> _TaskInfo:
     if ctx is None:  # called outside a Spark task (unit tests drive write() directly)
         return _TaskInfo(0, 0, 0, None)
     raw_batch = ctx.getLocalProperty("streaming.sql.batchId")
+    raw_level = ctx.getLocalProperty(LEVEL_CONF)
+    conf_level = parse_level(raw_level) if raw_level is not None else None
+    if raw_level is not None and conf_level is None:
+        ensure_logging()
+        logger.warning(
+            "Spark conf %s is %r, not one of %s; the sink logs at INFO",
+            LEVEL_CONF,
+            raw_level,
+            LEVEL_NAMES,
+        )
     return _TaskInfo(
         partition_id=ctx.partitionId(),
         attempt_number=ctx.attemptNumber(),
         task_attempt_id=ctx.taskAttemptId(),
         batch_id=int(raw_batch) if raw_batch is not None else None,
+        conf_log_level=conf_level,
     )
 
 
@@ -161,10 +183,15 @@ def write_task(
 ) -> PyKafkaCommitMessage:
     """Write one Spark task's rows under the write's delivery guarantee (module docstring)."""
     task = _task_info()
+    apply_level(options.log_level if options.log_level is not None else task.conf_log_level)
     if eos is not None and eos.completed is not None:
         # An earlier run completed this idempotencyKey: nothing to produce, nor to read.
         return PyKafkaCommitMessage(
-            task.partition_id, task.attempt_number, task.task_attempt_id, task.batch_id
+            task.partition_id,
+            task.attempt_number,
+            task.task_attempt_id,
+            task.batch_id,
+            conf_log_level=task.conf_log_level,
         )
     if eos is None:
         return _TaskWrite(options, layout, task).run(_AtLeastOnce(options), batches)
@@ -384,6 +411,7 @@ class _TaskWrite:
             if producer is not None:
                 self._await_acks(producer)
                 transaction = guarantee.finish(producer, self._wait_bound()[0] / 1000)
+            pause_commit(self.task.batch_id, TASK_DONE)  # test-only; see fault_hooks
         except BaseException as exc:
             if producer is not None:
                 guarantee.fail(producer, self, exc)
@@ -400,6 +428,7 @@ class _TaskWrite:
             ranges=self.offsets.ranges(),
             transaction=transaction,
             fingerprint=self.fingerprint,
+            conf_log_level=self.task.conf_log_level,
         )
 
     def skip(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
@@ -423,6 +452,7 @@ class _TaskWrite:
             batch_id=self.task.batch_id,
             fingerprint=self.fingerprint,
             skipped=True,
+            conf_log_level=self.task.conf_log_level,
         )
 
     def _fold_fingerprint(self, batch: pa.RecordBatch) -> None:

@@ -7,7 +7,9 @@ its ``commit()`` / ``abort()`` on the driver (in a Python worker Spark starts th
 tasks' commit messages. ``commit()`` and ``abort()`` record the batch: exactly-once, they first
 commit (or abort) every transaction the tasks prepared (``eos/committer.py``, through the write's
 :class:`~kafka_sink.spark.eos.plan.EosPlan`); then they write the commit-log document
-(``commit_log/``) and log its one line, both naming the delivery guarantee.
+(``commit_log/``) and log its one short INFO line (the offset ranges at DEBUG), both naming
+the delivery guarantee. ``commit()`` and ``abort()`` log at the option ``logLevel``, else at
+the level Spark's conf gave the tasks (carried in their commit messages, see ``logs.py``).
 
 Invariants:
 - The writers hold picklable configuration only (options, layout, ids, the plan); producers,
@@ -47,6 +49,7 @@ from kafka_sink.spark.commit_log.document import (
     PyKafkaCommitMessage,
     build_document,
     log_line,
+    offsets_line,
     write_document,
 )
 from kafka_sink.spark.commit_log.store import CommitStoreUnavailableError
@@ -54,7 +57,7 @@ from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction
 from kafka_sink.spark.eos.idempotency import record_completion
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
-from kafka_sink.spark.logs import ensure_logging, logger
+from kafka_sink.spark.logs import apply_level, logger
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 
@@ -103,10 +106,19 @@ class _WriterCore:
             return "complete" if self.overwrite else "append"
         return "append"
 
+    def _log_level(self, messages: Sequence[WriterCommitMessage | None]) -> int | None:
+        """The option ``logLevel``, else the Spark conf's level the tasks saw (``logs.py``)."""
+        if self.options.log_level is not None:
+            return self.options.log_level
+        for message in messages:
+            if isinstance(message, PyKafkaCommitMessage) and message.conf_log_level is not None:
+                return message.conf_log_level
+        return None
+
     def _record(
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int | None, *, ok: bool
     ) -> None:
-        ensure_logging()
+        apply_level(self._log_level(messages))
         if ok:
             pause_commit(batch_id, BEFORE_COMMIT)  # test-only; see fault_hooks
         completed = self.eos.completed if self.eos is not None else None
@@ -152,10 +164,10 @@ class _WriterCore:
             except Exception:
                 if not self._visible_anyway(directory, name, batch_id, ok=ok):
                     raise
-        if ok:
-            logger.info(log_line(document, path))
-        else:
-            logger.error(log_line(document, path))
+        # An abort is not the error: Spark raises the failure that caused it (a stopped query
+        # raises nothing), so the abort line only says what was rolled back.
+        logger.info(log_line(document, path))
+        logger.debug(offsets_line(document))
 
     def _visible_anyway(self, directory: str, name: str, batch_id: int | None, *, ok: bool) -> bool:
         """Whether a commit file that could not be written is logged instead of failing.

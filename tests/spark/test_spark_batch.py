@@ -309,3 +309,26 @@ def test_null_values_are_tombstones(spark, kafka_bootstrap, topic_factory) -> No
     )
     records = read_all(kafka_bootstrap, topic, expected=3)
     assert [(r.key, r.value) for r in records] == [(b"a", b"1"), (b"a", None), (None, b"3")]
+
+
+def test_small_buffer_memory_that_spark_accepts_writes_every_row(
+    spark, kafka_bootstrap, topic_factory, tmp_path
+) -> None:
+    # Spark's own Kafka sink writes these (its batch.size is Java's 16384); the sink's larger
+    # default batch.size must fit within the buffer.memory the user set.
+    topic = topic_factory(partitions=2)
+    n = 60
+    rows = [(f"k{i}", b"%06d" % i + b"v" * (15 * 1024)) for i in range(n)]
+    df = spark.createDataFrame(rows, "key string, value binary").repartition(2)
+    options = {
+        **KAFKA_OPTIONS,
+        "kafka.bootstrap.servers": kafka_bootstrap,
+        "kafka.buffer.memory": "16384",
+        "topic": topic,
+        "commitLog": str(tmp_path / "log"),
+    }
+    df.write.format("pykafka").mode("append").options(**options).save()
+    records = read_all(kafka_bootstrap, topic, expected=n)
+    assert sorted(r.value for r in records) == sorted(v for _k, v in rows)
+    [doc] = commit_docs(tmp_path / "log")
+    assert doc["record_count"] == n

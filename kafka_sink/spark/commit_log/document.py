@@ -8,7 +8,8 @@ the driver,
 ``commit()`` / ``abort()`` (``spark/writer.py``) gather those messages into per topic-partition
 ranges (:func:`gather`), build one JSON document per commit or abort (:func:`build_document`),
 store it in the commit log (:func:`write_document`, through ``commit_log/store.py``) and log its
-one-line summary (:func:`log_line`).
+short one-line summary (:func:`log_line`: counts and the file, at INFO) and its offset ranges
+(:func:`offsets_line`, at DEBUG; the file has them all).
 
 Invariants:
 - Messages are plain frozen dataclasses of ints and strings: picklable by reference (this module
@@ -22,6 +23,12 @@ Invariants:
 - Commit and abort documents share their header (format, version, kind, mode, guarantee, ids,
   time) and their task list; they differ only in how they name the ranges (``offsets`` of a
   commit, ``acknowledged_offsets`` of an abort, which also lists its ``failed_tasks``).
+- An abort's ``acknowledged_record_count`` counts the tasks that reported; with any task in
+  ``failed_tasks`` it is a lower bound (``acknowledged_record_count_is_lower_bound``): a task
+  killed by a stop or failed returns no message, whatever the broker appended for it.
+- An abort is logged at INFO like a commit: the driver cannot tell a stopped query's killed
+  tasks from failed ones (Spark passes ``abort()`` only the messages), and a failure is raised
+  by Spark itself; the line says what was rolled back.
 - Files are written whole (locally a temporary file, then rename; in an object store one
   object; see ``store``); a file for a re-run streaming batch keeps the earlier one beside it as
   ``<batchId>.json.replaced-<ms>`` instead of overwriting it.
@@ -52,6 +59,7 @@ __all__ = [
     "gather",
     "log_line",
     "merge_range",
+    "offsets_line",
     "write_document",
 ]
 
@@ -104,6 +112,9 @@ class PyKafkaCommitMessage(WriterCommitMessage):
     #: Exactly-once: the task wrote nothing, as Kafka already committed its partition of the
     #: batch in an earlier run; ``fingerprint`` is that of the rows it was given.
     skipped: bool = False
+    #: The level Spark's conf ``spark.pykafka.logLevel`` gave the task: the driver's
+    #: ``commit()`` cannot read Spark's conf, so it logs at the level its tasks saw.
+    conf_log_level: int | None = None
 
     @property
     def record_count(self) -> int:
@@ -194,6 +205,9 @@ def build_document(
         doc["failed_tasks"] = [i for i, m in enumerate(messages) if m is None]
         doc["task_count"] = len(messages)
         doc["acknowledged_record_count"] = records
+        # A task that did not finish (killed by a stop, or failed) reports nothing to the driver,
+        # though the broker may have appended some of its records: then the count is a floor.
+        doc["acknowledged_record_count_is_lower_bound"] = bool(doc["failed_tasks"])
         doc["acknowledged_offsets"] = offsets
     doc["tasks"] = [m.to_json() for m in ours]
     return doc
@@ -224,9 +238,19 @@ def _ranges_text(ranges: Sequence[dict[str, Any]]) -> str:
     return " ".join(parts) or "none"
 
 
+def _what(document: dict[str, Any]) -> str:
+    return "batch" if document["batch_id"] is None else f"micro-batch {document['batch_id']}"
+
+
+def offsets_line(document: dict[str, Any]) -> str:
+    """The offset ranges of a commit or abort document, for DEBUG (the file has them all)."""
+    ranges = document["offsets" if document["kind"] == "commit" else "acknowledged_offsets"]
+    return f"pykafka {document['kind']} ({_what(document)}): offsets {_ranges_text(ranges)}"
+
+
 def log_line(document: dict[str, Any], path: str | None) -> str:
-    """The one-line summary of a commit or abort document."""
-    what = "batch" if document["batch_id"] is None else f"micro-batch {document['batch_id']}"
+    """The short one-line summary of a commit or abort document (no offset ranges)."""
+    what = _what(document)
     where = f"; log {path}" if path else ""
     how = f"{document['mode']}, {document.get('delivery_guarantee', 'at-least-once')}"
     if document["kind"] == "commit" and "already_completed" in document:
@@ -238,12 +262,17 @@ def log_line(document: dict[str, Any], path: str | None) -> str:
         offsets = document["offsets"]
         return (
             f"pykafka commit ({what}, {how}): {document['record_count']} records "
-            f"to {len(offsets)} partitions from {document['task_count']} tasks; offsets "
-            f"{_ranges_text(offsets)}{where}"
+            f"to {len(offsets)} partitions from {document['task_count']} tasks{where}"
         )
     acked = document["acknowledged_offsets"]
+    fate = (
+        "its open transactions are aborted"
+        if document.get("delivery_guarantee") == "exactly-once"
+        else "the records written stay in Kafka"
+    )
     return (
-        f"pykafka abort ({what}, {how}): tasks {document['failed_tasks']} of "
-        f"{document['task_count']} failed; the others had {document['acknowledged_record_count']}"
-        f" records acknowledged (they stay in Kafka): {_ranges_text(acked)}{where}"
+        f"pykafka abort ({what}, {how}): rolled back; tasks {document['failed_tasks']} of "
+        f"{document['task_count']} did not finish (the query was stopped, or a task failed and "
+        f"Spark reports why); the others had {document['acknowledged_record_count']} records "
+        f"acknowledged in {len(acked)} partitions; {fate}{where}"
     )

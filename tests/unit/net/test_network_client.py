@@ -858,3 +858,45 @@ def test_a_connection_setup_timeout_is_warned_once(caplog: pytest.LogCaptureFixt
     warnings = _warnings(caplog)
     assert len(warnings) == 1, warnings
     assert "was not ready within 1000 ms" in warnings[0]
+
+
+def _infos(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+
+
+def test_a_lost_connection_that_comes_back_says_reconnected_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=_NC_LOGGER)
+    h = Harness(reconnect_backoff_ms=50, reconnect_backoff_max_ms=1_000)
+    h.bootstrap_metadata()
+    h.connect_ready(1)
+    caplog.clear()
+    # A broker restart: the READY connection is reset, the next dial is refused, the one after
+    # that succeeds.
+    h.selector.fail(1, ConnectionResetError(104, "Connection reset by peer"))
+    h.poll()
+    h.clock.advance(100)
+    assert not h.client.ready(1, h.now)  # dials again
+    h.selector.fail(1, ConnectionRefusedError(111, "Connection refused"))
+    h.poll()
+    h.clock.advance(1_000)
+    assert not h.client.ready(1, h.now)
+    h.handshake(1)
+    assert h.client.ready(1, h.now)
+    reconnected = [t for t in _infos(caplog) if "reconnected" in t]
+    assert len(reconnected) == 1, _infos(caplog)
+    assert reconnected[0].startswith("node 1 (") and "1 failed attempt(s)" in reconnected[0]
+    # The refused dial in between was warned in full (a run's first failure).
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "more failed attempt" not in warnings[0], warnings
+    # A loss that reconnects at the first dial is reported too, once.
+    caplog.clear()
+    h.selector.fail(1, ConnectionResetError(104, "Connection reset by peer"))
+    h.poll()
+    h.clock.advance(100)
+    assert not h.client.ready(1, h.now)
+    h.handshake(1)
+    reconnected = [t for t in _infos(caplog) if "reconnected" in t]
+    assert len(reconnected) == 1 and "0 failed attempt(s)" in reconnected[0], _infos(caplog)
+    assert _warnings(caplog) == []

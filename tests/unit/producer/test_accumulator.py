@@ -81,6 +81,25 @@ def test_expiry_fails_from_the_head_only() -> None:
     assert acc.has_undrained()
 
 
+def test_a_batch_never_reserves_more_than_buffer_memory() -> None:
+    # Java's RecordAccumulator reserves max(batch.size, record) per batch; with batch.size above
+    # buffer.memory that reservation could never be granted, so batches are capped at it.
+    clock, acc, md = make(batch_size=262144, buffer_memory=16384, linger_ms=0)
+    future, _full, new_batch = append(acc, clock, b"x" * (15 * 1024))
+    assert new_batch
+    assert acc.used_memory <= 16384
+    # The batch is full at buffer.memory: the next record opens a batch of its own (and waits).
+    with pytest.raises(BufferExhaustedError, match=r"max\.block\.ms=0"):
+        append(acc, clock, b"y" * (15 * 1024))
+    (batch,) = acc.drain(md.cluster, [0], 1 << 20, clock.now_ms())[0]
+    assert batch.record_count == 1
+    batch.done(0, -1, None)
+    acc.deallocate(batch)
+    assert future.get(0).offset == 0
+    append(acc, clock, b"y" * (15 * 1024))
+    assert acc.used_memory <= 16384
+
+
 def test_memory_is_returned_on_deallocate_and_wakes_blocked_senders() -> None:
     clock, acc, md = make(batch_size=1000, buffer_memory=2000, linger_ms=0)
     append(acc, clock, b"x" * 900, p=0)

@@ -239,6 +239,23 @@ def test_a_slow_broker_that_keeps_freeing_memory_never_fails_the_call() -> None:
     assert caller.result.get(0) == {0: PartitionOffsets(0, n - 1, n)}
 
 
+def test_batch_size_above_buffer_memory_seals_batches_that_fit_it() -> None:
+    # Spark's sink leaves batch.size at Java's 16384, so a user's buffer.memory=16384 works
+    # there; this sink's larger batch.size must not turn the same setting into a failure.
+    b = make_bulk(buffer_memory=16384, batch_size=262144, max_block_ms=1000)
+    n = 12
+    caller = Caller(lambda: b.append(values_of(n, 15 * 1024)))
+    while wait_blocked(b, caller):
+        b.run()
+        b.answer_all()
+    caller.join()
+    assert caller.error is None, caller.error
+    assert caller.result is not None
+    b.deliver_everything()
+    assert caller.result.get(0) == {0: PartitionOffsets(0, n - 1, n)}
+    assert b.peak_memory <= 16384
+
+
 def test_sealing_is_incremental_under_buffer_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     # Count the batches the encoder finishes (one compress call each): with a broker that never
     # answers, no more than one batch beyond what buffer.memory holds may be encoded.

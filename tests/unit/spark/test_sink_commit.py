@@ -12,6 +12,7 @@ from kafka_sink.spark.commit_log.document import (
     build_document,
     gather,
     log_line,
+    offsets_line,
     write_document,
 )
 
@@ -75,7 +76,10 @@ def test_commit_document_and_summary(tmp_path) -> None:
         "pykafka commit (micro-batch 3, append, at-least-once): 7 records to 1 partitions"
     )
     assert doc["delivery_guarantee"] == "at-least-once"
-    assert "t-0:0..6(7)" in line and "\n" not in line
+    assert "\n" not in line and line.endswith(f"; log {path}")
+    # One short line: the ranges are in the file, and at DEBUG.
+    assert "t-0" not in line
+    assert offsets_line(doc) == "pykafka commit (micro-batch 3): offsets t-0:0..6(7)"
 
 
 def test_rewrite_keeps_the_earlier_file(tmp_path) -> None:
@@ -97,7 +101,10 @@ def test_abort_document_names_failed_tasks() -> None:
     assert doc["failed_tasks"] == [1]
     assert doc["acknowledged_record_count"] == 10
     line = log_line(doc, None)
-    assert "tasks [1] of 2 failed" in line and "t-2:40..49(10)" in line
+    assert "rolled back; tasks [1] of 2 did not finish" in line
+    assert "10 records acknowledged in 1 partitions" in line
+    assert doc["acknowledged_record_count_is_lower_bound"] is True
+    assert "t-2:40..49(10)" in offsets_line(doc)
 
 
 def test_acks_zero_ranges_have_null_offsets() -> None:
@@ -106,7 +113,7 @@ def test_acks_zero_ranges_have_null_offsets() -> None:
     )
     assert doc["offsets"][0]["first_offset"] is None
     assert doc["offsets"][0]["unknown_offset_count"] == 4
-    assert "t-0:?(4)" in log_line(doc, None)
+    assert "t-0:?(4)" in offsets_line(doc)
 
 
 def test_records_without_offsets_are_counted_apart_from_the_range() -> None:
@@ -122,4 +129,4 @@ def test_records_without_offsets_are_counted_apart_from_the_range() -> None:
     assert (offsets["first_offset"], offsets["last_offset"]) == (10, 24)
     assert (offsets["record_count"], offsets["unknown_offset_count"]) == (10, 3)
     assert doc["record_count"] == 10
-    assert "t-0:10..24(10, 3 without offset)" in log_line(doc, None)
+    assert "t-0:10..24(10, 3 without offset)" in offsets_line(doc)

@@ -1,0 +1,88 @@
+"""What a user's driver prints: the sink's log level, its line format, and a stop mid-batch.
+
+One driver process (``logs_child.py``) runs every step, its output captured whole (the driver's
+Python workers print to the JVM's stderr, which a test's own session would not capture): batch
+writes quieted by ``logLevel`` and by ``spark.pykafka.logLevel``, one that is not, and a
+streaming query stopped while its batch's tasks are held after their rows were acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from kafka_sink.testing.oracle import read_all
+
+CHILD = str(Path(__file__).with_name("logs_child.py"))
+STREAM_ROWS = 40
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+
+
+def _steps(text: str) -> dict[str, str]:
+    parts = re.split(r"^=== (\S+)\n", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_log_level_and_a_stop_mid_batch(kafka_bootstrap, topic_factory, tmp_path) -> None:
+    batch_topic = topic_factory(partitions=2)
+    stream_topic = topic_factory(partitions=2)
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    (pause / "resume-task-done-job").touch()  # batch writes pass the hook
+    env = dict(os.environ)
+    env["PYKAFKA_TEST_COMMIT_PAUSE_DIR"] = str(pause)
+    env["PYKAFKA_TEST_PAUSE_AT"] = "task-done"
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen(
+        [sys.executable, CHILD, kafka_bootstrap, batch_topic, stream_topic, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, _ = child.communicate(timeout=420)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    text = out.decode("utf-8", errors="replace")
+    assert child.returncode == 0, text[-4000:]
+    steps = _steps(text)
+
+    # logLevel=WARN, then the session's spark.pykafka.logLevel=WARN: no per-batch line.
+    assert "pykafka commit" not in steps["option-warn"], steps["option-warn"]
+    assert "pykafka commit" not in steps["conf-warn"], steps["conf-warn"]
+    # Neither: one short line with time, level and logger; the ranges are not in it.
+    [line] = [x for x in steps["default"].splitlines() if "pykafka commit" in x]
+    assert re.fullmatch(
+        STAMP + r" INFO kafka_sink\.spark: pykafka commit \(batch, append, at-least-once\): "
+        r"30 records to [12] partitions from 2 tasks",
+        line,
+    ), line
+
+    # A stop mid-batch: no ERROR line of the sink, no Python traceback, one INFO line.
+    stream = steps["stream"] + steps["stopped"]
+    assert not re.search(r" ERROR kafka_sink", stream), stream[-4000:]
+    assert "Traceback (most recent call last)" not in stream, stream[-4000:]
+    [aborted] = [x for x in stream.splitlines() if "pykafka abort" in x]
+    assert re.match(
+        STAMP + r" INFO kafka_sink\.spark: pykafka abort \(micro-batch 0, append, "
+        r"at-least-once\): rolled back; tasks \[0, 1\] of 2 did not finish",
+        aborted,
+    ), aborted
+    doc = json.loads(
+        (tmp_path / "checkpoint" / "pykafka-commits" / "0.aborted.json").read_text("utf-8")
+    )
+    assert doc["failed_tasks"] == [0, 1]
+    # The held tasks' rows were acknowledged before the stop and stay in Kafka; the killed
+    # tasks reported nothing, so the document's count is a lower bound and says so.
+    records = read_all(kafka_bootstrap, stream_topic, expected=STREAM_ROWS)
+    assert sorted(r.value for r in records) == sorted(b"s%d" % i for i in range(STREAM_ROWS))
+    assert doc["acknowledged_record_count_is_lower_bound"] is True
+    assert doc["acknowledged_record_count"] <= len(records)
