@@ -375,7 +375,11 @@ class TransactionalSender:
     ) -> None:
         error = error_for_code(body.error_code)
         if error is None:
-            log.info(
+            # A new producer id is news (INFO, as Java's "ProducerId set to"); the epoch bump of
+            # a warm producer re-initialised for its next task is routine (DEBUG): an
+            # exactly-once query does one per task and micro-batch.
+            log.log(
+                logging.DEBUG if body.producer_id == self.tm.previous_producer_id else logging.INFO,
                 "%s: producer id %d epoch %d (transaction.version %d)",
                 self.tm.describe_id(),
                 body.producer_id,

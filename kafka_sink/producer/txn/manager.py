@@ -137,6 +137,8 @@ class TransactionManager:
         self.transaction_timeout_ms = transaction_timeout_ms
         self._transactional = transactional_id is not None
         self.producer_id = -1
+        #: The id before the last init_transactions(): a re-initialised producer keeps it.
+        self.previous_producer_id = -1
         self.producer_epoch = -1
         self._sequences = TxnPartitionMap()
         self._epoch_bump_required = False
@@ -363,6 +365,7 @@ class TransactionManager:
                     f"{self.state.value!r}" + self._state_hint()
                 )
             self._transition(TransactionState.INITIALIZING, "init_transactions()")
+            self.previous_producer_id = self.producer_id
             self.producer_id = -1
             self.producer_epoch = -1
             self._partitions_in_transaction.clear()

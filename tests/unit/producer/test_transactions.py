@@ -3,6 +3,7 @@ sender sends for it (fake network client, manual clock)."""
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -775,3 +776,28 @@ def test_tv1_abort_after_a_sequence_gap_bumps_the_epoch_with_init_producer_id() 
     _add_all(h)
     batch = h.pending(ProduceRequest).batches()[("t", 0)]
     assert (batch.producer_epoch, batch.base_sequence) == (1, 0)
+
+
+def test_a_new_producer_id_is_logged_at_info_the_epoch_bump_of_a_warm_producer_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = make_txn()
+    with caplog.at_level(logging.DEBUG, logger="kafka_sink.producer.txn"):
+        h.initialized(pid=4000, epoch=0)
+        h.tm.begin_transaction(0)
+        h.send("t", 1)
+        h.run()
+        h.answer_produce()
+        h.tm.prepare()  # handed to the driver, which ends it
+        result = h.tm.initialize_transactions()  # the warm producer's next task
+        h.run()
+        h.answer_init(4000, 2)
+        result.wait(0, "")
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if "producer id" in r.getMessage()]
+    assert lines == [
+        (logging.INFO, "transactional.id 'tx-1': producer id 4000 epoch 0 (transaction.version 2)"),
+        (
+            logging.DEBUG,
+            "transactional.id 'tx-1': producer id 4000 epoch 2 (transaction.version 2)",
+        ),
+    ]
