@@ -139,6 +139,7 @@ def commit_times_ms(checkpoint: Path, first_batch: int) -> list[float]:
 
 def main() -> int:
     args = parse_args()
+    load_start = os.getloadavg()[0]
     with cluster(args.bootstrap) as (bootstrap, replication), tempfile.TemporaryDirectory() as tmp:
         topic = f"bench-scale-{uuid.uuid4().hex[:8]}"
         create_topic(
@@ -167,6 +168,9 @@ def main() -> int:
     lines = [
         f"# Exactly-once at scale: {args.tasks} tasks, {args.partitions} partitions, "
         f"3 nodes (min ISR 2), one-second triggers",
+        "",
+        f"{os.cpu_count()} cores, load average {load_start:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end",
         "",
         f"measured {len(measured)} micro-batches over {span_s:.0f} s "
         f"(after {args.skip} warm-up batches; {wall_s:.0f} s in all), {rows:,} rows, "
