@@ -32,6 +32,10 @@ config carries one, else a placeholder.
 Invariants:
 - Every step shares one deadline of ``preflightTimeoutMs``; the connections are closed before
   returning. Nothing is written to any topic or transaction.
+- Only a definite answer refuses a write: when the bound passes, or a broker answers that the
+  topic is missing or a right is not granted. A check the brokers cannot answer (an API they do
+  not speak, a lost connection after the broker list came) logs one warning and lets the write
+  go on.
 - A batch job is checked on every ``writer()`` call; a streaming query once per driver-side
   Python process and configuration (Spark builds the writer twice per micro-batch): a
   configuration that passed is not asked again.
@@ -159,10 +163,16 @@ def _session(
             f"authentication: {exc}. Fix: check the kafka.sasl.* / kafka.ssl.* options and the "
             "credentials"
         ) from None
-    except KafkaTimeoutError as exc:
-        if not deadline.is_own(exc):
-            raise
-        raise SinkOptionError(_timeout_message(servers, timeout_ms, deadline)) from None
+    except SinkOptionError:
+        raise
+    except KafkaError as exc:
+        if deadline.is_own(exc):
+            raise SinkOptionError(_timeout_message(servers, timeout_ms, deadline)) from None
+        # The brokers answered but a check could not be made (an API they do not speak, a
+        # connection lost after the broker list came): refusing would block a write that may
+        # well work, so the tasks meet whatever it was.
+        ensure_logging()
+        logger.warning("pykafka: the check of the cluster before the write stopped early: %s", exc)
     finally:
         client.close()
 

@@ -97,7 +97,7 @@ class Cluster(FakeNetworkClient):
     auto_create: str | None = "false"
     producer_id_refused: bool = False
     transactional_ops: set[int] = field(default_factory=lambda: {WRITE, DESCRIBE})
-    metadata_max: int = 12
+    metadata_max: int | None = 12
 
     def api_version(self, node_id: int, api_key: Any) -> int | None:
         return {ApiKey.METADATA: self.metadata_max}.get(api_key, 4)
@@ -325,6 +325,26 @@ def test_a_topic_column_write_checks_the_brokers_and_idempotence_only() -> None:
         check(cluster, topic=None)
     (request,) = cluster.bodies(MetadataRequest)
     assert request.topics == []
+
+
+def test_a_check_the_brokers_cannot_answer_warns_and_refuses_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = new_cluster(metadata_max=None)  # no Metadata version in common
+    check(cluster)
+    (line,) = [r for r in caplog.records if "stopped early" in r.getMessage()]
+    assert line.levelno == logging.WARNING
+    assert "METADATA" in line.getMessage()
+
+
+def test_a_check_that_outlives_the_bound_names_what_it_waited_for() -> None:
+    cluster = new_cluster(topics={"events": ops(WRITE)}, cluster_ops=0)
+    cluster.not_ready = {0}  # the broker list came; the broker never gets ready for a request
+    with pytest.raises(SinkOptionError) as info:
+        check(cluster, timeout_ms=5_000)
+    message = str(info.value)
+    assert "did not answer the sink's checks within 5000 ms" in message
+    assert cluster.clock.now_ms() <= 5_000 + 200
 
 
 def test_a_streaming_query_is_checked_once_per_configuration() -> None:
