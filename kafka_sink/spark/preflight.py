@@ -32,10 +32,12 @@ config carries one, else a placeholder.
 Invariants:
 - Every step shares one deadline of ``preflightTimeoutMs``; the connections are closed before
   returning. Nothing is written to any topic or transaction.
-- Only a definite answer refuses a write: when the bound passes, or a broker answers that the
-  topic is missing or a right is not granted. A check the brokers cannot answer (an API they do
-  not speak, a lost connection after the broker list came) logs one warning and lets the write
-  go on.
+- Only a definite answer refuses a write: no broker answering at the bootstrap servers within
+  the bound, or a broker answering that the topic is missing or a right is not granted. Once a
+  broker answered, a check that cannot be made (an API the brokers do not speak, a broker whose
+  advertised address cannot be reached, no answer in time) logs one warning and lets the write
+  go on: a cluster with a broker down stays writable, and the tasks name an unreachable leader's
+  partitions.
 - A batch job is checked on every ``writer()`` call; a streaming query once per driver-side
   Python process and configuration (Spark builds the writer twice per micro-batch): a
   configuration that passed is not asked again.
@@ -95,11 +97,8 @@ def check_write(
     if streaming and key in _PASSED:
         return
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
-        brokers = client.brokers(deadline)
-        node = client.network.least_loaded_node(client.clock.now_ms())
-        node = brokers[0] if node is None else node
-        deadline.waiting_for = "the topic's metadata and the principal's rights"
-        response = _metadata(client, node, topic, deadline)
+        _brokers(client, cfg, deadline)
+        node, response = _metadata(client, topic, deadline)
         if topic is not None:
             _check_topic(client, cfg, node=node, topic=topic, response=response, deadline=deadline)
         if idempotent and not _allows(response.cluster_authorized_operations, _IDEMPOTENT_WRITE):
@@ -125,6 +124,7 @@ def check_transactional_ids(
     if streaming and key in _PASSED:
         return
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
+        _brokers(client, cfg, deadline)
         try:
             coordinator = client.find_coordinator(transactional_id, deadline)
             deadline.waiting_for = f"the rights on transactional id {transactional_id!r}"
@@ -152,8 +152,8 @@ def _session(
     producer_config: Mapping[str, str], timeout_ms: int, client_factory: ClientFactory
 ) -> Iterator[tuple[AdminClient, AdminConfig, Deadline]]:
     """An admin client and the preflight's deadline; its failures become the sink's errors."""
-    servers = producer_config.get("bootstrap.servers", "")
     client, cfg = client_factory(producer_config)
+    servers = ",".join(cfg.bootstrap_servers)
     deadline = Deadline(client.clock, timeout_ms, "the preflight")
     try:
         yield client, cfg, deadline
@@ -166,31 +166,58 @@ def _session(
     except SinkOptionError:
         raise
     except KafkaError as exc:
-        if deadline.is_own(exc):
-            raise SinkOptionError(_timeout_message(servers, timeout_ms, deadline)) from None
-        # The brokers answered but a check could not be made (an API they do not speak, a
-        # connection lost after the broker list came): refusing would block a write that may
-        # well work, so the tasks meet whatever it was.
+        # A broker answered, so the servers are right, but a check could not be made (an API
+        # the brokers do not speak, a broker whose advertised address cannot be reached, no
+        # answer in time): refusing could block a write that works (a cluster with one broker
+        # down), and the tasks report an unreachable leader naming its partitions.
         ensure_logging()
-        logger.warning("pykafka: the check of the cluster before the write stopped early: %s", exc)
+        logger.warning(
+            "pykafka: the check of the cluster before the write stopped early, the write goes "
+            "on unchecked: %s",
+            exc,
+        )
     finally:
         client.close()
 
 
+def _brokers(client: AdminClient, cfg: AdminConfig, deadline: Deadline) -> None:
+    """Wait for the broker list: the one wait whose end means that no broker answered."""
+    try:
+        client.brokers(deadline)
+    except KafkaTimeoutError as exc:
+        if not deadline.is_own(exc):
+            raise
+        last = deadline.last_error or "none (no connection completed)"
+        raise SinkOptionError(
+            f"no broker answered at kafka.bootstrap.servers={','.join(cfg.bootstrap_servers)} "
+            f"within {deadline.timeout_ms} ms (option 'preflightTimeoutMs'); last network "
+            f"error: {last}. Fix: check the host names and ports, that the brokers run and that "
+            "this driver can reach them (kafka.security.protocol must match the listener), or "
+            "raise preflightTimeoutMs"
+        ) from None
+
+
 def _metadata(
-    client: AdminClient, node: int, topic: str | None, deadline: Deadline
-) -> MetadataResponse:
-    negotiated = client.api_version(node, ApiKey.METADATA, deadline)
-    low, high = _METADATA_AUTHORIZED_OPS
-    version = min(negotiated, high) if negotiated >= low else negotiated
+    client: AdminClient, topic: str | None, deadline: Deadline
+) -> tuple[int, MetadataResponse]:
+    """The topic's (or no topic's) metadata with the authorized operations, and which broker
+    answered it."""
     request = MetadataRequest.for_topics([] if topic is None else [topic])
     request.allow_auto_topic_creation = False
     request.include_topic_authorized_operations = True
     request.include_cluster_authorized_operations = True
 
-    def attempt() -> MetadataResponse:
+    def attempt() -> tuple[int, MetadataResponse]:
+        # Asked anew each attempt: a broker that cannot be reached is not asked twice in a row.
+        brokers = client.brokers(deadline)
+        node = client.network.least_loaded_node(client.clock.now_ms())
+        node = brokers[0] if node is None else node
+        deadline.waiting_for = f"the metadata of broker {node} (topic, rights)"
+        negotiated = client.api_version(node, ApiKey.METADATA, deadline)
+        low, high = _METADATA_AUTHORIZED_OPS
+        version = min(negotiated, high) if negotiated >= low else negotiated
         response: MetadataResponse = client.request(node, request, deadline, version=version)
-        return response
+        return node, response
 
     return client.retrying(deadline, attempt)
 
@@ -316,24 +343,6 @@ def _transactional_message(cfg: AdminConfig, prefix: str) -> str:
             f"{prefix} --resource-pattern-type prefixed",
         )
         + "; or set option 'transactionalIdPrefix' to a prefix the principal is granted"
-    )
-
-
-def _timeout_message(servers: str, timeout_ms: int, deadline: Deadline) -> str:
-    if deadline.waiting_for.startswith("the cluster metadata"):
-        last = deadline.last_error or "none (no connection completed)"
-        return (
-            f"no broker answered at kafka.bootstrap.servers={servers} within {timeout_ms} ms "
-            f"(option 'preflightTimeoutMs'); last network error: {last}. Fix: check the host "
-            "names and ports, that the brokers run and that this driver can reach them "
-            "(kafka.security.protocol must match the listener), or raise preflightTimeoutMs"
-        )
-    cause = f"; last error: {deadline.last_error}" if deadline.last_error else ""
-    return (
-        f"the cluster at kafka.bootstrap.servers={servers} did not answer the sink's checks "
-        f"within {timeout_ms} ms (option 'preflightTimeoutMs'): still waiting for "
-        f"{deadline.waiting_for}{cause}. Fix: raise preflightTimeoutMs, or check the brokers' "
-        "health"
     )
 
 
