@@ -23,7 +23,7 @@ known. What is asked:
   producer sends first; it writes to no log) asks the broker's own rule;
 - exactly-once: one transactional id of the prefix: FindCoordinator needs DESCRIBE on it, and
   EndTxn (abort) with no producer id needs WRITE and is then refused by the coordinator without
-  touching any transaction (no producer id is -1).
+  touching any transaction (-1 is no producer's id).
 
 A topic given per row (the ``topic`` column) cannot be checked up front. Each refusal names the
 missing ACL and the ``kafka-acls`` command that grants it, for ``User:<sasl username>`` when the
@@ -31,7 +31,8 @@ config carries one, else a placeholder.
 
 Invariants:
 - Every step shares one deadline of ``preflightTimeoutMs``; the connections are closed before
-  returning. Nothing is written to any topic or transaction.
+  returning. Nothing is written to any topic or transaction (the idempotence probe only takes a
+  producer id, as every idempotent producer's start does).
 - Only a definite answer refuses a write: no broker answering at the bootstrap servers within
   the bound, or a broker answering that the topic is missing or a right is not granted. Once a
   broker answered, a check that cannot be made (an API the brokers do not speak, a broker whose
