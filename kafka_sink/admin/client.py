@@ -50,8 +50,10 @@ from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     KEY_TYPE_TRANSACTION,
     ApiVersionsRequest,
+    DescribeConfigsRequest,
     FindCoordinatorRequest,
 )
+from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_BROKER
 
 __all__ = ["RETRIABLE", "AdminClient", "AdminConfig", "Deadline"]
 
@@ -385,6 +387,36 @@ class AdminClient:
                 f.name: int(f.max_version_level) for f in response.finalized_features
             }
         return self._finalized.get(name, 0)
+
+    def broker_configs(
+        self, node_id: int, keys: Sequence[str], deadline: Deadline
+    ) -> dict[str, str | None]:
+        """The values of ``keys`` in broker ``node_id``'s configuration (DescribeConfigs).
+
+        A key the broker does not report is absent; a sensitive one is None. An error the
+        broker answers for the resource is raised (retriable ones are retried).
+        """
+
+        def attempt() -> dict[str, str | None]:
+            deadline.waiting_for = f"the configuration of broker {node_id}"
+            resource = DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=RESOURCE_TYPE_BROKER,
+                resource_name=str(node_id),
+                configuration_keys=list(keys),
+            )
+            request = DescribeConfigsRequest(
+                resources=[resource], include_synonyms=False, include_documentation=False
+            )
+            response = self.request(node_id, request, deadline)
+            found: dict[str, str | None] = {}
+            for result in response.results:
+                error = error_for_code(result.error_code, result.error_message)
+                if error is not None:
+                    raise error
+                found.update((entry.name, entry.value) for entry in result.configs)
+            return found
+
+        return self.retrying(deadline, attempt)
 
     # -- coordinators -------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ mistake therefore fails before any task runs.
 
 Exactly-once (``deliveryGuarantee=exactly-once``) adds driver work while planning, before any
 task runs (``_exactly_once_plan``): ``transaction.timeout.ms`` is settled against the brokers'
-maximum (``eos/timeout.py``), the transactional-id prefix and the intent store's key are fixed
+maximum (``eos/timeout.py``; the preflight has proved by then that the brokers answer), the
+transactional-id prefix and the intent store's key are fixed
 in the write's :class:`~kafka_sink.spark.eos.plan.EosPlan` (streaming: the query id, read from
 the checkpoint's ``metadata`` file, which Spark writes when the query starts; batch: the write
 id), and a streaming query's unfinished intent is finished (``EosCommitter.recover``) so that
@@ -37,8 +38,8 @@ Invariants:
   calls it with keywords.
 - Batch ``overwrite`` is refused (a Kafka topic cannot be truncated); streaming ``complete`` mode
   (which Spark signals with overwrite=True) is allowed and re-sends the whole result table.
-- At-least-once: nothing here opens a connection, starts a thread or holds a producer.
-  Exactly-once: the connections above are opened and closed within the call.
+- Nothing here starts a thread or holds a producer; the connections of the preflight (and,
+  exactly-once, of the planning) are opened and closed within the call.
 """
 
 from __future__ import annotations
@@ -55,11 +56,12 @@ from kafka_sink.spark.commit_log.store import as_local_path, display_location, j
 from kafka_sink.spark.eos.claims import refuse_foreign_claim
 from kafka_sink.spark.eos.committer import EosCommitter
 from kafka_sink.spark.eos.idempotency import job_identity, plan_job
-from kafka_sink.spark.eos.plan import EosPlan, default_prefix
+from kafka_sink.spark.eos.plan import EosPlan, default_prefix, transactional_id
 from kafka_sink.spark.eos.start import QueryStart
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import apply_level
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
+from kafka_sink.spark.preflight import check_transactional_ids, check_write
 from kafka_sink.spark.schema import validate_schema
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
 
@@ -96,6 +98,7 @@ class PyKafkaDataSource(DataSource):
         layout = validate_schema(schema, options.topic)
         options.validate_producer_config()
         options.check_commit_dir(streaming=False)
+        _preflight(options, streaming=False)
         write_id = _new_write_id()
         options, eos = _exactly_once_plan(options, streaming=False, write_id=write_id)
         return PyKafkaBatchWriter(
@@ -114,6 +117,7 @@ class PyKafkaDataSource(DataSource):
         layout = validate_schema(schema, options.topic)
         options.validate_producer_config()
         options.check_commit_dir(streaming=True)
+        _preflight(options, streaming=True)
         write_id = _new_write_id()
         options, eos = _exactly_once_plan(options, streaming=True, write_id=write_id)
         writer = PyKafkaStreamWriter(
@@ -123,6 +127,25 @@ class PyKafkaDataSource(DataSource):
             # Runs only if this call is the planning (see eos/start.py), once per driver.
             writer.start = QueryStart(eos, options.producer_config)
         return writer
+
+
+def _preflight(options: SinkOptions, *, streaming: bool) -> None:
+    """The cluster's checks that need no exactly-once plan (see ``preflight.py``)."""
+    from kafka_sink.producer.config import ProducerConfig
+
+    # Exactly-once tasks ask their producer id with a transactional id: the plan's ids are
+    # checked instead (_exactly_once_plan).
+    idempotent = (
+        not options.exactly_once
+        and ProducerConfig.from_mapping(options.producer_config).enable_idempotence
+    )
+    check_write(
+        options.producer_config,
+        topic=options.topic,
+        timeout_ms=options.preflight_timeout_ms,
+        idempotent=idempotent,
+        streaming=streaming,
+    )
 
 
 def _exactly_once_plan(
@@ -169,6 +192,13 @@ def _exactly_once_plan(
         intent_topic=options.intent_topic if in_kafka else None,
         idempotency_key=key,
         fenced=streaming,
+    )
+    check_transactional_ids(
+        options.producer_config,
+        prefix=eos.prefix,
+        transactional_id=transactional_id(eos.prefix, 0, 0),
+        timeout_ms=options.preflight_timeout_ms,
+        streaming=streaming,
     )
     # Opening the store creates or checks the intent topic before any task runs.
     if streaming or identity is not None:

@@ -12,6 +12,8 @@ Accepted keys (Spark lower-cases them before we see them):
   ``commit_log/store.py``).
 - ``producerIdleTimeoutMs``: how long a worker keeps a cached producer no task uses before
   closing it (default 540000, Java's ``connections.max.idle.ms``; -1 never, 0 at the task's end).
+- ``preflightTimeoutMs``: the bound of the driver's checks of the cluster before any task runs
+  (brokers reachable, topic present, the principal's ACLs; ``preflight.py``), default 15000.
 - ``deliveryGuarantee``: ``at-least-once`` (default) or ``exactly-once`` (case-insensitive).
 - ``transactionalIdPrefix``: exactly-once only; the start of every transactional id the write
   uses (default: ``pykafka-<query id>`` for a streaming query, ``pykafka-<write id>`` for a batch
@@ -111,6 +113,7 @@ _SINK_KEYS = frozenset(
         "commitlog",
         "includeheaders",
         "produceridletimeoutms",
+        "preflighttimeoutms",
         "deliveryguarantee",
         "transactionalidprefix",
         "intentstore",
@@ -127,6 +130,7 @@ INTENT_STORE_KAFKA = "kafka"
 INTENT_STORE_CHECKPOINT = "checkpoint"
 INTENT_STORES = (INTENT_STORE_KAFKA, INTENT_STORE_CHECKPOINT)
 DEFAULT_INTENT_TOPIC = "pykafka-commit-intents"
+DEFAULT_PREFLIGHT_TIMEOUT_MS = 15_000
 # Kafka's legal topic names (Topic.java): 1-249 of these characters.
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._\-]{1,249}")
 # Characters Kafka accepts in a transactional id are not restricted, but the sink builds ids
@@ -185,6 +189,8 @@ class SinkOptions:
     query_name: str | None = None
     #: ``producerIdleTimeoutMs``: ms a worker keeps an unused cached producer (-1: for good).
     producer_idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
+    #: ``preflightTimeoutMs``: the bound of the driver's checks of the cluster (``preflight.py``).
+    preflight_timeout_ms: int = DEFAULT_PREFLIGHT_TIMEOUT_MS
     #: ``deliveryGuarantee``: ``at-least-once`` or ``exactly-once``.
     delivery_guarantee: str = AT_LEAST_ONCE
     #: ``transactionalIdPrefix`` as given (exactly-once); None: derived from the query/write id.
@@ -212,6 +218,7 @@ class SinkOptions:
         checkpoint: str | None = None
         query_name: str | None = None
         idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS
+        preflight_timeout_ms = DEFAULT_PREFLIGHT_TIMEOUT_MS
         guarantee = AT_LEAST_ONCE
         prefix: str | None = None
         store: str | None = None
@@ -255,6 +262,8 @@ class SinkOptions:
                 query_name = value.strip() or None
             elif key == "produceridletimeoutms":
                 idle_timeout_ms = _idle_timeout_ms(value)
+            elif key == "preflighttimeoutms":
+                preflight_timeout_ms = _preflight_timeout_ms(value)
             elif key == "deliveryguarantee":
                 guarantee = _delivery_guarantee(value)
             elif key == "transactionalidprefix":
@@ -305,6 +314,7 @@ class SinkOptions:
             checkpoint_location=checkpoint,
             query_name=query_name,
             producer_idle_timeout_ms=idle_timeout_ms,
+            preflight_timeout_ms=preflight_timeout_ms,
             delivery_guarantee=guarantee,
             transactional_id_prefix=prefix,
             intent_store=store or INTENT_STORE_KAFKA,
@@ -448,6 +458,7 @@ class SinkOptions:
             f"checkpoint_location={_shown(self.checkpoint_location)!r}, "
             f"query_name={self.query_name!r}, "
             f"producerIdleTimeoutMs={self.producer_idle_timeout_ms}, "
+            f"preflightTimeoutMs={self.preflight_timeout_ms}, "
             f"deliveryGuarantee={self.delivery_guarantee!r}, "
             f"transactionalIdPrefix={self.transactional_id_prefix!r}, "
             f"intentStore={self.intent_store!r}, intentTopic={self.intent_topic!r}, "
@@ -471,6 +482,18 @@ def _idle_timeout_ms(value: str) -> int:
             f"option 'producerIdleTimeoutMs' must be a whole number of milliseconds: how long a "
             f"worker keeps a producer no task uses (default {DEFAULT_IDLE_TIMEOUT_MS}), 0 to close "
             f"it when its task ends, or -1 to keep it until the worker exits; got {value!r}"
+        )
+    return int(text)
+
+
+def _preflight_timeout_ms(value: str) -> int:
+    text = value.strip()
+    if re.fullmatch(r"[0-9]+", text) is None or not 0 < int(text) <= 2**31 - 1:
+        raise SinkOptionError(
+            "option 'preflightTimeoutMs' must be a whole number of milliseconds above 0: how "
+            "long the driver's checks of the cluster (brokers reachable, topic present, ACLs) "
+            f"may take before any task runs (default {DEFAULT_PREFLIGHT_TIMEOUT_MS}); "
+            f"got {value!r}"
         )
     return int(text)
 
@@ -580,7 +603,7 @@ def _unknown_option_message(key: str) -> str:
     )
     return (
         f"unknown option '{key}' for format('pykafka').{hint} Known options: topic, commitLog, "
-        "producerIdleTimeoutMs, deliveryGuarantee, transactionalIdPrefix, intentStore, "
-        "intentTopic, idempotencyKey, logLevel, kafka.* (producer "
-        "config), includeHeaders, and Spark's path, checkpointLocation, queryName."
+        "producerIdleTimeoutMs, preflightTimeoutMs, deliveryGuarantee, transactionalIdPrefix, "
+        "intentStore, intentTopic, idempotencyKey, logLevel, kafka.* (producer config), "
+        "includeHeaders, and Spark's path, checkpointLocation, queryName."
     )

@@ -24,10 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from kafka_sink.admin.client import AdminClient, Deadline
-from kafka_sink.errors import KafkaError, error_for_code
+from kafka_sink.errors import KafkaError
 from kafka_sink.spark.errors import SinkOptionError
-from kafka_sink.wire.messages import DescribeConfigsRequest
-from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_BROKER
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -80,29 +78,8 @@ def _describe(config: Mapping[str, object], timeout_s: float) -> int | None:
         timeout_ms = min(int(timeout_s * 1000), cfg.max_block_ms)
         deadline = Deadline(client.clock, timeout_ms, f"DescribeConfigs({_KEY})")
         node = client.brokers(deadline)[0]
-
-        def attempt() -> int | None:
-            deadline.waiting_for = f"the configuration of broker {node}"
-            resource = DescribeConfigsRequest.DescribeConfigsResource(
-                resource_type=RESOURCE_TYPE_BROKER,
-                resource_name=str(node),
-                configuration_keys=[_KEY],
-            )
-            request = DescribeConfigsRequest(
-                resources=[resource], include_synonyms=False, include_documentation=False
-            )
-            response = client.request(node, request, deadline)
-            for result in response.results:
-                error = error_for_code(result.error_code, result.error_message)
-                if error is not None:
-                    raise error
-                for entry in result.configs:
-                    if entry.name == _KEY and entry.value is not None:
-                        return int(entry.value)
-            return None
-
-        result: int | None = client.retrying(deadline, attempt)
-        return result
+        value = client.broker_configs(node, [_KEY], deadline).get(_KEY)
+        return None if value is None else int(value)
     finally:
         client.close()
 

@@ -1,7 +1,9 @@
 """Each test starts as a new driver: no fence token nor intent position kept from another
 test's coordinator. ``coord`` is a fresh fake TV2 coordinator (``tests/fakes/coordinator.py``) on
 its own manual clock, ``store`` a fresh in-memory intent store whose reads and writes a test can
-make fail (``eos_support.FaultyStore``)."""
+make fail (``eos_support.FaultyStore``). The data source's preflight asks a real cluster, so its
+calls are skipped unless the test asks for the ``live_preflight`` fixture (the preflight's own
+tests use fakes)."""
 
 from __future__ import annotations
 
@@ -9,14 +11,24 @@ from collections.abc import Iterator
 
 import pytest
 
+from kafka_sink.spark import datasource, preflight
 from kafka_sink.spark.eos import fence, kafka_intents
 from tests.fakes.coordinator import FakeCoordinator
 from tests.unit.spark.eos_support import FaultyStore
 
 
+@pytest.fixture
+def live_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data source's preflight runs, as a new driver process's would."""
+    monkeypatch.setattr(preflight, "_PASSED", set())
+
+
 @pytest.fixture(autouse=True)
-def _new_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _new_driver(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[None]:
     monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    if "live_preflight" not in request.fixturenames:
+        monkeypatch.setattr(datasource, "check_write", lambda *_a, **_k: None)
+        monkeypatch.setattr(datasource, "check_transactional_ids", lambda *_a, **_k: None)
     fence._HELD.clear()
     kafka_intents._POSITIONS.clear()
     yield

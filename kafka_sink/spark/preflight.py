@@ -1,0 +1,353 @@
+"""The driver's preflight: the cluster, the topic and the principal's rights, before any task.
+
+Role: mistakes that would otherwise surface in every task after a minute of retries (bootstrap
+servers where nothing answers, a topic that does not exist, a missing ACL) are found on the
+driver while the write is planned, within option ``preflightTimeoutMs``, and refused with a
+message that names what is wrong and how to fix it. ``datasource.py`` calls :func:`check_write`
+before anything else talks to the cluster (so the exactly-once planning never waits on brokers
+that do not answer), and :func:`check_transactional_ids` once an exactly-once write's prefix is
+known. What is asked:
+
+- the broker list (Metadata through the bootstrap servers): none within the bound fails naming
+  the servers and the last network error;
+- the ``topic`` option's topic (Metadata v8-v10, the versions that carry both the topic's and
+  the cluster's authorized operations; never auto-creating it): missing, the brokers'
+  ``auto.create.topics.enable`` decides (DescribeConfigs on one broker): off or unreadable fails
+  naming the topic and that setting; on logs once per driver that the first write creates it
+  with ``num.partitions`` and ``default.replication.factor``. Present without WRITE in its
+  authorized operations (or hidden: TOPIC_AUTHORIZATION_FAILED) fails naming the ACL;
+- idempotence (at-least-once with ``enable.idempotence`` on): the brokers give a producer id to
+  a principal with IDEMPOTENT_WRITE on the cluster or, since Kafka 3.0 (KIP-679), WRITE on any
+  topic, prefixed ACLs included, which no listing shows. So when the cluster's authorized
+  operations lack IDEMPOTENT_WRITE, one InitProducerId without a transactional id (what the
+  producer sends first; it writes to no log) asks the broker's own rule;
+- exactly-once: one transactional id of the prefix: FindCoordinator needs DESCRIBE on it, and
+  EndTxn (abort) with no producer id needs WRITE and is then refused by the coordinator without
+  touching any transaction (-1 is no producer's id).
+
+A topic given per row (the ``topic`` column) cannot be checked up front. Each refusal names the
+missing ACL and the ``kafka-acls`` command that grants it, for ``User:<sasl username>`` when the
+config carries one, else a placeholder.
+
+Invariants:
+- Every step shares one deadline of ``preflightTimeoutMs``; the connections are closed before
+  returning. Nothing is written to any topic or transaction (the idempotence probe only takes a
+  producer id, as every idempotent producer's start does).
+- Only a definite answer refuses a write: no broker answering at the bootstrap servers within
+  the bound, or a broker answering that the topic is missing or a right is not granted. Once a
+  broker answered, a check that cannot be made (an API the brokers do not speak, a broker whose
+  advertised address cannot be reached, no answer in time) logs one warning and lets the write
+  go on: a cluster with a broker down stays writable, and the tasks name an unreachable leader's
+  partitions.
+- A batch job is checked on every ``writer()`` call; a streaming query once per driver-side
+  Python process and configuration (Spark builds the writer twice per micro-batch): a
+  configuration that passed is not asked again.
+- Messages never carry a password (the config's secrets stay in the admin client).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+from kafka_sink.admin.client import AdminClient, AdminConfig, Deadline
+from kafka_sink.errors import (
+    AuthenticationError,
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    KafkaTimeoutError,
+    TransactionalIdAuthorizationFailedError,
+    error_for_code,
+)
+from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
+from kafka_sink.wire.api import ApiKey
+from kafka_sink.wire.messages import EndTxnRequest, InitProducerIdRequest, MetadataRequest
+from kafka_sink.wire.messages.metadata import INT32_MIN, MetadataResponse
+
+__all__ = ["ClientFactory", "check_transactional_ids", "check_write"]
+
+ClientFactory = Callable[[Mapping[str, object]], tuple[AdminClient, AdminConfig]]
+
+# Kafka's AclOperation codes: bit (1 << code) of an authorized-operations field.
+_ALL, _WRITE, _IDEMPOTENT_WRITE = 2, 4, 12
+# The Metadata versions carrying the cluster's authorized operations (moved to
+# DescribeCluster from v11).
+_METADATA_AUTHORIZED_OPS = (8, 10)
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_TOPIC_AUTHORIZATION_FAILED = 29
+_AUTO_CREATE = "auto.create.topics.enable"
+_CREATE_DEFAULTS = ("num.partitions", "default.replication.factor")
+
+# Configurations (hashed) a streaming query's preflight passed in this process.
+_PASSED: set[str] = set()
+
+
+def check_write(
+    producer_config: Mapping[str, str],
+    *,
+    topic: str | None,
+    timeout_ms: int,
+    idempotent: bool,
+    streaming: bool,
+    client_factory: ClientFactory = AdminClient.from_config,
+) -> None:
+    """Refuse, before any task, a write the cluster cannot take (see the module docstring)."""
+    key = _key("write", producer_config, topic, str(idempotent))
+    if streaming and key in _PASSED:
+        return
+    with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
+        _brokers(client, cfg, deadline)
+        node, response = _metadata(client, topic, deadline)
+        if topic is not None:
+            _check_topic(client, cfg, node=node, topic=topic, response=response, deadline=deadline)
+        if idempotent and not _allows(response.cluster_authorized_operations, _IDEMPOTENT_WRITE):
+            _check_idempotent_write(client, cfg, node, topic, deadline)
+    if streaming:
+        _PASSED.add(key)
+
+
+def check_transactional_ids(
+    producer_config: Mapping[str, str],
+    *,
+    prefix: str,
+    transactional_id: str,
+    timeout_ms: int,
+    streaming: bool,
+    client_factory: ClientFactory = AdminClient.from_config,
+) -> None:
+    """Refuse an exactly-once write whose principal may not use the prefix's transactional ids.
+
+    ``transactional_id`` is one of the ids the write's tasks will use.
+    """
+    key = _key("transactional", producer_config, prefix)
+    if streaming and key in _PASSED:
+        return
+    with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
+        _brokers(client, cfg, deadline)
+        try:
+            coordinator = client.find_coordinator(transactional_id, deadline)
+            deadline.waiting_for = f"the rights on transactional id {transactional_id!r}"
+            probe = EndTxnRequest(
+                transactional_id=transactional_id,
+                producer_id=-1,
+                producer_epoch=-1,
+                committed=False,
+            )
+            answer = client.request(coordinator, probe, deadline)
+            error = error_for_code(answer.error_code)
+            if isinstance(error, TransactionalIdAuthorizationFailedError):
+                raise error
+        except TransactionalIdAuthorizationFailedError:
+            raise SinkOptionError(_transactional_message(cfg, prefix)) from None
+    if streaming:
+        _PASSED.add(key)
+
+
+# -- the steps ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def _session(
+    producer_config: Mapping[str, str], timeout_ms: int, client_factory: ClientFactory
+) -> Iterator[tuple[AdminClient, AdminConfig, Deadline]]:
+    """An admin client and the preflight's deadline; its failures become the sink's errors."""
+    client, cfg = client_factory(producer_config)
+    servers = ",".join(cfg.bootstrap_servers)
+    deadline = Deadline(client.clock, timeout_ms, "the preflight")
+    try:
+        yield client, cfg, deadline
+    except AuthenticationError as exc:
+        raise SinkOptionError(
+            f"the brokers at kafka.bootstrap.servers={servers} refused this client's "
+            f"authentication: {exc}. Fix: check the kafka.sasl.* / kafka.ssl.* options and the "
+            "credentials"
+        ) from None
+    except SinkOptionError:
+        raise
+    except KafkaError as exc:
+        # A broker answered, so the servers are right, but a check could not be made (an API
+        # the brokers do not speak, a broker whose advertised address cannot be reached, no
+        # answer in time): refusing could block a write that works (a cluster with one broker
+        # down), and the tasks report an unreachable leader naming its partitions.
+        ensure_logging()
+        logger.warning(
+            "pykafka: the check of the cluster before the write stopped early, the write goes "
+            "on unchecked: %s",
+            exc,
+        )
+    finally:
+        client.close()
+
+
+def _brokers(client: AdminClient, cfg: AdminConfig, deadline: Deadline) -> None:
+    """Wait for the broker list: the one wait whose end means that no broker answered."""
+    try:
+        client.brokers(deadline)
+    except KafkaTimeoutError as exc:
+        if not deadline.is_own(exc):
+            raise
+        last = deadline.last_error or "none (no connection completed)"
+        raise SinkOptionError(
+            f"no broker answered at kafka.bootstrap.servers={','.join(cfg.bootstrap_servers)} "
+            f"within {deadline.timeout_ms} ms (option 'preflightTimeoutMs'); last network "
+            f"error: {last}. Fix: check the host names and ports, that the brokers run and that "
+            "this driver can reach them (kafka.security.protocol must match the listener), or "
+            "raise preflightTimeoutMs"
+        ) from None
+
+
+def _metadata(
+    client: AdminClient, topic: str | None, deadline: Deadline
+) -> tuple[int, MetadataResponse]:
+    """The topic's (or no topic's) metadata with the authorized operations, and which broker
+    answered it."""
+    request = MetadataRequest.for_topics([] if topic is None else [topic])
+    request.allow_auto_topic_creation = False
+    request.include_topic_authorized_operations = True
+    request.include_cluster_authorized_operations = True
+
+    def attempt() -> tuple[int, MetadataResponse]:
+        # Asked anew each attempt: a broker that cannot be reached is not asked twice in a row.
+        brokers = client.brokers(deadline)
+        node = client.network.least_loaded_node(client.clock.now_ms())
+        node = brokers[0] if node is None else node
+        deadline.waiting_for = f"the metadata of broker {node} (topic, rights)"
+        negotiated = client.api_version(node, ApiKey.METADATA, deadline)
+        low, high = _METADATA_AUTHORIZED_OPS
+        version = min(negotiated, high) if negotiated >= low else negotiated
+        response: MetadataResponse = client.request(node, request, deadline, version=version)
+        return node, response
+
+    return client.retrying(deadline, attempt)
+
+
+def _check_topic(
+    client: AdminClient,
+    cfg: AdminConfig,
+    *,
+    node: int,
+    topic: str,
+    response: MetadataResponse,
+    deadline: Deadline,
+) -> None:
+    """Refuse a missing or unwritable topic."""
+    entry = next((t for t in response.topics if t.name == topic), None)
+    if entry is None or entry.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
+        _missing_topic(client, cfg, node, topic, deadline)
+        return
+    if entry.error_code == _TOPIC_AUTHORIZATION_FAILED or not _allows(
+        entry.topic_authorized_operations, _WRITE, unknown=True
+    ):
+        raise SinkOptionError(
+            f"the principal {_principal(cfg)} may not write to topic '{topic}' (option 'topic'): "
+            "it lacks the WRITE ACL on the topic (TOPIC_AUTHORIZATION_FAILED). Fix: "
+            + _acl_command(cfg, f"--operation Write --topic {topic}")
+        )
+
+
+def _missing_topic(
+    client: AdminClient, cfg: AdminConfig, node: int, topic: str, deadline: Deadline
+) -> None:
+    try:
+        configs = client.broker_configs(node, [_AUTO_CREATE, *_CREATE_DEFAULTS], deadline)
+    except KafkaError as exc:
+        if isinstance(exc, KafkaTimeoutError) and deadline.is_own(exc):
+            raise
+        configs = {}
+    auto_create = (configs.get(_AUTO_CREATE) or "unknown").lower()
+    if auto_create == "true":
+        defaults = ", ".join(f"{k}={configs.get(k) or 'unknown'}" for k in _CREATE_DEFAULTS)
+        servers = ",".join(cfg.bootstrap_servers)
+        if first_on_driver("auto-create", f"{servers}/{topic}"):
+            ensure_logging()
+            logger.info(
+                "pykafka: topic '%s' does not exist; the brokers create it on the first write "
+                "with their defaults (%s)",
+                topic,
+                defaults,
+            )
+        return
+    raise SinkOptionError(
+        f"topic '{topic}' (option 'topic') does not exist on the cluster at "
+        f"kafka.bootstrap.servers={','.join(cfg.bootstrap_servers)}, and the brokers do not "
+        f"create topics on first use ({_AUTO_CREATE}={auto_create}). Fix: create it (kafka-topics "
+        f"--bootstrap-server {','.join(cfg.bootstrap_servers)} --create --topic {topic}), or "
+        "correct the name"
+    )
+
+
+def _check_idempotent_write(
+    client: AdminClient,
+    cfg: AdminConfig,
+    node: int,
+    topic: str | None,
+    deadline: Deadline,
+) -> None:
+    """Ask the broker for a producer id as the idempotent producer will (see the docstring)."""
+    deadline.waiting_for = "a producer id (the idempotent producer's right)"
+
+    def attempt() -> None:
+        answer = client.request(node, InitProducerIdRequest(transactional_id=None), deadline)
+        error = error_for_code(answer.error_code, None)
+        if isinstance(error, ClusterAuthorizationFailedError):
+            raise error
+
+    try:
+        client.retrying(deadline, attempt)
+    except ClusterAuthorizationFailedError:
+        where = f"topic '{topic}'" if topic else "the topics it writes"
+        raise SinkOptionError(
+            f"the principal {_principal(cfg)} may not use the idempotent producer "
+            "(kafka.enable.idempotence, on by default): the brokers refuse it a producer id "
+            "(CLUSTER_AUTHORIZATION_FAILED). It needs the IDEMPOTENT_WRITE ACL on the cluster "
+            f"(or, on Kafka 3.0+, WRITE on {where}). Fix: "
+            + _acl_command(cfg, "--operation IdempotentWrite --cluster")
+            + "; or set kafka.enable.idempotence=false"
+        ) from None
+
+
+# -- messages -----------------------------------------------------------------------------------
+
+
+def _allows(ops: int, operation: int, *, unknown: bool = False) -> bool:
+    """Whether an authorized-operations field grants ``operation`` (``unknown`` when absent)."""
+    if ops == INT32_MIN:
+        return unknown
+    return bool(ops & (1 << operation) or ops & (1 << _ALL))
+
+
+def _principal(cfg: AdminConfig) -> str:
+    if cfg.uses_sasl and cfg.sasl_username:
+        return f"User:{cfg.sasl_username}"
+    return "User:<principal>"
+
+
+def _acl_command(cfg: AdminConfig, what: str) -> str:
+    servers = ",".join(cfg.bootstrap_servers)
+    admin = "" if cfg.security_protocol == "PLAINTEXT" else " --command-config <admin.properties>"
+    return (
+        f"an administrator runs: kafka-acls --bootstrap-server {servers}{admin} --add "
+        f"--allow-principal {_principal(cfg)} {what}"
+    )
+
+
+def _transactional_message(cfg: AdminConfig, prefix: str) -> str:
+    return (
+        f"deliveryGuarantee=exactly-once: the principal {_principal(cfg)} may not use the "
+        f"transactional ids '{prefix}-*' (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): each task "
+        "needs the WRITE and DESCRIBE ACLs on its transactional id. Fix: "
+        + _acl_command(
+            cfg,
+            "--operation Write --operation Describe --transactional-id "
+            f"{prefix} --resource-pattern-type prefixed",
+        )
+        + "; or set option 'transactionalIdPrefix' to a prefix the principal is granted"
+    )
+
+
+def _key(kind: str, producer_config: Mapping[str, str], *parts: str | None) -> str:
+    """A digest of what a check depends on (the config may hold secrets: never kept as is)."""
+    text = repr((kind, sorted(producer_config.items()), parts))
+    return hashlib.sha256(text.encode()).hexdigest()
