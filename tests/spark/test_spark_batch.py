@@ -190,6 +190,12 @@ def test_retried_task_loses_nothing(spark, kafka_bootstrap, topic_factory, tmp_p
             {"kafka.acks": "some"},
             "invalid producer option: acks",
         ),
+        (
+            lambda s: s.range(3).selectExpr("'x' AS value"),
+            {"kafka.bootstrap.servers": None, "kafka.bootstrap.server": "localhost:9092"},
+            "unknown option 'kafka.bootstrap.server' for format[(]'pykafka'[)]: did you mean "
+            "'kafka.bootstrap.servers'[?]",
+        ),
     ],
     ids=[
         "value-type",
@@ -201,6 +207,7 @@ def test_retried_task_loses_nothing(spark, kafka_bootstrap, topic_factory, tmp_p
         "serializer",
         "unprefixed",
         "bad-kafka-key",
+        "misspelled-bootstrap",
     ],
 )
 def test_bad_input_fails_on_the_driver(spark, kafka_bootstrap, topic_factory, case) -> None:

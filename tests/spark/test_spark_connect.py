@@ -42,8 +42,8 @@ BATCH_ROWS = [[f"k{i % 4}", f"v{i}"] for i in range(20)]
 STREAM_FILES = [range(0, 30), range(30, 50)]
 BAD_OPTION = {"linger.ms": "5"}
 BAD_OPTION_TEXT = (
-    "unknown option 'linger.ms' for format('pykafka'). Producer settings need the 'kafka.' "
-    "prefix: .option('kafka.linger.ms', ...)."
+    "unknown option 'linger.ms' for format('pykafka'): did you mean 'kafka.linger.ms'? "
+    "Fix: .option('kafka.linger.ms', ...)"
 )
 
 
