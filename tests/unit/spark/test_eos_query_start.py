@@ -40,6 +40,9 @@ class _Driver:
         self.checkpoint = tmp_path / "checkpoint"
         self.checkpoint.mkdir()
         (self.checkpoint / "metadata").write_text('{"id":"q1"}\n')  # as Spark writes it
+        # Spark writes a micro-batch's offsets before it plans the batch.
+        (self.checkpoint / "offsets").mkdir()
+        (self.checkpoint / "offsets" / "0").write_text("v1\n")
         self.opened = 0
         self.fail_with: Exception | None = None
 
