@@ -207,7 +207,10 @@ class SinkOptions:
             if key.startswith(KAFKA_PREFIX):
                 pkey = key[len(KAFKA_PREFIX) :]
                 if not pkey:
-                    raise SinkOptionError("option 'kafka.' has no producer key after the prefix")
+                    raise SinkOptionError(
+                        "option 'kafka.' has no producer setting after the prefix. Fix: "
+                        "name one, e.g. .option('kafka.linger.ms', '5'), or remove the option"
+                    )
                 if pkey in _REFUSED_KAFKA_KEYS:
                     raise SinkOptionError(
                         f"option 'kafka.{pkey}' is not supported: {_REFUSED_KAFKA_KEYS[pkey]}"
@@ -319,6 +322,8 @@ class SinkOptions:
                     "every executor: the module must be installed in their Python environment "
                     "or shipped with spark.submit.pyFiles / SparkContext.addPyFile)"
                 ) from exc
+            if why and key in _producer_keys():
+                raise SinkOptionError(f"option 'kafka.{key}' is invalid: {why}") from exc
             raise SinkOptionError(
                 f"invalid producer option: {exc} (producer settings are the 'kafka.'-prefixed "
                 "options with the prefix removed, e.g. kafka.linger.ms -> linger.ms)"

@@ -188,7 +188,7 @@ def test_retried_task_loses_nothing(spark, kafka_bootstrap, topic_factory, tmp_p
         (
             lambda s: s.range(3).selectExpr("'x' AS value"),
             {"kafka.acks": "some"},
-            "invalid producer option: acks",
+            "option 'kafka.acks' is invalid: expected one of all, -1, 0, 1; got 'some'",
         ),
         (
             lambda s: s.range(3).selectExpr("'x' AS value"),
@@ -316,3 +316,29 @@ def test_null_values_are_tombstones(spark, kafka_bootstrap, topic_factory) -> No
     )
     records = read_all(kafka_bootstrap, topic, expected=3)
     assert [(r.key, r.value) for r in records] == [(b"a", b"1"), (b"a", None), (None, b"3")]
+
+
+def test_a_setup_error_is_one_self_contained_line_of_sparks_message(
+    spark, kafka_bootstrap, topic_factory
+) -> None:
+    # What README's "How errors look" shows: Spark wraps the sink's error in its own message and
+    # a traceback; the sink's message is one whole line of it: what, which option, the fix.
+    topic = topic_factory(partitions=1)
+    writer = (
+        spark.range(3)
+        .selectExpr("CAST(id AS STRING) AS value")
+        .write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("topic", topic)
+        .option("linger.ms", "5")
+    )
+    with pytest.raises(Exception) as info:
+        writer.save()
+    text = str(info.value)
+    assert type(info.value).__name__ == "AnalysisException"
+    assert text.startswith("[PYTHON_DATA_SOURCE_ERROR] Failed to initialize Python data source")
+    assert (
+        "kafka_sink.spark.errors.SinkOptionError: unknown option 'linger.ms' for "
+        "format('pykafka'): did you mean 'kafka.linger.ms'? Fix: .option('kafka.linger.ms', ...)"
+    ) in text.splitlines()
