@@ -342,3 +342,28 @@ def test_a_setup_error_is_one_self_contained_line_of_sparks_message(
         "kafka_sink.spark.errors.SinkOptionError: unknown option 'linger.ms' for "
         "format('pykafka'): did you mean 'kafka.linger.ms'? Fix: .option('kafka.linger.ms', ...)"
     ) in text.splitlines()
+
+
+def test_a_record_over_max_request_size_names_its_row_and_the_fix(
+    spark, kafka_bootstrap, topic_factory
+) -> None:
+    topic = topic_factory(partitions=1)
+    writer = (
+        spark.range(3)
+        .selectExpr("IF(id = 2, repeat('x', 1100000), 'small') AS value")
+        .coalesce(1)
+        .write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("topic", topic)
+    )
+    with pytest.raises(Exception) as info:
+        writer.save()
+    assert (
+        f"kafka_sink.spark.errors.SinkDataError: row 2 (topic '{topic}') is 1100088 bytes when "
+        "serialized, larger than max.request.size=1048576. Fix: raise option "
+        "kafka.max.request.size and the topic's max.message.bytes with it (the broker refuses a "
+        "larger batch), or write smaller records"
+    ) in str(info.value).splitlines()
+    # The whole call was refused before anything was queued.
+    assert read_all(kafka_bootstrap, topic) == []
