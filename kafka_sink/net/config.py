@@ -382,6 +382,11 @@ class ClientConfig(_SecurityProtocol):
         )
 
     @classmethod
+    def accepted_keys(cls) -> frozenset[str]:
+        """Every key :meth:`from_mapping` accepts (some only with their default value)."""
+        return frozenset(cls._KEYS) | cls._NO_EFFECT | frozenset(_JVM_SECURITY_KEYS)
+
+    @classmethod
     def from_mapping(cls, config: Mapping[str, object]) -> Self:
         values: dict[str, Any] = {spec.attr: spec.default for spec in cls._KEYS.values()}
         explicit: set[str] = set()

@@ -64,7 +64,13 @@ if TYPE_CHECKING:
     from kafka_sink.producer.interceptors import BulkAcknowledgements
     from kafka_sink.producer.plugins import CustomPartitioner
 
-__all__ = ["QUEUED_FUTURE", "BulkAppender", "BulkColumns", "bulk_columns"]
+__all__ = [
+    "QUEUED_FUTURE",
+    "BulkAppender",
+    "BulkColumns",
+    "RecordTooLargeInColumnsError",
+    "bulk_columns",
+]
 
 # The attribute a failed call's exception carries when part of the call was queued.
 QUEUED_FUTURE = "queued_future"
@@ -280,10 +286,38 @@ def check_record_sizes(
             if size > max_request_size
             else ("buffer.memory", buffer_memory)
         )
-        raise RecordTooLargeError(
-            f"record {start + row} of this call for topic {topic!r} is {size} bytes when "
-            f"serialized, larger than {name}={bound}; nothing from this call was queued"
+        raise RecordTooLargeInColumnsError(topic, start + row, size, name, bound)
+
+
+class RecordTooLargeInColumnsError(RecordTooLargeError):
+    """One row of a ``send_columns`` call can never be sent; none of the call's rows was queued.
+
+    Carries the row's index among the rows given, its size and the setting it exceeds, so a
+    caller that numbers rows its own way (a Spark task) can name it.
+    """
+
+    def __init__(self, topic: str, row: int, size: int, setting: str, limit: int) -> None:
+        self.topic, self.row, self.size, self.setting, self.limit = (
+            topic,
+            row,
+            size,
+            setting,
+            limit,
         )
+        super().__init__(
+            f"record {row} of the rows given for topic {topic!r} is {size} bytes when "
+            f"serialized, larger than {setting}={limit}; none of them was queued. "
+            f"Fix: {self.fix()}"
+        )
+
+    def fix(self, prefix: str = "") -> str:
+        """What to raise; ``prefix`` names the settings as the caller's options do."""
+        if self.setting == "max.request.size":
+            return (
+                f"raise {prefix}max.request.size and the topic's max.message.bytes with it "
+                "(the broker refuses a larger batch), or write smaller records"
+            )
+        return f"raise {prefix}buffer.memory above the record's size"
 
 
 class BulkAppender:

@@ -535,12 +535,13 @@ class KafkaProducer:
         if size > cfg.max_request_size:
             raise RecordTooLargeError(
                 f"record for {topic}-{partition} is {size} bytes when serialized, larger than "
-                f"max.request.size={cfg.max_request_size}"
+                f"max.request.size={cfg.max_request_size}. Fix: raise max.request.size and the "
+                "topic's max.message.bytes with it, or send smaller records"
             )
         if size > cfg.buffer_memory:
             raise RecordTooLargeError(
                 f"record for {topic}-{partition} is {size} bytes when serialized, larger than "
-                f"buffer.memory={cfg.buffer_memory}"
+                f"buffer.memory={cfg.buffer_memory}. Fix: raise buffer.memory above it"
             )
 
     # -- bulk path ------------------------------------------------------------------------

@@ -19,6 +19,8 @@ The only package that imports pyspark. Nothing here talks to sockets itself: the
   ``committer`` (the driver's roll-forward commit) and ``timeout`` (``transaction.timeout.ms``
   against the brokers).
 - ``logs`` (the logger, one warning per driver), ``errors``, ``fault_hooks`` (test-only pauses).
+- ``workers`` (``register(spark)``: registers the source and checks, with a one-row job, that
+  the Python Spark starts for its workers can import the sink) and ``worker_probe`` (that job).
 
 A record: Spark pickles the writer to a task, whose ``write()`` calls ``task.write_task``. The
 task leases its producer from ``producer_cache`` on its first row, ``columns`` turns each Arrow
@@ -39,3 +41,21 @@ Invariants: the driver's planning and commit workers never import ``task``, ``co
 producer, numpy or ``pyarrow.compute`` (``writer.write()`` imports ``task`` on the executor);
 the writers hold picklable configuration only.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafka_sink.spark.workers import register
+
+__all__ = ["register"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: executors import this package for ``task`` and never register.
+    if name == "register":
+        from kafka_sink.spark.workers import register
+
+        return register
+    raise AttributeError(f"module 'kafka_sink.spark' has no attribute {name!r}")

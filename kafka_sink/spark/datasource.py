@@ -36,6 +36,8 @@ Invariants:
 - ``name()`` is a classmethod returning ``"pykafka"`` (``"kafka"`` belongs to Spark's own sink).
 - ``streamWriter`` keeps Spark's parameter names ``schema`` and ``overwrite``: the commit path
   calls it with keywords.
+- A streaming writer asked for with no micro-batch pending in the checkpoint (a continuous
+  trigger, under which PySpark hands the sink no rows) is refused (``triggers.py``).
 - Batch ``overwrite`` is refused (a Kafka topic cannot be truncated); streaming ``complete`` mode
   (which Spark signals with overwrite=True) is allowed and re-sends the whole result table.
 - Nothing here starts a thread or holds a producer; the connections of the preflight (and,
@@ -63,6 +65,7 @@ from kafka_sink.spark.logs import apply_level
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.preflight import check_transactional_ids, check_write
 from kafka_sink.spark.schema import validate_schema
+from kafka_sink.spark.triggers import refuse_without_pending_batch
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
 
 INTENTS_DIRNAME = "pykafka-intents"
@@ -108,6 +111,7 @@ class PyKafkaDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> PyKafkaStreamWriter:
         options = SinkOptions.from_options(self.options)
         apply_level(options.log_level)
+        refuse_without_pending_batch(options.checkpoint_location)
         if options.idempotency_key is not None:
             raise SinkOptionError(
                 "option 'idempotencyKey' is for batch writes (df.write): a streaming query's "
@@ -264,5 +268,9 @@ def _query_id(checkpoint: str) -> str:
             "driver"
         ) from None
     if not isinstance(query_id, str) or not query_id:
-        raise SinkOptionError(f"no query id in {display_location(where)}")
+        raise SinkOptionError(
+            f"deliveryGuarantee=exactly-once found no query id in {display_location(where)}. "
+            "Fix: check that 'checkpointLocation' is the query's checkpoint (Spark writes the "
+            "id there when the query starts)"
+        )
     return query_id

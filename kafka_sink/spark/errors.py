@@ -1,11 +1,13 @@
 """Errors raised by the pykafka Spark data source.
 
-Role: one small hierarchy so users (and tests) can tell a bad option, a bad input schema and bad
-data apart. Option and schema errors are raised on the driver, in ``writer()`` /
-``streamWriter()``, before any task runs; data errors are raised inside a task and fail it.
+Role: one small hierarchy so users (and tests) can tell a bad option, a bad input schema, bad
+data and a streaming mode the sink cannot serve apart. Option and schema errors are raised on the
+driver, in ``writer()`` / ``streamWriter()``, before any task runs; data errors are raised inside
+a task and fail it; a mode error by the driver's first commit of a streaming query.
 
 Invariants:
-- Every message names what is wrong (the option or column), what was found and how to fix it.
+- Every message names what is wrong (the option or column), what was found and how to fix it,
+  on one line: it is the last line of the traceback Spark shows.
 - Messages never quote option values that could be secrets; they name keys only.
 """
 
@@ -17,8 +19,10 @@ __all__ = [
     "SinkDataError",
     "SinkDeliveryTimeoutError",
     "SinkError",
+    "SinkModeError",
     "SinkOptionError",
     "SinkSchemaError",
+    "SinkWorkerError",
 ]
 
 
@@ -32,6 +36,14 @@ class SinkOptionError(SinkError, ConfigError):
 
 class SinkSchemaError(SinkError):
     """The DataFrame does not match the Kafka sink's input contract (column names and types)."""
+
+
+class SinkWorkerError(SinkError):
+    """The Python Spark starts for its workers cannot import the sink (``workers.register``)."""
+
+
+class SinkModeError(SinkError):
+    """The streaming query runs in a mode in which PySpark hands a Python sink no rows."""
 
 
 class SinkDataError(SinkError):

@@ -3,7 +3,8 @@
 Role: turn Spark's case-insensitive, all-string option map into the sink's settings and the
 producer's config, refusing anything the sink would otherwise silently ignore.
 
-Accepted keys (Spark lower-cases them before we see them):
+Accepted keys (Spark lower-cases them before we see them; their names, and the suggestion an
+unknown one gets, are ``option_names.py``'s):
 - ``topic``: default topic; when set it overrides any ``topic`` column (as in Spark's sink).
 - ``kafka.<key>``: producer config, passed on with the prefix removed (``kafka.linger.ms`` ->
   ``linger.ms``), keys lower-case, values unchanged.
@@ -45,8 +46,10 @@ bound come from the brokers (``eos/timeout.py``), learned on the driver before a
 
 Invariants:
 - ``kafka.key.serializer`` / ``kafka.value.serializer``, ``kafka.transactional.id`` and every
-  other unknown key are refused
-  with a message saying what to do instead; nothing is dropped silently. (The sink's keys and
+  unknown key are refused with a message saying what to do instead; nothing is dropped silently.
+  An unknown key (a sink option, or a ``kafka.`` key that is not a producer setting) is named
+  with the closest valid one before any other check, so a misspelled required option is not
+  reported missing. (The sink's keys and
   values are DataFrame columns, already bytes or strings: serializing happens in the DataFrame.)
 - ``kafka.interceptor.classes`` and ``kafka.partitioner.class`` are Python import paths; they are
   imported and checked on the driver (``validate_producer_config``), so a path that does not
@@ -91,6 +94,12 @@ from kafka_sink.spark.commit_log.store import (
 )
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import LEVEL_NAMES, parse_level, warn_once
+from kafka_sink.spark.option_names import (
+    KAFKA_PREFIX,
+    SINK_KEYS,
+    SPARK_KEYS,
+    unknown_option_message,
+)
 from kafka_sink.spark.producer_cache import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = [
@@ -103,25 +112,8 @@ __all__ = [
     "SinkOptions",
 ]
 
-KAFKA_PREFIX = "kafka."
 #: Sub-directory of a streaming query's checkpoint that holds the default commit log.
 COMMIT_LOG_DIRNAME = "pykafka-commits"
-
-_SINK_KEYS = frozenset(
-    {
-        "topic",
-        "commitlog",
-        "includeheaders",
-        "produceridletimeoutms",
-        "preflighttimeoutms",
-        "deliveryguarantee",
-        "transactionalidprefix",
-        "intentstore",
-        "intenttopic",
-        "idempotencykey",
-        "loglevel",
-    }
-)
 
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
@@ -139,10 +131,6 @@ _PREFIX_RE = re.compile(r"[A-Za-z0-9._\-]{1,200}")
 # An idempotency key is hashed into the job's record key and default prefix, so any printable
 # text fits (an orchestrator's run id, a date); the bound keeps log lines and records small.
 _IDEMPOTENCY_KEY_RE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
-# Spark passes these to every writer: path from save(path)/start(path), checkpointLocation and
-# queryName from writeStream. The sink has no use for path (a Kafka sink has no path).
-_SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
-
 _REFUSED_KAFKA_KEYS = {
     "key.serializer": (
         "keys are written as bytes (binary columns as they are, string columns as UTF-8), as "
@@ -231,7 +219,10 @@ class SinkOptions:
             if key.startswith(KAFKA_PREFIX):
                 pkey = key[len(KAFKA_PREFIX) :]
                 if not pkey:
-                    raise SinkOptionError("option 'kafka.' has no producer key after the prefix")
+                    raise SinkOptionError(
+                        "option 'kafka.' has no producer setting after the prefix. Fix: "
+                        "name one, e.g. .option('kafka.linger.ms', '5'), or remove the option"
+                    )
                 if pkey in _REFUSED_KAFKA_KEYS:
                     raise SinkOptionError(
                         f"option 'kafka.{pkey}' is not supported: {_REFUSED_KAFKA_KEYS[pkey]}"
@@ -276,10 +267,11 @@ class SinkOptions:
                 idempotency_key = _idempotency_key(value)
             elif key == "loglevel":
                 log_level = _log_level(value)
-            elif key in _SINK_KEYS or key in _SPARK_KEYS:
+            elif key in SINK_KEYS or key in SPARK_KEYS:
                 continue
             else:
-                raise SinkOptionError(_unknown_option_message(key))
+                raise SinkOptionError(unknown_option_message(key, _producer_keys()))
+        _refuse_unknown_producer_keys(producer)
         if "bootstrap.servers" not in producer or not producer["bootstrap.servers"].strip():
             raise SinkOptionError(
                 "option 'kafka.bootstrap.servers' is required: "
@@ -348,6 +340,8 @@ class SinkOptions:
                     "every executor: the module must be installed in their Python environment "
                     "or shipped with spark.submit.pyFiles / SparkContext.addPyFile)"
                 ) from exc
+            if why and key in _producer_keys():
+                raise SinkOptionError(f"option 'kafka.{key}' is invalid: {why}") from exc
             raise SinkOptionError(
                 f"invalid producer option: {exc} (producer settings are the 'kafka.'-prefixed "
                 "options with the prefix removed, e.g. kafka.linger.ms -> linger.ms)"
@@ -595,15 +589,15 @@ def _log_level(value: str) -> int:
     return level
 
 
-def _unknown_option_message(key: str) -> str:
-    hint = (
-        f" Producer settings need the 'kafka.' prefix: .option('kafka.{key}', ...)."
-        if "." in key
-        else ""
-    )
-    return (
-        f"unknown option '{key}' for format('pykafka').{hint} Known options: topic, commitLog, "
-        "producerIdleTimeoutMs, preflightTimeoutMs, deliveryGuarantee, transactionalIdPrefix, "
-        "intentStore, intentTopic, idempotencyKey, logLevel, kafka.* (producer config), "
-        "includeHeaders, and Spark's path, checkpointLocation, queryName."
-    )
+def _producer_keys() -> frozenset[str]:
+    from kafka_sink.producer.config import ProducerConfig
+
+    return ProducerConfig.accepted_keys()
+
+
+def _refuse_unknown_producer_keys(producer: Mapping[str, str]) -> None:
+    """Name a misspelled ``kafka.*`` key before the required one it may hide is reported."""
+    known = _producer_keys()
+    for pkey in producer:
+        if pkey not in known:
+            raise SinkOptionError(unknown_option_message(KAFKA_PREFIX + pkey, known))

@@ -65,6 +65,7 @@ from pyspark import TaskContext
 from kafka_sink.clock import SYSTEM_CLOCK
 from kafka_sink.errors import KafkaError, KafkaTimeoutError
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.producer.producer import KafkaProducer
@@ -77,7 +78,7 @@ from kafka_sink.spark.commit_log.document import (
 )
 from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import EosPlan
-from kafka_sink.spark.errors import SinkDeliveryTimeoutError, SinkError
+from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
 from kafka_sink.spark.logs import (
@@ -397,14 +398,7 @@ class _TaskWrite:
                     producer = guarantee.acquire(self.task)
                 for group in groups:
                     self._check_partitions(producer, group)
-                    future = producer.send_columns(
-                        group.topic,
-                        group.values,
-                        group.keys,
-                        partitions=group.partitions,
-                        headers=group.headers,
-                        timestamps_ms=group.timestamps_ms,
-                    )
+                    future = _send(producer, group)
                     self.pending.append((group.topic, future))
                     self.sent.append((group.topic, future))
                 self._collect_done()
@@ -581,3 +575,22 @@ class _TaskWrite:
             self.task.attempt_number,
             written,
         )
+
+
+def _send(producer: BulkProducer, group: TopicColumns) -> BulkSendFuture:
+    """Queue one topic's rows; a row too large to ever send is named by its task-input row."""
+    try:
+        return producer.send_columns(
+            group.topic,
+            group.values,
+            group.keys,
+            partitions=group.partitions,
+            headers=group.headers,
+            timestamps_ms=group.timestamps_ms,
+        )
+    except RecordTooLargeInColumnsError as exc:
+        raise SinkDataError(
+            f"row {group.row_number(exc.row)} (topic {exc.topic!r}) is "
+            f"{exc.size} bytes when serialized, larger than {exc.setting}={exc.limit}. "
+            f"Fix: {exc.fix(prefix='option kafka.')}"
+        ) from None

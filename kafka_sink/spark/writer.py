@@ -29,6 +29,9 @@ Invariants:
 - A batch job whose key an earlier run completed (its plan's ``completed``) ends no transaction:
   its commit writes nothing to Kafka, and its commit-log document and line say it was already
   completed.
+- A streaming commit none of whose tasks ran ``write()`` (``trigger(continuous=...)``) raises
+  before anything is recorded (``triggers.py``), so Spark never marks the epoch done with its
+  rows unwritten.
 - Only the planning pickles a writer: an exactly-once stream writer runs its query's start work
   (``eos/start.py``) then, and the pickled writer never carries it.
 """
@@ -60,6 +63,7 @@ from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
 from kafka_sink.spark.logs import apply_level, logger
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
+from kafka_sink.spark.triggers import refuse_unwritten_commit
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -265,6 +269,7 @@ class PyKafkaStreamWriter(_WriterCore, DataSourceStreamArrowWriter):
         return self._write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        refuse_unwritten_commit(messages, batchId)
         self._record(messages, batchId, ok=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -2,12 +2,15 @@
 
 ``FakeProducer`` records every ``send_columns`` call and completes its futures with chosen
 offsets or errors; ``FakeTxnProducer`` adds the transactional calls and records them in order.
+``spark_checkpoint`` lays out a streaming checkpoint as Spark has it when it plans a batch.
 Tests install them with ``monkeypatch.setattr(producer_cache, "_create", FakeProducer)`` and
 ``monkeypatch.setattr(task, "_create_transactional", FakeTxnProducer)``.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 from kafka_sink.prepared import PreparedTransaction
@@ -88,3 +91,13 @@ class FakeTxnProducer(FakeProducer):
     def close(self, timeout: float | None = None) -> None:
         self.events.append("close")
         super().close(timeout)
+
+
+def spark_checkpoint(directory: Path, query_id: str = "q1") -> Path:
+    """A streaming checkpoint as Spark leaves it when it asks for the writer of batch 0: the
+    query's metadata, and the batch's offsets (written before the batch is planned)."""
+    directory.mkdir()
+    (directory / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    (directory / "offsets").mkdir()
+    (directory / "offsets" / "0").write_text("v1\n")
+    return directory

@@ -15,6 +15,7 @@ Steps run in the plan's order:
 
 - ``write``: a batch ``df.write.format("pykafka")`` of ``rows`` (key, value) pairs.
 - ``register``: ``spark.dataSource.register(PyKafkaDataSource)`` from the client.
+- ``check_workers``: ``kafka_sink.spark.register(spark)``, which also checks the server's workers.
 - ``stream``: ``readStream.json(input_dir)`` -> ``writeStream.format("pykafka")`` with
   ``trigger(availableNow=True)``, bounded by ``timeout_s``; ``options`` are added to the writer.
 """
@@ -59,6 +60,13 @@ def _register(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True}
 
 
+def _check_workers(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
+    import kafka_sink.spark
+
+    kafka_sink.spark.register(spark)
+    return {"ok": True}
+
+
 def _stream(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
     df = (
         spark.readStream.schema(STREAM_SCHEMA)
@@ -87,7 +95,12 @@ def _stream(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
     return _error(failure) if failure is not None else {"ok": True}
 
 
-STEPS = {"write": _write, "register": _register, "stream": _stream}
+STEPS = {
+    "write": _write,
+    "register": _register,
+    "check_workers": _check_workers,
+    "stream": _stream,
+}
 
 
 @contextlib.contextmanager

@@ -188,7 +188,13 @@ def test_retried_task_loses_nothing(spark, kafka_bootstrap, topic_factory, tmp_p
         (
             lambda s: s.range(3).selectExpr("'x' AS value"),
             {"kafka.acks": "some"},
-            "invalid producer option: acks",
+            "option 'kafka.acks' is invalid: expected one of all, -1, 0, 1; got 'some'",
+        ),
+        (
+            lambda s: s.range(3).selectExpr("'x' AS value"),
+            {"kafka.bootstrap.servers": None, "kafka.bootstrap.server": "localhost:9092"},
+            "unknown option 'kafka.bootstrap.server' for format[(]'pykafka'[)]: did you mean "
+            "'kafka.bootstrap.servers'[?]",
         ),
     ],
     ids=[
@@ -201,6 +207,7 @@ def test_retried_task_loses_nothing(spark, kafka_bootstrap, topic_factory, tmp_p
         "serializer",
         "unprefixed",
         "bad-kafka-key",
+        "misspelled-bootstrap",
     ],
 )
 def test_bad_input_fails_on_the_driver(spark, kafka_bootstrap, topic_factory, case) -> None:
@@ -332,3 +339,54 @@ def test_small_buffer_memory_that_spark_accepts_writes_every_row(
     assert sorted(r.value for r in records) == sorted(v for _k, v in rows)
     [doc] = commit_docs(tmp_path / "log")
     assert doc["record_count"] == n
+
+
+def test_a_setup_error_is_one_self_contained_line_of_sparks_message(
+    spark, kafka_bootstrap, topic_factory
+) -> None:
+    # What README's "How errors look" shows: Spark wraps the sink's error in its own message and
+    # a traceback; the sink's message is one whole line of it: what, which option, the fix.
+    topic = topic_factory(partitions=1)
+    writer = (
+        spark.range(3)
+        .selectExpr("CAST(id AS STRING) AS value")
+        .write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("topic", topic)
+        .option("linger.ms", "5")
+    )
+    with pytest.raises(Exception) as info:
+        writer.save()
+    text = str(info.value)
+    assert type(info.value).__name__ == "AnalysisException"
+    assert text.startswith("[PYTHON_DATA_SOURCE_ERROR] Failed to initialize Python data source")
+    assert (
+        "kafka_sink.spark.errors.SinkOptionError: unknown option 'linger.ms' for "
+        "format('pykafka'): did you mean 'kafka.linger.ms'? Fix: .option('kafka.linger.ms', ...)"
+    ) in text.splitlines()
+
+
+def test_a_record_over_max_request_size_names_its_row_and_the_fix(
+    spark, kafka_bootstrap, topic_factory
+) -> None:
+    topic = topic_factory(partitions=1)
+    writer = (
+        spark.range(3)
+        .selectExpr("IF(id = 2, repeat('x', 1100000), 'small') AS value")
+        .coalesce(1)
+        .write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("topic", topic)
+    )
+    with pytest.raises(Exception) as info:
+        writer.save()
+    assert (
+        f"kafka_sink.spark.errors.SinkDataError: row 2 (topic '{topic}') is 1100088 bytes when "
+        "serialized, larger than max.request.size=1048576. Fix: raise option "
+        "kafka.max.request.size and the topic's max.message.bytes with it (the broker refuses a "
+        "larger batch), or write smaller records"
+    ) in str(info.value).splitlines()
+    # The whole call was refused before anything was queued.
+    assert read_all(kafka_bootstrap, topic) == []

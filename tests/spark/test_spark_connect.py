@@ -42,8 +42,8 @@ BATCH_ROWS = [[f"k{i % 4}", f"v{i}"] for i in range(20)]
 STREAM_FILES = [range(0, 30), range(30, 50)]
 BAD_OPTION = {"linger.ms": "5"}
 BAD_OPTION_TEXT = (
-    "unknown option 'linger.ms' for format('pykafka'). Producer settings need the 'kafka.' "
-    "prefix: .option('kafka.linger.ms', ...)."
+    "unknown option 'linger.ms' for format('pykafka'): did you mean 'kafka.linger.ms'? "
+    "Fix: .option('kafka.linger.ms', ...)"
 )
 
 
@@ -121,6 +121,7 @@ def discovered(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -
             {**stream, "topic": topics["bad"], "checkpoint": str(base / "ck-bad")}
             | {"options": BAD_OPTION},
         ),
+        ("check_workers", {"kind": "check_workers"}),
     ]
     result = _run(plan, base, on_path=True)
     return {"result": result, "topics": topics, "checkpoint": base / "ck"}
@@ -189,6 +190,11 @@ def test_connect_stream_write_lands_every_row_and_commits(discovered, kafka_boot
         assert max(r[1] for r in committed[tp]) == hi
         assert sum(r[2] for r in committed[tp]) == n
     assert set(committed) == set(observed_ranges(records))
+
+
+def test_connect_register_checks_the_servers_workers(discovered) -> None:
+    # The one-row job runs in the server's workers, shipped from the client.
+    assert discovered["result"]["check_workers"] == {"ok": True}, discovered["result"]
 
 
 def test_connect_bad_option_error_reaches_client(discovered, kafka_bootstrap) -> None:

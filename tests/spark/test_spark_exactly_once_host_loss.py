@@ -128,6 +128,8 @@ def test_the_driver_host_is_lost_between_two_end_txns(
         on_disk = tmp_path / "ck"
     on_disk.mkdir(parents=True)
     (on_disk / "metadata").write_text(json.dumps({"id": query_id}) + "\n")  # as Spark writes it
+    (on_disk / "offsets").mkdir()  # Spark writes a batch's offsets before it plans the batch
+    (on_disk / "offsets" / "0").write_text("v1\n")
     options = {
         "kafka.bootstrap.servers": kafka_bootstrap,
         "topic": topic,

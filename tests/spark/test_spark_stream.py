@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from sparkutil import KAFKA_OPTIONS, commit_docs, committed_ranges, observed_ranges
 
 from kafka_sink.testing.oracle import read_all
@@ -174,8 +175,14 @@ def test_stream_bad_schema_fails_the_query(spark, kafka_bootstrap, topic_factory
     _write_inputs(inputs, 0, 3, "a")
     df = spark.readStream.schema(INPUT_SCHEMA).json(str(inputs)).selectExpr("id AS value")
     query = _start(df, kafka_bootstrap, topic, tmp_path / "ck", trigger={"availableNow": True})
-    with pytest.raises(Exception, match="'value' has unsupported type bigint"):
+    with pytest.raises(StreamingQueryException) as caught:
         query.awaitTermination(120)
+    # The sink's message is one whole line of Spark's (README, "How errors look").
+    assert (
+        "kafka_sink.spark.errors.SinkSchemaError: column 'value' has unsupported type bigint: "
+        "'value' must be string or binary. Fix: cast or serialize it, e.g. CAST(value AS "
+        "STRING), to_json(struct(*)) or to_avro(...)."
+    ) in str(caught.value).splitlines()
     assert read_all(kafka_bootstrap, topic) == []
 
 
@@ -232,4 +239,38 @@ def test_stream_task_failure_aborts_the_batch(
     [aborted] = commit_docs(checkpoint / "pykafka-commits", "*.aborted.json")
     assert aborted["batch_id"] == 0 and aborted["failed_tasks"] == [0]
     assert not (checkpoint / "pykafka-commits" / "0.json").exists()
+    assert read_all(kafka_bootstrap, topic) == []
+
+
+def test_continuous_trigger_fails_the_query_before_an_epoch_is_marked_done(
+    spark, kafka_bootstrap, topic_factory, tmp_path
+) -> None:
+    # PySpark never calls a Python sink's write() under a continuous trigger: committing its
+    # epochs would let the rate source's offsets advance past rows nobody wrote.
+    topic = topic_factory(partitions=1)
+    df = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 20)
+        .option("numPartitions", 1)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value")
+    )
+    checkpoint = tmp_path / "ck"
+    query = _start(df, kafka_bootstrap, topic, checkpoint, trigger={"continuous": "1 second"})
+    try:
+        with pytest.raises(StreamingQueryException) as caught:
+            # Without the check the query runs on and this returns False.
+            assert query.awaitTermination(240), "the continuous query is still running"
+    finally:
+        query.stop()
+    text = str(caught.value)
+    assert (
+        "kafka_sink.spark.errors.SinkModeError: format('pykafka') refuses this streaming query: "
+        in text
+    )
+    assert "trigger(continuous=...)" in text
+    assert "trigger(processingTime='1 second')" in text
+    # No epoch is recorded as processed, so a restart with a micro-batch trigger re-reads them.
+    commits = checkpoint / "commits"
+    assert not commits.exists() or [p.name for p in commits.iterdir()] == []
     assert read_all(kafka_bootstrap, topic) == []

@@ -305,6 +305,11 @@ def test_bad_input_queues_nothing_and_carries_no_future() -> None:
     values = [b"x"] * 10 + [b"y" * (2 << 20)]  # the last record exceeds max.request.size
     with pytest.raises(RecordTooLargeError, match=r"record 10 .* max\.request\.size") as info:
         b.append(values)
+    assert "of this call" not in str(info.value)
+    assert str(info.value).endswith(
+        "none of them was queued. Fix: raise max.request.size and the topic's max.message.bytes "
+        "with it (the broker refuses a larger batch), or write smaller records"
+    )
     assert not hasattr(info.value, "queued_future")
     assert not b.accumulator.has_incomplete()
     with pytest.raises(ValueError, match="out of range"):

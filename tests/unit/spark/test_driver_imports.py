@@ -31,6 +31,9 @@ _PROBE = textwrap.dedent(
     checkpoint = tempfile.mkdtemp()
     with open(os.path.join(checkpoint, "metadata"), "w") as f:  # as Spark writes it
         f.write(json.dumps({"id": str(uuid.uuid4())}) + "\\n")
+    os.makedirs(os.path.join(checkpoint, "offsets"))  # Spark writes them before planning
+    with open(os.path.join(checkpoint, "offsets", "0"), "w") as f:
+        f.write("v1\\n")
     schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
     options = CaseInsensitiveDict(
         {"kafka.bootstrap.servers": bootstrap, "topic": "t", "checkpointLocation": checkpoint,
@@ -38,7 +41,7 @@ _PROBE = textwrap.dedent(
     )
     # Spark builds the writer once to plan a micro-batch and once more to commit it.
     DefaultSource(options).streamWriter(schema=schema, overwrite=False)
-    DefaultSource(options).streamWriter(schema=schema, overwrite=False).commit([None], 0)
+    DefaultSource(options).streamWriter(schema=schema, overwrite=False).commit([], 0)
     print(json.dumps(sorted(sys.modules)))
     """
 )

@@ -24,6 +24,7 @@ from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.eos.start import QueryStart
 from kafka_sink.spark.writer import PyKafkaStreamWriter
 from tests.fakes.coordinator import FakeCoordinator
+from tests.fakes.spark import spark_checkpoint
 from tests.unit.spark.eos_support import PREFIX, committer, expected_rows, run_tasks, visible_counts
 
 SCHEMA = StructType([StructField("value", BinaryType())])
@@ -37,9 +38,7 @@ class _Driver:
     def __init__(self, tmp_path: Path) -> None:
         self.coordinator = FakeCoordinator()
         self.store = MemoryIntentStore()
-        self.checkpoint = tmp_path / "checkpoint"
-        self.checkpoint.mkdir()
-        (self.checkpoint / "metadata").write_text('{"id":"q1"}\n')  # as Spark writes it
+        self.checkpoint = spark_checkpoint(tmp_path / "checkpoint")
         self.opened = 0
         self.fail_with: Exception | None = None
 

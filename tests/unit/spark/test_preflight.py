@@ -42,6 +42,7 @@ from kafka_sink.wire.messages import (
 )
 from kafka_sink.wire.messages.metadata import INT32_MIN
 from tests.fakes.producer import FakeMetadata, FakeNetworkClient
+from tests.fakes.spark import spark_checkpoint
 
 SERVERS = "b0:9092,b1:9092"
 CONFIG = {"bootstrap.servers": SERVERS}
@@ -414,9 +415,7 @@ def test_the_data_source_refuses_unreachable_brokers_before_any_task(
     live_preflight: None, tmp_path: Any, guarantee: str, streaming: bool
 ) -> None:
     servers = _nothing_listening()
-    checkpoint = tmp_path / "checkpoint"
-    checkpoint.mkdir()
-    (checkpoint / "metadata").write_text('{"id":"q1"}\n')  # as Spark writes it
+    checkpoint = spark_checkpoint(tmp_path / "checkpoint")
     source = PyKafkaDataSource(
         {
             "kafka.bootstrap.servers": servers,

@@ -116,8 +116,8 @@ def test_repr_hides_producer_values_and_pickles() -> None:
 
 def test_producer_config_validated_without_network() -> None:
     SinkOptions.from_options({**BASE, "kafka.linger.ms": "5"}).validate_producer_config()
-    with pytest.raises(SinkOptionError, match=r"invalid producer option: .*no.such.key"):
-        SinkOptions.from_options({**BASE, "kafka.no.such.key": "1"}).validate_producer_config()
+    with pytest.raises(SinkOptionError, match=r"unknown option 'kafka.no.such.key'"):
+        SinkOptions.from_options({**BASE, "kafka.no.such.key": "1"})
     with pytest.raises(SinkOptionError, match=r"acks"):
         SinkOptions.from_options({**BASE, "kafka.acks": "most"}).validate_producer_config()
 

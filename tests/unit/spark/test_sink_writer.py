@@ -16,11 +16,12 @@ import pytest
 
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaError, KafkaTimeoutError, NotLeaderOrFollowerError
+from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.producer.futures import BulkSendFuture, ProduceRequestResult
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark import task as task_module
 from kafka_sink.spark.commit_log.document import PartitionRange, PyKafkaCommitMessage
-from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError
+from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError, SinkModeError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
@@ -275,3 +276,55 @@ def test_producer_giving_up_at_delivery_timeout_names_every_pending_partition(
     assert "Producer: Expiring 2 record(s) for t-0" in text
     assert isinstance(error.__cause__, KafkaTimeoutError)
     assert producer_cache.cached_count() == 0
+
+
+def test_a_streaming_commit_no_task_wrote_is_refused_naming_the_trigger(tmp_path) -> None:
+    # What PySpark hands a Python sink under trigger(continuous=...): one None per task, no
+    # write() call ever. Committing would let Spark mark the epoch's rows done, unwritten.
+    opts = SinkOptions.from_options(
+        {"kafka.bootstrap.servers": "h:1", "topic": "t", "checkpointlocation": str(tmp_path)}
+    )
+    layout = InputLayout(False, False, False, False, None)
+    stream = PyKafkaStreamWriter(opts, layout, streaming=True, overwrite=False, write_id="s")
+    with pytest.raises(SinkModeError) as caught:
+        stream.commit([None, None], 0)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("format('pykafka') refuses to commit epoch 0: none of its 2 tasks")
+    assert "trigger(continuous=...)" in message
+    assert "trigger(processingTime='1 second')" in message
+    assert "trigger(availableNow=True)" in message
+    assert not (tmp_path / "pykafka-commits").exists() or not any(
+        (tmp_path / "pykafka-commits").iterdir()
+    )
+    # A micro-batch whose tasks had no rows still ran write(): committed as usual.
+    stream.commit([stream.write(iter([])), stream.write(iter([]))], 1)
+    assert (tmp_path / "pykafka-commits" / "1.json").exists()
+
+
+class SizeLimitProducer(FakeProducer):
+    """Refuses a call holding a value over 100 bytes, as the producer's size check does."""
+
+    def send_columns(self, topic, values, keys=None, *, partitions=None, headers=None,
+                     timestamps_ms=None):  # fmt: skip
+        for row, value in enumerate(values.to_pylist()):
+            if len(value) > 100:
+                raise RecordTooLargeInColumnsError(
+                    topic, row, 1_048_700, "max.request.size", 1 << 20
+                )
+        return super().send_columns(topic, values, keys, partitions=partitions)
+
+
+def test_a_record_too_large_names_its_row_and_the_options_to_raise(monkeypatch) -> None:
+    monkeypatch.setattr(producer_cache, "_create", SizeLimitProducer)
+    ok = pa.record_batch({"value": [b"0", b"1"]})
+    big = pa.record_batch({"value": [b"2", b"x" * 200]})
+    with pytest.raises(SinkDataError) as caught:
+        _writer().write(iter([ok, big]))
+    assert str(caught.value) == (
+        "row 3 (topic 't') is 1048700 bytes when serialized, larger than "
+        "max.request.size=1048576. Fix: raise option kafka.max.request.size and the topic's "
+        "max.message.bytes with it (the broker refuses a larger batch), or write smaller records"
+    )
+    # Bad data, not a bad producer: it stays cached for the next task.
+    assert producer_cache.cached_count() == 1

@@ -1,0 +1,92 @@
+"""``register(spark)``: make ``format("pykafka")`` known to a session and check its workers.
+
+Role: Spark runs every piece of a Python data source (the driver's planning and commits too) in
+Python workers it starts with ``PYSPARK_PYTHON`` / ``spark.pyspark.python``, not in the
+interpreter the session was built in. When that Python lacks the package, Spark only says
+``DATA_SOURCE_NOT_FOUND`` (discovery ran there) or ``ModuleNotFoundError: No module named
+'kafka_sink'`` (a registered source could not be unpickled there), neither naming the setting.
+``register`` asks one worker, with a one-row job, which interpreter it is and whether it can
+import the sink, and fails with a message naming that interpreter and the setting to change.
+
+Invariants:
+- The job's function is shipped by value (``worker_probe``), so it runs on a worker that cannot
+  import ``kafka_sink``; it is a plain (not Arrow) Python UDF, so it needs no pyarrow there.
+- Works on a classic and a Spark Connect session (a DataFrame job, no ``SparkContext``).
+- The message is one line and names the interpreter the worker reported (or, when no worker
+  could run the job, the one the session is configured with) and the settings to change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from kafka_sink.spark import worker_probe
+from kafka_sink.spark.datasource import PyKafkaDataSource
+from kafka_sink.spark.errors import SinkWorkerError
+
+__all__ = ["check_workers", "register"]
+
+_SETTINGS = "PYSPARK_PYTHON (or spark.pyspark.python; on a cluster, the nodes' Python)"
+
+
+def register(spark: Any) -> None:
+    """Register ``format("pykafka")`` in ``spark`` (classic or Connect) and check its workers.
+
+    Raises :class:`~kafka_sink.spark.errors.SinkWorkerError` when the Python Spark starts for
+    its workers cannot import the sink.
+    """
+    spark.dataSource.register(PyKafkaDataSource)
+    check_workers(spark)
+
+
+def check_workers(spark: Any) -> None:
+    """Run a one-row job; raise :class:`SinkWorkerError` if its worker cannot run the sink."""
+    try:
+        report = json.loads(_ask_a_worker(spark))
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SinkWorkerError(
+            f"format('pykafka') could not check the Python Spark starts for its workers "
+            f"({_configured_python(spark)}): a one-row Python job failed: {first}. "
+            f"Fix: point {_SETTINGS} at an interpreter with pykafka-sink installed "
+            f"(this session's is {sys.executable})"
+        ) from exc
+    missing: list[str] = report["missing"]
+    if not missing:
+        return
+    raise SinkWorkerError(
+        f"format('pykafka') cannot run in this session's workers: Spark starts them with "
+        f"{report['executable']} (Python {report['version']}), which cannot import "
+        f"{', '.join(missing)}. Spark uses {_SETTINGS}, not the interpreter this session "
+        f"was built in ({sys.executable}). Fix: set PYSPARK_PYTHON to an interpreter that has "
+        f"pykafka-sink installed before the session starts (or spark.pyspark.python), or "
+        f"install pykafka-sink into {report['executable']}"
+    )
+
+
+def _ask_a_worker(spark: Any) -> str:
+    from pyspark import cloudpickle
+    from pyspark.sql.functions import udf
+
+    # By value: the worker may be unable to import the module it is defined in.
+    cloudpickle.register_pickle_by_value(worker_probe)  # type: ignore[no-untyped-call]
+    try:
+        probe = udf(worker_probe.probe, "string", useArrow=False)
+        row = spark.range(1).select(probe().alias("report")).first()
+    finally:
+        cloudpickle.unregister_pickle_by_value(worker_probe)  # type: ignore[no-untyped-call]
+    return str(row["report"])
+
+
+def _configured_python(spark: Any) -> str:
+    try:
+        conf = spark.conf.get("spark.pyspark.python", None)
+    except Exception:  # a Connect server may refuse to show a static conf
+        conf = None
+    if conf:
+        return f"spark.pyspark.python={conf}"
+    env = os.environ.get("PYSPARK_PYTHON")
+    return f"PYSPARK_PYTHON={env}" if env else "PYSPARK_PYTHON not set: python3 on the PATH"
