@@ -30,9 +30,10 @@ Invariants:
   (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING): that error raises,
   and the record never becomes visible to a read_committed reader. After another failure the
   caller ends the transaction with ``abort_transactional`` (under V2 that bumps the epoch too).
-  Under V1 the aborted batch may or may not be in the log: the state after the abort goes one
-  sequence past it, and the next write steps back once when the leader answers
-  OUT_OF_ORDER_SEQUENCE_NUMBER (the batch never landed). Never a sequence the leader already
+  Under V1 (or under either version when the abort itself failed, the transaction still open)
+  the failed batch may or may not be in the log: the state after it goes one sequence past it,
+  and the next write steps back once when the leader answers OUT_OF_ORDER_SEQUENCE_NUMBER (the
+  batch never landed). Never a sequence the leader already
   holds: it would answer that write as a retry and append nothing.
 - Reads are read_committed (ListOffsets and Fetch with isolation_level 1): ``end_offset`` is
   the last stable offset, and ``read`` yields the data records with ``start <= offset < end``
@@ -271,11 +272,12 @@ class TopicLog:
         try:
             offset = produce(sequence)
         except OutOfOrderSequenceNumberError:
-            if tv2 or sequence == 0:
+            if sequence == 0:
                 raise
-            # A V1 abort hands on the sequence after the aborted batch (see
-            # ``abort_transactional``); the leader asks for the one before when that batch never
-            # reached the log. Not a duplicate: the leader's last sequence is not the one asked.
+            # A V1 abort, or an abort that failed, hands on the sequence after the failed batch
+            # (``abort_transactional``, the intent store); the leader asks for the one before
+            # when that batch never reached the log. Not a duplicate: the leader's last sequence
+            # is not the one asked.
             sequence -= 1
             offset = produce(sequence)
         handle = PreparedTransaction(

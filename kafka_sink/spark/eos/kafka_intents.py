@@ -64,7 +64,7 @@ import json
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kafka_sink.admin.topic_log import ProducerState, TopicLog
 from kafka_sink.errors import (
@@ -295,7 +295,10 @@ class KafkaIntentStore:
                 self.topic,
                 exc,
             )
-            return
+            # The failed batch may have landed at this sequence, in a transaction still open: a
+            # next write at it would be taken for a retry of that batch and append nothing. It
+            # goes after it (the log steps back once if the leader never had that batch).
+            state = replace(state, sequence=state.sequence + 1)
         self.fence.advance(_token(state))
 
     def _append_fenced(self, key: bytes, value: bytes | None) -> int:

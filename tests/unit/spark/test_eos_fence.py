@@ -294,3 +294,24 @@ def test_the_checkpoint_store_checks_the_fence_before_each_write(tmp_path: Any) 
         store.delete(KEY)
     last = store.last(KEY)
     assert last is not None and last.batch_id == 1
+
+
+@VERSIONS
+def test_an_intent_write_whose_abort_fails_too_does_not_lose_the_next_write(version: int) -> None:
+    from tests.fakes.coordinator import TIMEOUT
+
+    coordinator = FakeCoordinator(transaction_version=version)
+    driver = _driver(coordinator, "driver", fenced=True)
+    driver.store.write(BatchRecord(KEY, 0, INTENT, ()))
+    # The intent lands, its EndTxn gets no answer, and the abort's EndTxn none either: the
+    # transaction stays open with the landed batch at the fence's sequence.
+    coordinator.script("end_txn", TIMEOUT, TIMEOUT)
+    with pytest.raises(IntentStoreError):
+        driver.store.write(BatchRecord(KEY, 1, INTENT, ()))
+    # The next write must not reuse that sequence (the leader would take it for a retry of the
+    # landed batch and append nothing).
+    driver.store.write(BatchRecord(KEY, 2, INTENT, ()))
+    reader = KafkaIntentStore(CoordinatedTopicLog(coordinator), TOPIC, cluster="reader")
+    last = reader.last(KEY)
+    assert last is not None and last.batch_id == 2
+    assert coordinator.open_transactions() == []
