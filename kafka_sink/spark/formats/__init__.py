@@ -14,7 +14,7 @@ Modules and who uses them:
 - ``avro_columnar`` (executor): ``AvroColumnEncoder`` / ``encode_column``, a whole Arrow column
   to Avro payloads in bulk.
 - ``columnar``: the numpy primitives the encoders share (varints, joining and grouping per-row
-  byte pieces); ``varint``: one value's varint, for constants.
+  byte pieces); constants (a union's branch index) use the records' scalar ``encode_varint``.
 - ``wire_format``: Confluent's framing (magic byte, schema id, Protobuf's message indexes), per
   payload or for a whole column.
 - ``avro_serializer``: ``AvroSerializer``, the producer's ``value.serializer`` /

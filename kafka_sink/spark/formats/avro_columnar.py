@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_sink.records.arrow import binary_offsets, binary_scalar, int_column, valid_mask
+from kafka_sink.records.batch import encode_varint as zigzag_varint
 from kafka_sink.spark.errors import SinkDataError
 from kafka_sink.spark.formats.avro_schema import (
     AvroArray,
@@ -62,7 +63,6 @@ from kafka_sink.spark.formats.columnar import (
     zigzag_varints,
 )
 from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
-from kafka_sink.spark.formats.varint import zigzag_varint
 
 __all__ = ["AvroColumnEncoder", "encode_column"]
 

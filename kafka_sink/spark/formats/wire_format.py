@@ -8,8 +8,7 @@ to every row, no per-row Python); ``message_indexes`` encodes Protobuf's list (t
 count, then each index as a zigzag varint; the first message, ``[0]``, is the single byte
 ``0``); ``parse_header`` reads a header back (tests, diagnostics).
 
-The driver can build headers without numpy (``frame_column`` loads the columnar primitives
-when called).
+Headers alone need no numpy (``frame_column`` loads the columnar primitives when called).
 
 Invariants: the schema id is a registry id in ``[0, 2**31)``, checked when a header is built;
 a null row of a column stays null (a tombstone gets no header).
@@ -21,7 +20,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from kafka_sink.spark.formats.varint import zigzag_varint
+from kafka_sink.records.batch import encode_varint as zigzag_varint
 
 __all__ = ["MAGIC_BYTE", "frame", "frame_column", "header", "message_indexes", "parse_header"]
 

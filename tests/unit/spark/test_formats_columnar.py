@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafka_sink.records.batch import encode_varint as zigzag_varint
 from kafka_sink.spark.formats.columnar import (
     constant_pieces,
     group_pieces,
@@ -16,7 +17,6 @@ from kafka_sink.spark.formats.columnar import (
     varints,
     zigzag_varints,
 )
-from kafka_sink.spark.formats.varint import zigzag_varint
 from kafka_sink.spark.formats.wire_format import (
     frame,
     header,
