@@ -70,7 +70,9 @@ def make_batches(rows: int) -> list[pa.RecordBatch]:
             "order_id": pa.array(ids),
             "customer_id": pa.array(customers.astype(np.int32)),
             "customer": pa.array([f"Customer Name {c:07d}" for c in customers.tolist()]),
-            "email": pa.array([f"customer.{c:07d}@example.com" for c in customers.tolist()]),
+            "email": pa.array(
+                [f"firstname.lastname.{c:07d}@mail.example.com" for c in customers.tolist()]
+            ),
             "sku": pa.array(
                 [f"SKU-{int(x):08d}-XL-BLUE-COTTON-SHIRT" for x in rng.integers(0, 10**8, n)]
             ),
@@ -88,7 +90,8 @@ def make_batches(rows: int) -> list[pa.RecordBatch]:
             "address": pa.array(
                 [
                     f"{i % 999} Long Street Name, Apartment {i % 77}, Building {i % 13}, "
-                    f"Floor {i % 9}, 12345 Some City, Some Region, Some Country"
+                    f"Floor {i % 9}, Door {i % 4}, 12345 Some City, Some Region, Some Country, "
+                    "delivery between nine and five"
                     for i in ids.tolist()
                 ]
             ),

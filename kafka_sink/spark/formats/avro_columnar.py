@@ -52,13 +52,11 @@ from kafka_sink.spark.formats.avro_schema import (
     bind,
 )
 from kafka_sink.spark.formats.columnar import (
-    NULL_PIECE,
     as_pieces,
-    constant_pieces,
     fixed_width_pieces,
     group_pieces,
     join_pieces,
-    length_prefixed,
+    only_rows,
     pieces_from_buffers,
     zigzag_varints,
 )
@@ -67,6 +65,8 @@ from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
 __all__ = ["AvroColumnEncoder", "encode_column"]
 
 _Mask = npt.NDArray[np.bool_]
+#: What an encoder returns for a column: piece columns and constant bytes, joined per row later.
+_Parts = list[Any]
 # Arrow timestamp units -> (multiplier, divisor) to microseconds.
 _TO_MICROS = {"s": (1_000_000, 1), "ms": (1000, 1), "us": (1, 1), "ns": (1, 1000)}
 
@@ -110,10 +110,8 @@ def encode_column(array: Any, binding: Binding) -> Any:
     """
     arr = _plain(array)
     valid = valid_mask(arr)
-    pieces = _encode(arr, binding, valid)
-    if arr.null_count == 0:
-        return join_pieces([pieces], len(arr))
-    return pc.if_else(pc.is_valid(arr), pieces, NULL_PIECE)
+    pieces = join_pieces(_encode(arr, binding, valid), len(arr))
+    return pieces if arr.null_count == 0 else only_rows(pieces, valid)
 
 
 def _plain(arr: Any) -> Any:
@@ -132,25 +130,28 @@ def _plain(arr: Any) -> Any:
     return arr
 
 
-def _encode(arr: Any, b: Binding, live: _Mask) -> Any:
-    """Pieces of every row of ``arr``; only ``live`` rows must be right (the rest are dropped)."""
+def _encode(arr: Any, b: Binding, live: _Mask) -> _Parts:
+    """The parts of every row of ``arr``: piece columns and constants, joined by the caller.
+
+    Only ``live`` rows must be right (the others are dropped by a parent). Joining once per
+    record or array level, not per field, keeps each byte's copies few.
+    """
     arr = _plain(arr)
     n = len(arr)
     valid = valid_mask(arr)
     if b.branch is None or b.null_branch is None:
         _refuse_nulls(b, live & ~valid)
     if b.branch is not None and b.branch == b.null_branch:
-        return constant_pieces(zigzag_varint(b.branch), n)
+        return [zigzag_varint(b.branch)]
     value = _value(arr, b, live & valid)
     if b.branch is None:
         return value
     tag = zigzag_varint(b.branch)
     if arr.null_count == 0 or b.null_branch is None:
-        return join_pieces([tag, value], n)
-    is_valid = pc.is_valid(arr)
+        return [tag, *value]
     null_tag = binary_scalar(zigzag_varint(b.null_branch), large=True)
-    tags = pc.if_else(is_valid, binary_scalar(tag, large=True), null_tag)
-    return join_pieces([tags, pc.if_else(is_valid, value, NULL_PIECE)], n)
+    tags = pc.if_else(pc.is_valid(arr), binary_scalar(tag, large=True), null_tag)
+    return [tags, *(only_rows(part, valid, n) for part in value)]
 
 
 def _refuse_nulls(b: Binding, bad: _Mask) -> None:
@@ -162,9 +163,8 @@ def _refuse_nulls(b: Binding, bad: _Mask) -> None:
         )
 
 
-def _value(arr: Any, b: Binding, live: _Mask) -> Any:
+def _value(arr: Any, b: Binding, live: _Mask) -> _Parts:
     avro = b.avro
-    n = len(arr)
     if isinstance(avro, AvroRecord):
         return _record(arr, b, live)
     if isinstance(avro, AvroArray):
@@ -172,36 +172,42 @@ def _value(arr: Any, b: Binding, live: _Mask) -> Any:
     if isinstance(avro, AvroMap):
         return _list(arr, arr.items, b.children[0], live, key=arr.keys)
     if isinstance(avro, AvroEnum):
-        return _enum(arr, b, live)
+        return [_enum(arr, b, live)]
     if isinstance(avro, AvroFixed):
         if avro.logical == "decimal":
-            return _decimal(arr, avro.size, fixed=True)
-        return _fixed(arr, b, avro.size, live)
+            return [_fixed_decimal(arr, avro.size)]
+        return [_fixed(arr, b, avro.size, live)]
     assert isinstance(avro, AvroPrimitive), "a binding's type is never a union"
     if avro.logical == "decimal":
-        return _decimal(arr, 0, fixed=False)
+        return _bytes_decimal(arr)
     kind = avro.type
     if kind == "null":
-        return constant_pieces(b"", n)
+        return []
     if kind == "boolean":
-        return _booleans(arr)
+        return [_booleans(arr)]
     if kind in ("int", "long"):
-        return zigzag_varints(_integers(arr, avro))
+        return [zigzag_varints(_integers(arr, avro))]
     if kind in ("float", "double"):
-        return _floats(arr, 4 if kind == "float" else 8)
-    return length_prefixed(arr)  # string, bytes
+        return [_floats(arr, 4 if kind == "float" else 8)]
+    return _length_prefixed(arr)  # string, bytes
 
 
-def _record(arr: Any, b: Binding, live: _Mask) -> Any:
+def _length_prefixed(arr: Any) -> _Parts:
+    data = as_pieces(arr)
+    offsets = binary_offsets(data).astype(np.int64)
+    return [zigzag_varints(offsets[1:] - offsets[:-1]), data]
+
+
+def _record(arr: Any, b: Binding, live: _Mask) -> _Parts:
     fields = arr.flatten()  # the struct's slice and validity applied to each child
-    parts = []
+    parts: _Parts = []
     for child, source in zip(b.children, b.sources, strict=True):
         if source is None:
             assert child.branch is not None
             parts.append(zigzag_varint(child.branch))
         else:
-            parts.append(_encode(fields[source], child, live))
-    return join_pieces(parts, len(arr))
+            parts.extend(_encode(fields[source], child, live))
+    return parts
 
 
 def _list_offsets(arr: Any) -> npt.NDArray[np.int64]:
@@ -211,21 +217,21 @@ def _list_offsets(arr: Any) -> npt.NDArray[np.int64]:
     return raw[arr.offset :].astype(np.int64)
 
 
-def _list(arr: Any, values: Any, items: Binding, live: _Mask, key: Any) -> Any:
+def _list(arr: Any, values: Any, items: Binding, live: _Mask, key: Any) -> _Parts:
     """An Avro array (or map: ``key`` given) per row: count, items, 0; or 0 when empty."""
     n = len(arr)
     offsets = _list_offsets(arr)
     first, last = int(offsets[0]), int(offsets[-1])
     counts = np.diff(offsets)
     item_live = np.repeat(live, counts)
-    encoded = _encode(values.slice(first, last - first), items, item_live)
+    parts = _encode(values.slice(first, last - first), items, item_live)
     if key is not None:
-        encoded = join_pieces([length_prefixed(key.slice(first, last - first)), encoded], n)
-    grouped = group_pieces(join_pieces([encoded], last - first), offsets - first)
+        parts = [*_length_prefixed(key.slice(first, last - first)), *parts]
+    grouped = group_pieces(join_pieces(parts, last - first), offsets - first)
     ends = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts > 0, out=ends[1:])
     terminators = pieces_from_buffers(ends, np.zeros(int(ends[-1]), dtype=np.uint8))
-    return join_pieces([zigzag_varints(counts), grouped, terminators], n)
+    return [zigzag_varints(counts), grouped, terminators]
 
 
 def _integers(arr: Any, avro: AvroPrimitive) -> npt.NDArray[np.int64]:
@@ -291,23 +297,36 @@ def _fixed(arr: Any, b: Binding, size: int, live: _Mask) -> Any:
     return data
 
 
-def _decimal(arr: Any, size: int, fixed: bool) -> Any:
-    """Unscaled decimals, two's complement big-endian: ``size`` bytes, or the fewest (bytes)."""
+def _decimal_words(arr: Any) -> npt.NDArray[np.uint8]:
+    """Each decimal's unscaled value as its Arrow word: an (n x byte width) little-endian matrix."""
     n = len(arr)
     width = arr.type.byte_width
     raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=(arr.offset + n) * width)
-    little = raw[arr.offset * width :].reshape(n, width)
+    return raw[arr.offset * width :].reshape(n, width)
+
+
+def _fixed_decimal(arr: Any, size: int) -> Any:
+    """Decimals as an Avro fixed: two's complement big-endian, sign-extended to ``size``."""
+    n = len(arr)
+    width = arr.type.byte_width
+    big = _decimal_words(arr)[:, ::-1]
+    if size <= width:  # the binding checked that the precision fits in size bytes
+        return fixed_width_pieces(big[:, width - size :], n, size)
+    sign = np.where(big[:, :1] >= 0x80, np.uint8(0xFF), np.uint8(0))
+    return fixed_width_pieces(np.hstack([np.repeat(sign, size - width, axis=1), big]), n, size)
+
+
+def _bytes_decimal(arr: Any) -> _Parts:
+    """Decimals as Avro bytes: a length, then the fewest bytes as fastavro writes them."""
+    n = len(arr)
+    width = arr.type.byte_width
+    little = _decimal_words(arr)
     big = little[:, ::-1]
-    if fixed:
-        if size <= width:
-            return fixed_width_pieces(big[:, width - size :], n, size)
-        sign = np.where(big[:, :1] >= 0x80, np.uint8(0xFF), np.uint8(0))
-        return fixed_width_pieces(np.hstack([np.repeat(sign, size - width, axis=1), big]), n, size)
     widths = _decimal_widths(little)
     used = np.arange(width)[None, :] >= (width - widths)[:, None]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(widths, out=offsets[1:])
-    return join_pieces([zigzag_varints(widths), pieces_from_buffers(offsets, big[used])], n)
+    return [zigzag_varints(widths), pieces_from_buffers(offsets, big[used])]
 
 
 def _decimal_widths(little: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:

@@ -12,6 +12,7 @@ them row by row. Nothing here loops over rows in Python:
   values, as a piece column without copying the buffer.
 - ``as_pieces``: a binary or string column as a piece column (the same bytes).
 - ``join_pieces``: several piece columns (or constant byte strings) concatenated per row.
+- ``only_rows``: a piece column with the rows outside a mask made null (nothing when joined).
 - ``group_pieces``: the pieces of a child column concatenated per parent row, by list offsets;
   zero-copy, since the children of consecutive parents are consecutive.
 - ``length_prefixed``: each row's bytes preceded by a varint of their length.
@@ -32,7 +33,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import binary_offsets, binary_scalar
+from kafka_sink.records.arrow import binary_offsets, binary_scalar, valid_mask
 
 __all__ = [
     "NULL_PIECE",
@@ -43,6 +44,7 @@ __all__ = [
     "group_pieces",
     "join_pieces",
     "length_prefixed",
+    "only_rows",
     "pieces_from_buffers",
     "varints",
     "zigzag",
@@ -146,6 +148,22 @@ def join_pieces(parts: Sequence[Any], n: int) -> Any:
     if len(columns) == 1:
         return pc.fill_null(arrays[0], _EMPTY) if arrays[0].null_count else arrays[0]
     return pc.binary_join_element_wise(*columns, _EMPTY, null_handling="skip")
+
+
+def only_rows(part: Any, keep: npt.NDArray[np.bool_], n: int | None = None) -> Any:
+    """A piece column (or constant ``bytes`` on every row) with every row outside ``keep`` null.
+
+    Zero-copy for the bytes: only a validity bitmap is built (and ANDed with the column's own).
+    """
+    count = len(keep) if n is None else n
+    column = constant_pieces(part, count) if isinstance(part, bytes) else as_pieces(part)
+    if column.offset:
+        column = pa.concat_arrays([column])  # the bitmap below starts at row 0 of the buffers
+    if column.null_count:
+        keep = keep & valid_mask(column)
+    bitmap = pa.py_buffer(np.packbits(keep, bitorder="little"))
+    _validity, offsets, data = column.buffers()
+    return pa.Array.from_buffers(PIECES, count, [bitmap, offsets, data])
 
 
 def group_pieces(items: Any, list_offsets: npt.NDArray[Any]) -> Any:
