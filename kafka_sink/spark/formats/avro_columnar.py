@@ -13,13 +13,14 @@ decimals are the Arrow decimal words turned big-endian (two's complement, in the
 for ``bytes`` as fastavro and confluent-kafka write them, sign-extended to the size for
 ``fixed``); dates are ints; timestamps are longs in the schema's unit (floored, as Spark does);
 enums are the index of each string among the symbols; a union's branch index is a constant
-varint joined before the value, the null branch's alone on null rows; a record joins its
-fields' pieces per row; arrays and maps encode all their items as one piece column, then group
-each row's items (zero-copy, by the list offsets) between the item count and the 0 that ends
-the blocks. Nothing loops over rows in Python. Every Spark type has a bulk encoder; Arrow types
-that Spark never produces (view, dictionary, fixed-size list and large variants) are cast to
-their plain form first. The per-row path for single Python objects is the producer serializer
-(``formats.avro_serializer``, over fastavro).
+varint before the value, the null branch's alone on null rows (the value's pieces made null
+there by a validity bitmap); a record passes its fields' pieces up, so a whole nesting of
+records is joined once per row; arrays and maps encode all their items as one piece column,
+then group each row's items (zero-copy, by the list offsets) between the item count and the 0
+that ends the blocks. Nothing loops over rows in Python. Every Spark type has a bulk encoder;
+Arrow types that Spark never produces (view, dictionary, fixed-size list and large variants)
+are cast to their plain form first. The per-row path for single Python objects is the
+producer serializer (``formats.avro_serializer``, over fastavro).
 
 Invariants: each payload equals, byte for byte, what fastavro's ``schemaless_writer`` writes for
 the same row (the tests hold the two to it on random data); a null input row is a null output
