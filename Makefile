@@ -24,7 +24,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
-	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-eos-commit bench-eos-acquire bench-eos-scale bench-fingerprint chaos clean
+	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-formats bench-eos-commit bench-eos-acquire bench-eos-scale bench-fingerprint chaos clean
 
 setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
 
@@ -115,6 +115,11 @@ bench-eos-acquire: setup
 # (results/bench_eos_scale.md): the driver's commit per batch and the transactional ids in use.
 bench-eos-scale: setup
 	$(PY) benchmarks/bench_eos_scale.py --out benchmarks/results/bench_eos_scale.md
+
+# Avro payloads of ~300-byte structs: the columnar encoder against fastavro and confluent-kafka
+# per row (results/bench_formats.md).
+bench-formats: setup
+	$(PY) benchmarks/bench_formats.py --out benchmarks/results/bench_formats.md
 
 bench-fingerprint: setup
 	$(PY) benchmarks/bench_row_fingerprint.py --out benchmarks/results/bench_row_fingerprint.md

@@ -1,0 +1,30 @@
+"""Registry formats: Spark columns as Avro (and later Protobuf, JSON Schema) payloads.
+
+Role: turn Arrow columns into framed payloads before the producer sees them (the producer stays
+bytes in, bytes out). No module here imports pyspark: a Spark type is seen as its JSON form
+(``StructType.jsonValue()``) or as the Arrow type of a batch (``sql_types``), so the plain
+producer's users get the same serializers.
+
+Modules and who uses them:
+
+- ``sql_types``: Spark types as plain data, from Spark's JSON or from Arrow.
+- ``avro_schema`` (driver): ``derive_avro_schema`` (Spark's own ``to_avro`` mapping),
+  ``parse_avro_schema`` (an explicit ``value.schema``), ``bind`` (is the Spark type writable
+  with the schema; the plan the encoder follows). No numpy: the driver's planning may load it.
+- ``avro_columnar`` (executor): ``AvroColumnEncoder`` / ``encode_column``, a whole Arrow column
+  to Avro payloads in bulk.
+- ``columnar``: the numpy primitives the encoders share (varints, joining and grouping per-row
+  byte pieces); constants (a union's branch index) use the records' scalar ``encode_varint``.
+- ``wire_format``: Confluent's framing (magic byte, schema id, Protobuf's message indexes), per
+  payload or for a whole column.
+- ``avro_serializer``: ``AvroSerializer``, the producer's ``value.serializer`` /
+  ``key.serializer`` (per record, over fastavro) with ``serialize_column`` (in bulk).
+
+The intended flow in the sink: the driver derives or parses the schema, binds it to the
+column's Spark type (refusing a mismatch before any task runs), registers it and ships the
+schema JSON and its id in the picklable writer; each task builds an ``AvroColumnEncoder`` once
+and calls ``frame_column(encoder.encode(column), schema_id)`` per Arrow batch.
+
+Invariants: no registry calls here (the id is an input); a null row is never encoded (it stays a
+null Kafka key or value); every schema or data error names the field path.
+"""
