@@ -83,6 +83,7 @@ NOT_COORDINATOR = 16
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TXN_STATE = 48
 CONCURRENT_TRANSACTIONS = 51
+TOPIC_AUTHORIZATION_FAILED = 29
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
@@ -549,6 +550,20 @@ _LOST_CODES = (
     INVALID_PRODUCER_ID_MAPPING,
     TRANSACTIONAL_ID_NOT_FOUND,
 )
+
+
+def install_coordinated_tasks(monkeypatch: Any, coordinator: FakeCoordinator) -> None:
+    """Make exactly-once tasks write through ``coordinator``: their producers are
+    :class:`CoordinatedProducer` and their slot choice asks it (the producer cache emptied)."""
+    from kafka_sink.spark import producer_cache
+    from kafka_sink.spark import task as task_module
+    from kafka_sink.spark.eos import slots
+
+    CoordinatedProducer.coordinator = coordinator
+    CoordinatedProducer.instances = []
+    producer_cache.close_all()
+    monkeypatch.setattr(task_module, "_create_transactional", CoordinatedProducer)
+    monkeypatch.setattr(slots, "describe_states", coordinator.describe_states)
 
 
 def coordinator_ops(coordinator: FakeCoordinator, *, batched: bool = True) -> TransactionOps:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from kafka_sink.testing.oracle import read_all
 
@@ -28,6 +29,22 @@ STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
 def _steps(text: str) -> dict[str, str]:
     parts = re.split(r"^=== (\S+)\n", text, flags=re.MULTILINE)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def _one_abort_line(output: str, rest: str) -> None:
+    """No ERROR line of the sink, no Python traceback, and one INFO abort line ending as
+    ``rest`` says (a regular expression after the guarantee's opening words)."""
+    assert not re.search(r" ERROR kafka_sink", output), output[-4000:]
+    assert "Traceback (most recent call last)" not in output, output[-4000:]
+    [aborted] = [x for x in output.splitlines() if "pykafka abort" in x]
+    head = STAMP + r" INFO kafka_sink\.spark: pykafka abort \(micro-batch 0, append, "
+    assert re.match(head + rest, aborted), aborted
+
+
+def _aborted_document(checkpoint: Path) -> dict[str, Any]:
+    text = (checkpoint / "pykafka-commits" / "0.aborted.json").read_text("utf-8")
+    document: dict[str, Any] = json.loads(text)
+    return document
 
 
 def test_log_level_and_a_stop_mid_batch(kafka_bootstrap, topic_factory, tmp_path) -> None:
@@ -78,18 +95,11 @@ def test_log_level_and_a_stop_mid_batch(kafka_bootstrap, topic_factory, tmp_path
     ), line
 
     # A stop mid-batch: no ERROR line of the sink, no Python traceback, one INFO line.
-    stream = steps["stream"] + steps["stopped"]
-    assert not re.search(r" ERROR kafka_sink", stream), stream[-4000:]
-    assert "Traceback (most recent call last)" not in stream, stream[-4000:]
-    [aborted] = [x for x in stream.splitlines() if "pykafka abort" in x]
-    assert re.match(
-        STAMP + r" INFO kafka_sink\.spark: pykafka abort \(micro-batch 0, append, "
+    _one_abort_line(
+        steps["stream"] + steps["stopped"],
         r"at-least-once\): rolled back; tasks \[0, 1\] of 2 did not finish",
-        aborted,
-    ), aborted
-    doc = json.loads(
-        (tmp_path / "checkpoint" / "pykafka-commits" / "0.aborted.json").read_text("utf-8")
     )
+    doc = _aborted_document(tmp_path / "checkpoint")
     assert doc["failed_tasks"] == [0, 1]
     # The held tasks' rows were acknowledged before the stop and stay in Kafka; the killed
     # tasks reported nothing, so the document's count is a lower bound and says so.
@@ -101,19 +111,12 @@ def test_log_level_and_a_stop_mid_batch(kafka_bootstrap, topic_factory, tmp_path
     # Exactly-once, the same stop: the driver counts what the killed tasks' open transactions
     # wrote before it aborts them. The count is what a read_uncommitted reader finds of the
     # batch, offset range by offset range; read_committed finds none of it.
-    stream = steps["stream-eos"] + steps["stopped-eos"]
-    assert not re.search(r" ERROR kafka_sink", stream), stream[-4000:]
-    assert "Traceback (most recent call last)" not in stream, stream[-4000:]
-    [aborted] = [x for x in stream.splitlines() if "pykafka abort" in x]
-    assert re.match(
-        STAMP + r" INFO kafka_sink\.spark: pykafka abort \(micro-batch 0, append, "
+    _one_abort_line(
+        steps["stream-eos"] + steps["stopped-eos"],
         r"exactly-once\): rolled back; tasks \[0, 1\] of 2 did not finish .*the unfinished ones "
         rf"{STREAM_ROWS} records in [12] partitions; its open transactions are aborted",
-        aborted,
-    ), aborted
-    doc = json.loads(
-        (tmp_path / "checkpoint-eos" / "pykafka-commits" / "0.aborted.json").read_text("utf-8")
     )
+    doc = _aborted_document(tmp_path / "checkpoint-eos")
     written = read_all(kafka_bootstrap, eos_topic, expected=STREAM_ROWS)
     assert sorted(r.value for r in written) == sorted(b"s%d" % i for i in range(STREAM_ROWS))
     assert doc["failed_tasks"] == [0, 1]

@@ -239,11 +239,12 @@ def build_document(
             unfinished is not None and unfinished.counted
         )
         doc["acknowledged_offsets"] = offsets
-        if failed:
+        if failed and unfinished is None:
+            doc["unfinished_tasks_records"] = _unknown_note(guarantee)
+        elif failed and unfinished is not None:
+            # What was found, even when not all of it: then the count above is still a floor.
+            doc["unfinished_tasks_records"] = unfinished.note
             doc["unfinished_tasks_record_count"] = written
-            doc["unfinished_tasks_records"] = (
-                unfinished.note if unfinished is not None else _unknown_note(guarantee)
-            )
             doc["aborted_offsets"] = [r.to_json() for r in aborted]
     doc["tasks"] = [m.to_json() for m in ours]
     return doc

@@ -25,7 +25,9 @@ Invariants:
   and each open transaction of those partitions was counted on each of its partitions. A
   partition without one (its task was killed before it wrote, or its transaction had already
   ended) leaves the count a lower bound, as does any error (a broker without
-  DescribeTransactions or DescribeProducers, a timeout): the note says which.
+  DescribeTransactions or DescribeProducers, a principal without READ on the topic, which
+  DescribeProducers needs, a timeout): the note says which. No error escapes: the aborts that
+  follow must run whatever the count met.
 - Transactions ``keep`` names (an unfinished intent's) are neither counted nor touched.
 - It only reads; the driver's abort follows it. A killed task whose request was still in flight
   when the leader was asked may append records after it and before the abort's marker: those
@@ -35,6 +37,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
 
 __all__ = ["count_unfinished", "not_known"]
+
+log = logging.getLogger("kafka_sink.spark")
 
 Describe = Callable[[Sequence[str]], Mapping[str, "TransactionListing | None"]]
 Producers = Callable[[Sequence[TopicPartition]], Mapping[TopicPartition, "PartitionProducers"]]
@@ -105,6 +110,11 @@ def count_unfinished(
         leaders = producers(wanted) if wanted else {}
     except KafkaError as exc:
         return not_known(f"their transactions could not be described: {exc}")
+    except Exception as exc:  # a count must never keep the driver from the aborts that follow
+        log.warning(
+            "pykafka exactly-once: could not count what the unfinished tasks wrote", exc_info=True
+        )
+        return not_known(f"counting them failed: {type(exc).__name__}: {exc}")
     ranges: list[PartitionRange] = []
     found: set[int] = set()
     unreadable: list[str] = []

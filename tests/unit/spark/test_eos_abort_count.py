@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,20 +25,20 @@ from kafka_sink.spark.commit_log.document import (
     UnfinishedWrites,
 )
 from kafka_sink.spark.eos import committer as committer_module
-from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.aborted import count_unfinished
 from kafka_sink.spark.eos.intents import MemoryIntentStore
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.options import SinkOptions
-from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaStreamWriter
 from tests.fakes.coordinator import (
     TIMEOUT,
-    CoordinatedProducer,
+    TOPIC_AUTHORIZATION_FAILED,
     FakeCoordinator,
     coordinator_ops,
+    install_coordinated_tasks,
 )
 from tests.unit.spark.eos_support import PREFIX, TOPIC, committer, rows, run_tasks
+from tests.unit.spark.test_sink_writer_eos import _layout
 
 # -- the driver's abort() of a stopped micro-batch ------------------------------------------------
 
@@ -45,11 +46,7 @@ from tests.unit.spark.eos_support import PREFIX, TOPIC, committer, rows, run_tas
 @pytest.fixture
 def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCoordinator]:
     coordinator = FakeCoordinator()
-    CoordinatedProducer.coordinator = coordinator
-    CoordinatedProducer.instances = []
-    producer_cache.close_all()
-    monkeypatch.setattr(task_module, "_create_transactional", CoordinatedProducer)
-    monkeypatch.setattr(slots, "describe_states", coordinator.describe_states)
+    install_coordinated_tasks(monkeypatch, coordinator)
     monkeypatch.setattr(
         committer_module,
         "listing_ops",
@@ -68,16 +65,9 @@ def _stream_writer(tmp_path: Path) -> PyKafkaStreamWriter:
             "commitLog": str(tmp_path / "commits"),
         }
     )
-    layout = InputLayout(
-        topic_column=False,
-        key_column=False,
-        partition_column=False,
-        headers_column=False,
-        timestamp=None,
-    )
     eos = EosPlan(PREFIX, "q1", str(tmp_path / "intents"))
     return PyKafkaStreamWriter(
-        options, layout, streaming=True, overwrite=False, write_id="s", eos=eos
+        options, _layout(), streaming=True, overwrite=False, write_id="s", eos=eos
     )
 
 
@@ -131,7 +121,7 @@ def test_a_stopped_at_least_once_batch_says_its_count_is_a_floor_and_why() -> No
     doc = build_document("abort", [None, None], mode="append", batch_id=0, now_ms=0)
     assert doc["acknowledged_record_count"] == 0
     assert doc["acknowledged_record_count_is_lower_bound"] is True
-    assert doc["aborted_offsets"] == []
+    assert "aborted_offsets" not in doc  # nothing was learned of them
     assert doc["unfinished_tasks_records"].startswith("not known: a task that did not finish")
     assert "stay in Kafka and are visible" in doc["unfinished_tasks_records"]
     assert "the unfinished ones" not in log_line(doc, None)
@@ -267,3 +257,29 @@ def test_the_committer_counts_before_it_aborts_and_a_failure_still_aborts() -> N
     assert model.calls.index(("producers", "t-1,t-2")) < model.calls.index(
         ("end_txn", f"{PREFIX}-0-0")
     )
+
+
+def test_an_authorization_failure_of_describe_producers_names_the_acl_missing() -> None:
+    model = FakeCoordinator()
+    model.begin(f"{PREFIX}-0-0", {(TOPIC, 0): ["a"]})
+    model.script("producers", TOPIC_AUTHORIZATION_FAILED)
+    written = _count(model, [0])
+    assert written.counted is False
+    assert "TOPIC_AUTHORIZATION_FAILED" in written.note
+
+
+def test_an_unexpected_failure_of_the_count_still_lets_the_aborts_run(caplog) -> None:
+    model = FakeCoordinator()
+    tasks = run_tasks(model, 0)
+
+    def broken(ids: Sequence[str]) -> dict[str, object]:
+        raise RuntimeError("a bug")
+
+    ops = coordinator_ops(model)
+    c = committer(model, MemoryIntentStore(), replace(ops, describe=broken))
+    with caplog.at_level("WARNING", logger="kafka_sink.spark"):
+        written = c.abort(0, tasks[:1], intent_possible=False, unfinished=[1, 2])
+    assert written.counted is False
+    assert written.note.startswith("not known: counting them failed: RuntimeError: a bug")
+    assert model.open_transactions() == []
+    assert any("could not count" in r.getMessage() for r in caplog.records)
