@@ -136,12 +136,13 @@ def count_unfinished(
             f"{unreadable} does not show what they wrote (another epoch wrote since)",
         )
     if missing:
+        others = f"; the others' were {_COUNTED}" if found else ""
         return UnfinishedWrites(
             tuple(ranges),
             False,
-            f"partly known: Spark partition(s) {missing} had no open transaction (killed before "
-            "they wrote, or their transaction had already ended): what they wrote, if "
-            f"anything, is not counted; the others' were {_COUNTED}",
+            f"partly known: Spark partition(s) {missing} had no open transaction (a task killed "
+            "before it wrote, or one that failed and aborted its transaction itself): what "
+            f"they wrote, if anything, is not counted{others}",
         )
     return UnfinishedWrites(tuple(ranges), True, _COUNTED)
 

@@ -39,6 +39,10 @@ aborted only once the store shows it absent (committed when the store shows it, 
 rolled forward when the store cannot say). Likewise :meth:`EosCommitter.abort` with an
 unreadable store aborts the batch's transactions only when its commit never ran.
 
+An abort first learns what the open transactions of its unfinished tasks (those Spark passed no
+message for) had written, before it ends any of them (``aborted.py``; a count for the aborted
+document only: whatever it meets, the aborts run).
+
 Every commit and abort then sweeps: the ongoing transactions of the write's prefix that neither
 the batch nor an unfinished intent names (failed or speculative attempts, earlier runs) are
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`

@@ -184,6 +184,9 @@ def test_a_partition_whose_task_opened_no_transaction_leaves_a_lower_bound() -> 
     assert written.counted is False
     assert written.ranges == (PartitionRange(TOPIC, 0, 0, 0, 1),)
     assert "Spark partition(s) [1] had no open transaction" in written.note
+    assert "the others' were counted from their open transactions" in written.note
+    alone = _count(model, [1])
+    assert alone.note.endswith("what they wrote, if anything, is not counted")
 
 
 def test_a_partition_added_to_the_transaction_but_not_yet_written_counts_nothing() -> None:
