@@ -29,10 +29,10 @@ Invariants:
   DescribeProducers needs, a timeout): the note says which. No error escapes: the aborts that
   follow must run whatever the count met.
 - Transactions ``keep`` names (an unfinished intent's) are neither counted nor touched.
-- It only reads; the driver's abort follows it. A killed task whose request was still in flight
-  when the leader was asked may append records after it and before the abort's marker: those
-  are not counted (Spark kills a task's Python worker about 2 s after cancelling it, and calls
-  ``abort()`` once the tasks ended or were killed).
+- It only reads; the driver's abort follows it. A task still sending when the leaders were asked
+  (Spark kills a cancelled task's Python worker about 2 s after the cancel, and need not wait
+  for that before it calls ``abort()``) may append records after the count and before the
+  abort's marker: those are not counted.
 """
 
 from __future__ import annotations
