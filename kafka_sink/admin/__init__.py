@@ -6,6 +6,8 @@ Modules:
   (bounded by a ``Deadline``; retries what Kafka calls retriable, re-finds moved coordinators).
 - ``transactions``: ``complete_transaction`` (EndTxn for a prepared transaction, from any process),
   ``list_transactions`` / ``describe_transactions`` and ``abort_transactions`` by id prefix.
+- ``producers``: ``describe_producers``, each partition leader's active producers (the first
+  offset and last sequence of an open transaction) and its log end offset.
 - ``topic_log``: ``TopicLog``, a tiny producer-and-reader of one partition of a small topic
   (Produce with ``acks=all``, ListOffsets, Fetch) for the exactly-once intent store.
 

@@ -15,6 +15,8 @@ prepared, or a job sweeping what a dead process left open):
 - :func:`complete_transactions` ends many prepared transactions at once: one FindCoordinator
   for all their ids (v4+), every EndTxn sent before any answer is awaited, one
   :class:`Completion` per handle;
+- :meth:`TransactionAdmin.producers` asks partition leaders what an open transaction wrote
+  (``producers.py``: DescribeProducers and the log end offset);
 - :func:`init_producer_id` and :func:`end_transaction` are the two coordinator requests a
   writer of its own small transactions needs (the intent store's fenced writes, through
   ``topic_log.py``).
@@ -66,6 +68,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kafka_sink.admin.client import MOVED, RETRIABLE, AdminClient, Deadline
+from kafka_sink.admin.producers import PartitionProducers, describe_producers
 from kafka_sink.errors import (
     BrokerResponseError,
     ConcurrentTransactionsError,
@@ -870,11 +873,17 @@ class TransactionAdmin:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _call(self, operation: str, body: Callable[[AdminClient, Deadline], T]) -> T:
+    def _call(
+        self,
+        operation: str,
+        body: Callable[[AdminClient, Deadline], T],
+        timeout: float | None = None,
+    ) -> T:
         if self._client is None:
             self._client, cfg = AdminClient.from_config(self._config)
             self._max_block_ms = cfg.max_block_ms
-        timeout_ms = self._max_block_ms if self._timeout is None else int(self._timeout * 1000)
+        timeout = self._timeout if timeout is None else timeout
+        timeout_ms = self._max_block_ms if timeout is None else int(timeout * 1000)
         return body(self._client, Deadline(self._client.clock, timeout_ms, operation))
 
     def complete(
@@ -956,6 +965,21 @@ class TransactionAdmin:
             lambda client, deadline: init_producer_id(
                 client, transactional_id, transaction_timeout_ms, deadline
             ),
+        )
+        return result
+
+    def producers(
+        self, partitions: Sequence[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, PartitionProducers]:
+        """Each partition's active producers and log end offset
+        (:func:`~kafka_sink.admin.producers.describe_producers`), within ``timeout`` (seconds;
+        None: this session's)."""
+        _check_timeout(timeout)
+        wanted = list(partitions)
+        result: dict[TopicPartition, PartitionProducers] = self._call(
+            f"describe_producers({len(wanted)} partition(s))",
+            lambda client, deadline: describe_producers(client, wanted, deadline),
+            timeout,
         )
         return result
 

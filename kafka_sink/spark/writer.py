@@ -6,7 +6,8 @@ Spark pickles it to every task, whose ``write()`` runs the executor loop in ``ta
 its ``commit()`` / ``abort()`` on the driver (in a Python worker Spark starts there) with the
 tasks' commit messages. ``commit()`` and ``abort()`` record the batch: exactly-once, they first
 commit (or abort) every transaction the tasks prepared (``eos/committer.py``, through the write's
-:class:`~kafka_sink.spark.eos.plan.EosPlan`); then they write the commit-log document
+:class:`~kafka_sink.spark.eos.plan.EosPlan`; an abort first counts what the open transactions of
+tasks that sent no message had written, ``eos/aborted.py``); then they write the commit-log document
 (``commit_log/``) and log its one short INFO line (the offset ranges at DEBUG), both naming
 the delivery guarantee. ``commit()`` and ``abort()`` log at the option ``logLevel``, else at
 the level Spark's conf gave the tasks (carried in their commit messages, see ``logs.py``).
@@ -50,6 +51,7 @@ from pyspark.sql.datasource import (
 
 from kafka_sink.spark.commit_log.document import (
     PyKafkaCommitMessage,
+    UnfinishedWrites,
     build_document,
     log_line,
     offsets_line,
@@ -127,9 +129,10 @@ class _WriterCore:
             pause_commit(batch_id, BEFORE_COMMIT)  # test-only; see fault_hooks
         completed = self.eos.completed if self.eos is not None else None
         end_transactions_ms: int | None = None
+        unfinished: UnfinishedWrites | None = None
         if self.eos is not None and completed is None:
             started = time.monotonic()
-            self._end_transactions(messages, batch_id, ok=ok)
+            unfinished = self._end_transactions(messages, batch_id, ok=ok)
             end_transactions_ms = round((time.monotonic() - started) * 1000)
         elif ok and self.eos is None:
             pause_commit(batch_id)  # test-only; see fault_hooks
@@ -143,6 +146,7 @@ class _WriterCore:
             query_name=self.options.query_name,
             now_ms=now_ms,
             guarantee=self.options.delivery_guarantee,
+            unfinished=unfinished,
         )
         if self.eos is not None and self.eos.idempotency_key is not None:
             document["idempotency_key"] = self.eos.idempotency_key
@@ -193,8 +197,9 @@ class _WriterCore:
 
     def _end_transactions(
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int | None, *, ok: bool
-    ) -> None:
-        """Exactly-once: commit (or abort) every transaction the batch's tasks prepared."""
+    ) -> UnfinishedWrites | None:
+        """Exactly-once: commit (or abort) every transaction the batch's tasks prepared; an
+        abort returns what the unfinished tasks' transactions had written."""
         assert self.eos is not None
         written = [m for m in messages if isinstance(m, PyKafkaCommitMessage)]
         tasks = [
@@ -233,9 +238,15 @@ class _WriterCore:
             else:
                 # Spark commits only when every task succeeded; a missing message (a failed
                 # task) proves commit() never ran, so no intent can name these transactions.
-                committer.abort(number, tasks, intent_possible=None not in messages)
+                return committer.abort(
+                    number,
+                    tasks,
+                    intent_possible=None not in messages,
+                    unfinished=[i for i, m in enumerate(messages) if m is None],
+                )
         finally:
             committer.close()
+        return None
 
 
 class PyKafkaBatchWriter(_WriterCore, DataSourceArrowWriter):

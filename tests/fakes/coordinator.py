@@ -26,6 +26,12 @@ its partition), EndTxn v5, DescribeTransactions and ListTransactions as
 - Markers are written at once: Prepare* states pass straight to Complete*.
 - :meth:`read_committed` is what a read_committed consumer sees: the rows of committed
   transactions, per partition.
+- Each partition's leader keeps, per producer id, what Kafka's ``ProducerStateEntry`` keeps
+  (:class:`LeaderProducerState`: epoch, last sequence, the open transaction's first offset; a
+  row's offset is its index in :attr:`FakeCoordinator.log`): a write at a new epoch restarts
+  the sequence at 0, a marker ends the open transaction, and a marker at a bumped epoch (V2)
+  moves the entry to that epoch with no sequence. :meth:`describe_producers` answers as
+  ``kafka_sink.admin.producers.describe_producers`` does (operation ``"producers"``).
 
 A task's side: :class:`CoordinatedProducer` is a transactional producer of one id over the
 model, shaped like the :class:`~tests.fakes.spark.FakeTxnProducer` a task leases, and
@@ -52,6 +58,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from kafka_sink.admin.producers import ActiveProducer, PartitionProducers
 from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import (
@@ -76,6 +83,7 @@ NOT_COORDINATOR = 16
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TXN_STATE = 48
 CONCURRENT_TRANSACTIONS = 51
+TOPIC_AUTHORIZATION_FAILED = 29
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
@@ -123,6 +131,15 @@ class TxnMetadata:
     previous_producer_id: int = -1  # the producer id before an epoch overflow moved it on
 
 
+@dataclass
+class LeaderProducerState:
+    """What a partition's leader keeps for one producer id (Kafka's ``ProducerStateEntry``)."""
+
+    epoch: int
+    last_sequence: int = -1
+    txn_start_offset: int = -1
+
+
 class FakeCoordinator:
     """Every transactional id of a cluster, one coordinator (see the module docstring)."""
 
@@ -131,6 +148,8 @@ class FakeCoordinator:
         self.transaction_version = transaction_version
         self.txns: dict[str, TxnMetadata] = {}
         self.log: dict[TopicPartition, list[tuple[int, object]]] = {}
+        #: Per partition, its leader's state of each producer id that wrote to it.
+        self.leader_states: dict[TopicPartition, dict[int, LeaderProducerState]] = {}
         self.committed: set[int] = set()
         self.calls: list[tuple[str, str]] = []
         self._scripts: dict[str, list[Answer]] = {}
@@ -249,6 +268,7 @@ class FakeCoordinator:
                 meta.start_ms, meta.serial = self.clock.wall_ms(), next(self._serials)
             meta.partitions.add(tp)
             if not duplicate:
+                self._appended(tp, producer_id, epoch)
                 self.log.setdefault(tp, []).append((meta.serial, row))
             return NONE
 
@@ -342,6 +362,45 @@ class FakeCoordinator:
         meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         if commit:
             self.committed.add(meta.serial)
+        for tp in meta.partitions:  # the markers, at the id's epoch now
+            entry = self.leader_states.get(tp, {}).get(meta.producer_id)
+            if entry is not None and meta.producer_epoch > entry.epoch:
+                entry.epoch, entry.last_sequence = meta.producer_epoch, -1
+            if entry is not None:
+                entry.txn_start_offset = -1
+
+    def _appended(self, tp: TopicPartition, producer_id: int, epoch: int) -> None:
+        """The leader's state after one record of ``producer_id`` at ``epoch`` is appended."""
+        states = self.leader_states.setdefault(tp, {})
+        entry = states.get(producer_id)
+        if entry is None or entry.epoch != epoch:
+            entry = states[producer_id] = LeaderProducerState(epoch)
+        if entry.txn_start_offset < 0:
+            entry.txn_start_offset = len(self.log.get(tp, []))
+        entry.last_sequence += 1
+
+    def describe_producers(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, PartitionProducers]:
+        """Each partition leader's producers and log end offset (one ``"producers"`` call)."""
+        out: dict[TopicPartition, PartitionProducers] = {}
+
+        def apply() -> int:
+            for tp in partitions:
+                states = self.leader_states.get(tp, {})
+                out[tp] = PartitionProducers(
+                    tp[0],
+                    tp[1],
+                    len(self.log.get(tp, [])),
+                    tuple(
+                        ActiveProducer(pid, e.epoch, e.last_sequence, e.txn_start_offset)
+                        for pid, e in sorted(states.items())
+                    ),
+                )
+            return NONE
+
+        self._call("producers", ",".join(f"{t}-{p}" for t, p in partitions), apply)
+        return out
 
     # -- the admin's requests --------------------------------------------------------------
 
@@ -493,6 +552,20 @@ _LOST_CODES = (
 )
 
 
+def install_coordinated_tasks(monkeypatch: Any, coordinator: FakeCoordinator) -> None:
+    """Make exactly-once tasks write through ``coordinator``: their producers are
+    :class:`CoordinatedProducer` and their slot choice asks it (the producer cache emptied)."""
+    from kafka_sink.spark import producer_cache
+    from kafka_sink.spark import task as task_module
+    from kafka_sink.spark.eos import slots
+
+    CoordinatedProducer.coordinator = coordinator
+    CoordinatedProducer.instances = []
+    producer_cache.close_all()
+    monkeypatch.setattr(task_module, "_create_transactional", CoordinatedProducer)
+    monkeypatch.setattr(slots, "describe_states", coordinator.describe_states)
+
+
 def coordinator_ops(coordinator: FakeCoordinator, *, batched: bool = True) -> TransactionOps:
     """The committer's ``TransactionOps`` over ``coordinator`` (see the module docstring)."""
 
@@ -549,4 +622,5 @@ def coordinator_ops(coordinator: FakeCoordinator, *, batched: bool = True) -> Tr
         complete_all=complete_all if batched else None,
         describe=describe,
         init=coordinator.init_producer_id,
+        producers=coordinator.describe_producers,
     )

@@ -1,7 +1,7 @@
 """The driver process of the logging tests: its whole output is what a user's driver shows.
 
-``python logs_child.py BOOTSTRAP BATCH_TOPIC STREAM_TOPIC WORK_DIR``: one local[2] SparkSession
-that prints a ``=== <step>`` line to stderr before each step:
+``python logs_child.py BOOTSTRAP BATCH_TOPIC STREAM_TOPIC WORK_DIR [EOS_TOPIC]``: one local[2]
+SparkSession that prints a ``=== <step>`` line to stderr before each step:
 
 - ``option-warn``: a batch write with ``.option("logLevel", "WARN")``;
 - ``conf-warn``: the same write with ``spark.pykafka.logLevel=WARN`` in the session's conf;
@@ -9,7 +9,10 @@ that prints a ``=== <step>`` line to stderr before each step:
 - ``stream``: a streaming query over 40 rows in 2 Spark partitions, held by the test-only hook
   ``task-done`` (``$PYKAFKA_TEST_COMMIT_PAUSE_DIR``, ``$PYKAFKA_TEST_PAUSE_AT``; see
   ``kafka_sink/spark/fault_hooks.py``) once its tasks' rows are acknowledged, then stopped with
-  ``query.stop()``; ``=== stopped`` follows.
+  ``query.stop()``; ``=== stopped`` follows;
+- ``stream-eos`` (with ``EOS_TOPIC``): the same query with ``deliveryGuarantee=exactly-once``
+  (checkpoint ``WORK_DIR/checkpoint-eos``), held and stopped the same way; ``=== stopped-eos``
+  follows.
 
 Batch writes run as batch ``job`` of the hook: the test lets them through with
 ``resume-task-done-job``. Every wait is bounded.
@@ -32,6 +35,7 @@ def _step(name: str) -> None:
 
 def main() -> int:
     bootstrap, batch_topic, stream_topic, work = sys.argv[1:5]
+    eos_topic = sys.argv[5] if len(sys.argv) > 5 else None
     from sparkutil import child_session
 
     spark = child_session("pykafka-logs")
@@ -51,32 +55,46 @@ def main() -> int:
     _step("default")
     write()
 
-    _step("stream")
     source = Path(work) / "input"
     source.mkdir()
     (source / "rows.json").write_text(
         "".join(f'{{"value": "s{i}"}}\n' for i in range(STREAM_ROWS)), encoding="utf-8"
     )
-    query = (
-        spark.readStream.schema("value string")
-        .json(str(source))
-        .repartition(2)
-        .writeStream.format("pykafka")
-        .options(**options)
-        .option("topic", stream_topic)
-        .option("checkpointLocation", str(Path(work) / "checkpoint"))
-        .start()
-    )
-    paused = Path(os.environ["PYKAFKA_TEST_COMMIT_PAUSE_DIR"]) / "paused-task-done-0"
-    deadline = time.monotonic() + 180
-    while not paused.exists():
-        if time.monotonic() > deadline or not query.isActive:
-            sys.stderr.write(f"the batch was never held: {query.exception()}\n")
-            return 1
-        time.sleep(0.1)
-    time.sleep(1.0)  # both tasks reach the hold (local[2]: they run side by side)
-    query.stop()
+    pause = Path(os.environ["PYKAFKA_TEST_COMMIT_PAUSE_DIR"])
+
+    def stop_mid_batch(topic: str, checkpoint: str, **extra: str) -> bool:
+        """A query over the rows, stopped while its first batch's tasks are held."""
+        paused = pause / "paused-task-done-0"
+        paused.unlink(missing_ok=True)  # left by the previous query's batch 0
+        query = (
+            spark.readStream.schema("value string")
+            .json(str(source))
+            .repartition(2)
+            .writeStream.format("pykafka")
+            .options(**options, **extra)
+            .option("topic", topic)
+            .option("checkpointLocation", str(Path(work) / checkpoint))
+            .start()
+        )
+        deadline = time.monotonic() + 180
+        while not paused.exists():
+            if time.monotonic() > deadline or not query.isActive:
+                sys.stderr.write(f"the batch was never held: {query.exception()}\n")
+                return False
+            time.sleep(0.1)
+        time.sleep(1.0)  # both tasks reach the hold (local[2]: they run side by side)
+        query.stop()
+        return True
+
+    _step("stream")
+    if not stop_mid_batch(stream_topic, "checkpoint"):
+        return 1
     _step("stopped")
+    if eos_topic is not None:
+        _step("stream-eos")
+        if not stop_mid_batch(eos_topic, "checkpoint-eos", deliveryGuarantee="exactly-once"):
+            return 1
+        _step("stopped-eos")
     spark.stop()
     return 0
 

@@ -23,9 +23,14 @@ Invariants:
 - Commit and abort documents share their header (format, version, kind, mode, guarantee, ids,
   time) and their task list; they differ only in how they name the ranges (``offsets`` of a
   commit, ``acknowledged_offsets`` of an abort, which also lists its ``failed_tasks``).
-- An abort's ``acknowledged_record_count`` counts the tasks that reported; with any task in
-  ``failed_tasks`` it is a lower bound (``acknowledged_record_count_is_lower_bound``): a task
-  killed by a stop or failed returns no message, whatever the broker appended for it.
+- An abort's ``acknowledged_record_count`` counts the tasks that reported plus what the driver
+  learned the unfinished ones had written (``unfinished_tasks_record_count``, per partition in
+  ``aborted_offsets``; how it was learned, or why it could not be, in
+  ``unfinished_tasks_records``). A task killed by a stop or failed returns no message, whatever
+  the broker appended for it, so with any task in ``failed_tasks`` the count is a lower bound
+  (``acknowledged_record_count_is_lower_bound``) unless every unfinished task's writes were
+  counted (exactly-once: from their open transactions, ``eos/aborted.py``); at-least-once it
+  always is.
 - An abort is logged at INFO like a commit: the driver cannot tell a stopped query's killed
   tasks from failed ones (Spark passes ``abort()`` only the messages), and a failure is raised
   by Spark itself; the line says what was rolled back.
@@ -55,6 +60,7 @@ __all__ = [
     "COMMIT_FORMAT_VERSION",
     "PartitionRange",
     "PyKafkaCommitMessage",
+    "UnfinishedWrites",
     "build_document",
     "gather",
     "log_line",
@@ -93,6 +99,22 @@ class PartitionRange:
             "record_count": self.record_count,
             "unknown_offset_count": self.unknown_offset_count,
         }
+
+
+@dataclass(frozen=True)
+class UnfinishedWrites:
+    """What the tasks of an aborted batch that did not finish had written, as far as the driver
+    could learn it (exactly-once: from their open transactions, ``eos/aborted.py``).
+
+    ``ranges`` are per topic-partition, ``last_offset`` being the partition's last offset when
+    the driver looked (the transaction's records lie in ``[first_offset, last_offset]``, other
+    writers' may lie between them); ``counted`` is True only when every unfinished task's
+    transaction was found and counted; ``note`` says how the count was learned, or why not.
+    """
+
+    ranges: tuple[PartitionRange, ...]
+    counted: bool
+    note: str
 
 
 @dataclass(frozen=True)
@@ -177,9 +199,11 @@ def build_document(
     query_name: str | None = None,
     now_ms: int,
     guarantee: str = "at-least-once",
+    unfinished: UnfinishedWrites | None = None,
 ) -> dict[str, Any]:
-    """The JSON document of a commit, or of an abort (the failed tasks, and what the others had
-    acknowledged); ``messages`` holds None for each task that failed."""
+    """The JSON document of a commit, or of an abort (the failed tasks, what the others had
+    acknowledged and, where the driver learned it, what the ``unfinished`` ones had written);
+    ``messages`` holds None for each task that failed."""
     ours = _messages(messages)
     ranges = gather(r for m in ours for r in m.ranges)
     doc: dict[str, Any] = {
@@ -202,15 +226,45 @@ def build_document(
         doc["topics"] = sorted({r.topic for r in ranges})
         doc["offsets"] = offsets
     else:
-        doc["failed_tasks"] = [i for i, m in enumerate(messages) if m is None]
+        failed = [i for i, m in enumerate(messages) if m is None]
+        aborted = gather(unfinished.ranges) if unfinished is not None else []
+        written = sum(r.record_count for r in aborted)
+        doc["failed_tasks"] = failed
         doc["task_count"] = len(messages)
-        doc["acknowledged_record_count"] = records
+        doc["acknowledged_record_count"] = records + written
         # A task that did not finish (killed by a stop, or failed) reports nothing to the driver,
-        # though the broker may have appended some of its records: then the count is a floor.
-        doc["acknowledged_record_count_is_lower_bound"] = bool(doc["failed_tasks"])
+        # though the broker may have appended some of its records: the count is a floor unless
+        # the driver counted them itself.
+        doc["acknowledged_record_count_is_lower_bound"] = bool(failed) and not (
+            unfinished is not None and unfinished.counted
+        )
         doc["acknowledged_offsets"] = offsets
+        if failed and unfinished is None:
+            doc["unfinished_tasks_records"] = _unknown_note(guarantee)
+        elif failed and unfinished is not None:
+            # What was found, even when not all of it: then the count above is still a floor.
+            doc["unfinished_tasks_records"] = unfinished.note
+            doc["unfinished_tasks_record_count"] = written
+            doc["aborted_offsets"] = [r.to_json() for r in aborted]
     doc["tasks"] = [m.to_json() for m in ours]
     return doc
+
+
+# Why the records of the tasks that did not finish are not counted, where nothing was learned.
+_UNKNOWN_NOTES = {
+    "at-least-once": (
+        "not known: a task that did not finish sends nothing to the driver, and at-least-once "
+        "its records are written as they go; those it wrote stay in Kafka and are visible"
+    ),
+    "exactly-once": (
+        "not known: the driver could not learn what their transactions wrote; their "
+        "transactions are aborted, so read_committed readers see none of it"
+    ),
+}
+
+
+def _unknown_note(guarantee: str) -> str:
+    return _UNKNOWN_NOTES.get(guarantee, _UNKNOWN_NOTES["at-least-once"])
 
 
 def write_document(directory: str, name: str, document: dict[str, Any]) -> str:
@@ -270,9 +324,19 @@ def log_line(document: dict[str, Any], path: str | None) -> str:
         if document.get("delivery_guarantee") == "exactly-once"
         else "the records written stay in Kafka"
     )
+    unfinished = document.get("aborted_offsets")
+    wrote = (
+        f", the unfinished ones {document['unfinished_tasks_record_count']} records in "
+        f"{len(unfinished)} partitions"
+        if unfinished and not document["acknowledged_record_count_is_lower_bound"]
+        else ""
+    )
+    others = document["acknowledged_record_count"] - document.get(
+        "unfinished_tasks_record_count", 0
+    )
     return (
         f"pykafka abort ({what}, {how}): rolled back; tasks {document['failed_tasks']} of "
         f"{document['task_count']} did not finish (the query was stopped, or a task failed and "
-        f"Spark reports why); the others had {document['acknowledged_record_count']} records "
-        f"acknowledged in {len(acked)} partitions; {fate}{where}"
+        f"Spark reports why); the others had {others} records acknowledged in {len(acked)} "
+        f"partitions{wrote}; {fate}{where}"
     )

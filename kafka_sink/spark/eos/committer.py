@@ -39,6 +39,10 @@ aborted only once the store shows it absent (committed when the store shows it, 
 rolled forward when the store cannot say). Likewise :meth:`EosCommitter.abort` with an
 unreadable store aborts the batch's transactions only when its commit never ran.
 
+An abort first learns what the open transactions of its unfinished tasks (those Spark passed no
+message for) had written, before it ends any of them (``aborted.py``; a count for the aborted
+document only: whatever it meets, the aborts run).
+
 Every commit and abort then sweeps: the ongoing transactions of the write's prefix that neither
 the batch nor an unfinished intent names (failed or speculative attempts, earlier runs) are
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`
@@ -85,7 +89,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import KafkaError, TransactionLostError, UnsupportedVersionError
-from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.prepared import PreparedTransaction, TopicPartition
+from kafka_sink.spark.commit_log.document import UnfinishedWrites
+from kafka_sink.spark.eos.aborted import count_unfinished, not_known
 from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
 from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
@@ -96,6 +102,7 @@ from kafka_sink.spark.fingerprint import Fingerprint
 from kafka_sink.spark.logs import warn_once
 
 if TYPE_CHECKING:
+    from kafka_sink.admin.producers import PartitionProducers
     from kafka_sink.admin.transactions import TransactionListing
 
 __all__ = [
@@ -136,6 +143,8 @@ _FRESH_STATES = frozenset({"Empty", "Ongoing"})
 # every 10 s), with an allowance for the driver's clock running behind the broker's. A quarter
 # of the timeout at most, so that short timeouts still leave the tasks most of it.
 _EXPIRY_MARGIN_MS = 15_000
+# How long an abort waits for the partition leaders' producer state (a count only).
+_COUNT_TIMEOUT_S = 10.0
 
 
 class SinkTransactionLostError(SinkError):
@@ -184,6 +193,8 @@ class TransactionOps:
     coordinator does not know the id; without it the check before the first commit is skipped.
     ``close()`` releases what the ops hold (called once the commit or abort is over).
     ``init(id, transaction_timeout_ms)`` is InitProducerId (taking a query's fence).
+    ``producers(partitions)`` is each partition leader's producer state and log end offset
+    (``admin/producers.py``); without it an abort cannot count what unfinished tasks wrote.
     """
 
     complete: Callable[[PreparedTransaction, bool], object]
@@ -194,6 +205,9 @@ class TransactionOps:
     close: Callable[[], None] = lambda: None
     describe: Callable[[Sequence[str]], Mapping[str, TransactionListing | None]] | None = None
     init: Callable[[str, int], tuple[int, int]] | None = None
+    producers: (
+        Callable[[Sequence[TopicPartition]], Mapping[TopicPartition, PartitionProducers]] | None
+    ) = None
 
 
 def _key(t: PreparedTransaction) -> tuple[str, int, int]:
@@ -375,8 +389,13 @@ class EosCommitter:
     # -- abort -----------------------------------------------------------------------------
 
     def abort(
-        self, batch_id: int, tasks: Sequence[TaskTransaction], *, intent_possible: bool = True
-    ) -> None:
+        self,
+        batch_id: int,
+        tasks: Sequence[TaskTransaction],
+        *,
+        intent_possible: bool = True,
+        unfinished: Sequence[int] = (),
+    ) -> UnfinishedWrites:
         """End what must not survive a failed batch; never touches what an intent names.
 
         An unfinished intent gets one more round of EndTxns (no waiting: Spark is failing the
@@ -386,14 +405,17 @@ class EosCommitter:
         aborts with a missing message when a task failed, and commits only when none did): then
         no intent can name them. It matters only when the store cannot be read: see
         :meth:`_abort_unread`.
+
+        ``unfinished`` are the Spark partitions whose tasks sent no message: what their open
+        transactions wrote is counted before they are aborted (``aborted.py``) and returned.
         """
         if not self._holds_fence(f"aborting batch {batch_id}"):
-            return
+            return not_known("this driver no longer holds the query's fence")
         try:
             last = self.store.last(self.query_key)
         except Exception as exc:
             self._abort_unread(batch_id, tasks, intent_possible, exc)
-            return
+            return not_known("the intent store could not be read")
         keep: tuple[PreparedTransaction, ...] = ()
         if last is not None and self._unfinished(last):
             try:
@@ -408,8 +430,17 @@ class EosCommitter:
             keep = last.transactions
         elif last is not None and last.batch_id == batch_id and last.state == DONE:
             keep = last.transactions
+        # Before the aborts: an aborted transaction no longer shows where its records are.
+        written = count_unfinished(
+            unfinished,
+            prefix=self.prefix,
+            describe=self.ops.describe,
+            producers=self.ops.producers,
+            keep=keep,
+        )
         self._abort_named(tasks, keep=keep)
         self._sweep(keep=keep)
+        return written
 
     def _abort_unread(
         self,
@@ -1055,6 +1086,11 @@ def listing_ops(
     def init(transactional_id: str, transaction_timeout_ms: int) -> tuple[int, int]:
         return admin_client().init_producer_id(transactional_id, transaction_timeout_ms)
 
+    def producers(partitions: Sequence[TopicPartition]) -> dict[TopicPartition, PartitionProducers]:
+        # Only a count for the abort's document waits on it: bounded shorter than the rest.
+        bound_s = _COUNT_TIMEOUT_S if timeout_s is None else min(timeout_s, _COUNT_TIMEOUT_S)
+        return admin_client().producers(partitions, bound_s)
+
     return TransactionOps(
         complete=complete,
         list_open=list_open,
@@ -1062,6 +1098,7 @@ def listing_ops(
         close=close,
         describe=describe,
         init=init,
+        producers=producers,
     )
 
 

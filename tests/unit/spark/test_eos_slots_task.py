@@ -24,7 +24,12 @@ from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import parse_transactional_id
 from kafka_sink.spark.eos.slots import SLOTS_PER_PARTITION, SlotsBusyError
 from kafka_sink.spark.options import SinkOptions
-from tests.fakes.coordinator import CoordinatedProducer, FakeCoordinator, coordinator_ops
+from tests.fakes.coordinator import (
+    CoordinatedProducer,
+    FakeCoordinator,
+    coordinator_ops,
+    install_coordinated_tasks,
+)
 
 PREFIX = "pykafka-q"
 
@@ -32,11 +37,7 @@ PREFIX = "pykafka-q"
 @pytest.fixture
 def coordinator(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCoordinator]:
     model = FakeCoordinator()
-    CoordinatedProducer.coordinator = model
-    CoordinatedProducer.instances = []
-    producer_cache.close_all()
-    monkeypatch.setattr(task_module, "_create_transactional", CoordinatedProducer)
-    monkeypatch.setattr(slots, "describe_states", model.describe_states)
+    install_coordinated_tasks(monkeypatch, model)
     yield model
     producer_cache.close_all()
 
