@@ -129,13 +129,23 @@ _KEYS = (
 
 
 class SchemaRegistryError(RuntimeError):
-    """The registry answered with an error (``status``, the registry's ``error_code``)."""
+    """The registry answered with an error (``status``, the registry's ``error_code`` and
+    ``reason``: its own ``message``, kept whole for errors built on this one)."""
 
-    def __init__(self, message: str, *, url: str = "", status: int = 0, error_code: int = 0):
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str = "",
+        status: int = 0,
+        error_code: int = 0,
+        reason: str = "",
+    ):
         super().__init__(message)
         self.url = url
         self.status = status
         self.error_code = error_code
+        self.reason = reason
 
 
 class SchemaRegistryUnavailableError(SchemaRegistryError):
@@ -496,9 +506,8 @@ class SchemaRegistryClient:
         except SchemaRegistryError as exc:
             if exc.status != 409:
                 raise
-            _, _, reason = str(exc).rpartition(": ")
             raise IncompatibleSchemaError(
-                subject, [reason], url=exc.url, level=self._level_or_none(subject)
+                subject, [exc.reason or str(exc)], url=exc.url, level=self._level_or_none(subject)
             ) from None
         return int(doc["id"])
 
@@ -645,6 +654,7 @@ class SchemaRegistryClient:
             url=base,
             status=response.status,
             error_code=code,
+            reason=message,
         )
 
 

@@ -274,6 +274,22 @@ def test_register_refused_as_incompatible_names_the_subject(registry: FakeRegist
         client.register("orders-value", AVRO)
 
 
+def test_a_refused_registration_keeps_the_registrys_whole_reason(registry: FakeRegistry) -> None:
+    # Apicurio's 409 reads "Incompatible artifact: <subject> [AVRO], num of incompatible diffs:
+    # {1}"; Confluent's messages hold colons too. The reason is the whole message, not its tail.
+    said = "Incompatible artifact: orders-value [AVRO], num of incompatible diffs: {1}"
+    registry.route = lambda req: (
+        (409, {"error_code": 409, "message": said})
+        if req.method == "POST"
+        else (200, {"compatibilityLevel": "BACKWARD"})
+    )
+    client, _ = _client({"schema.registry.url": registry.url})
+    with pytest.raises(IncompatibleSchemaError) as err:
+        client.register("orders-value", AVRO)
+    assert err.value.reasons == (said,)
+    assert f"{registry.url}: {said})" in str(err.value)
+
+
 # -- failures: bounded, named, secret-free --------------------------------------------------------
 
 
