@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Self
 
 from kafka_sink.testing.jvm import (
+    SMALL_SERVER_JVM_FLAGS,
     Service,
     accepts,
     free_ports,
@@ -45,14 +46,8 @@ __all__ = ["LocalS3", "S3SetupError", "S3StartError", "find_s3proxy_jar"]
 STARTED_MESSAGE = "Started Server"
 _POLL_S = 0.1
 _STOP_TIMEOUT_S = 10.0
-# A small heap and a C1-only JIT: S3Proxy serves a handful of small objects in a test.
-_JVM_FLAGS = (
-    "-Xmx128m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-XX:-UsePerfData",
-    "-XX:+ExitOnOutOfMemoryError",
-)
+# S3Proxy serves a handful of small objects in a test.
+_JVM_FLAGS = ("-Xmx128m", *SMALL_SERVER_JVM_FLAGS)
 
 
 class S3SetupError(RuntimeError):
