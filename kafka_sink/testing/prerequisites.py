@@ -35,11 +35,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 __all__ = [
     "BROKER_POM",
+    "FetchOptions",
     "KafkaSetupError",
     "MavenFetch",
+    "candidate_dirs",
     "default_jars_dir",
     "fetch_kafka_jars",
     "fetch_with_maven",
@@ -125,16 +128,21 @@ def _has_kafka_jar(directory: Path) -> bool:
     return directory.is_dir() and any(directory.glob("kafka_2.13-*.jar"))
 
 
+def candidate_dirs(
+    explicit: str | os.PathLike[str] | None, env: str, in_checkout: str, default: Path
+) -> list[Path]:
+    """Where to look, in order: ``explicit``, else ``$env``, else ``in_checkout`` (relative to a
+    checkout's root) of each checkout around, then the per-user ``default``."""
+    if explicit is not None:
+        return [Path(explicit)]
+    if os.environ.get(env):
+        return [Path(os.environ[env])]
+    return [*(root / in_checkout for root in _checkout_roots()), default]
+
+
 def find_jars_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The directory holding the broker classpath (``kafka_2.13-*.jar`` and its dependencies)."""
-    candidates: list[Path]
-    if explicit is not None:
-        candidates = [Path(explicit)]
-    elif os.environ.get("KAFKA_JARS_DIR"):
-        candidates = [Path(os.environ["KAFKA_JARS_DIR"])]
-    else:
-        candidates = [root / ".cache" / "kafka" / "lib" for root in _checkout_roots()]
-        candidates.append(default_jars_dir())
+    candidates = candidate_dirs(explicit, "KAFKA_JARS_DIR", ".cache/kafka/lib", default_jars_dir())
     for directory in candidates:
         if _has_kafka_jar(directory):
             return directory.resolve()
@@ -203,21 +211,30 @@ def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+class FetchOptions(TypedDict, total=False):
+    """How a fetch runs Maven (every key optional).
+
+    ``offline``: Maven's ``-o`` (only the local repository, ``~/.m2``); ``force``: fetch even if
+    fetched; ``mvn`` / ``java``: the executables (default: found on ``PATH``); ``timeout_s``:
+    Maven's bound (default: the fetch's own); ``log``: gets the progress lines.
+    """
+
+    offline: bool
+    force: bool
+    mvn: str | None
+    java: str | None
+    timeout_s: float
+    log: Callable[[str], None] | None
+
+
 def fetch_kafka_jars(
-    dest: str | os.PathLike[str] | None = None,
-    *,
-    offline: bool = False,
-    force: bool = False,
-    mvn: str | None = None,
-    java: str | None = None,
-    timeout_s: float = _DEFAULT_FETCH_TIMEOUT_S,
-    log: Callable[[str], None] | None = None,
+    dest: str | os.PathLike[str] | None = None, **options: Unpack[FetchOptions]
 ) -> Path:
     """Download the broker jars with Maven into ``dest``; return that directory.
 
     ``dest`` defaults to ``$KAFKA_JARS_DIR`` when set, else :func:`default_jars_dir`, which
-    :func:`find_jars_dir` (and so ``LocalKafka``) searches without any setting. ``offline`` runs
-    Maven with ``-o`` (only the local repository, ``~/.m2``).
+    :func:`find_jars_dir` (and so ``LocalKafka``) searches without any setting. Maven gets 900 s
+    unless ``timeout_s`` says otherwise.
     """
     if dest is None and os.environ.get("KAFKA_JARS_DIR"):
         dest = os.environ["KAFKA_JARS_DIR"]
@@ -236,12 +253,7 @@ def fetch_kafka_jars(
             error=KafkaSetupError,
         ),
         Path(dest) if dest is not None else default_jars_dir(),
-        offline=offline,
-        force=force,
-        mvn=mvn,
-        java=java,
-        timeout_s=timeout_s,
-        log=log,
+        **options,
     )
 
 
@@ -252,7 +264,8 @@ class MavenFetch:
     ``args(staged)`` are Maven's goals and properties, ``staged(work)`` the directory Maven fills
     inside the scratch directory ``work`` (which holds ``pom.xml``); a directory holding a file
     that matches the glob ``expects`` is a finished result. ``error`` is the exception raised;
-    ``what`` (plural) and ``kind`` name the result and its directory in messages.
+    ``what`` (plural) and ``kind`` name the result and its directory in messages; Maven gets
+    ``timeout_s`` unless the caller's options say otherwise.
     """
 
     what: str
@@ -262,24 +275,19 @@ class MavenFetch:
     staged: Callable[[Path], Path]
     expects: str
     error: type[RuntimeError]
+    timeout_s: float = _DEFAULT_FETCH_TIMEOUT_S
 
     def complete(self, directory: Path) -> bool:
         return directory.is_dir() and any(directory.glob(self.expects))
 
 
-def fetch_with_maven(
-    spec: MavenFetch,
-    target: Path,
-    *,
-    offline: bool = False,
-    force: bool = False,
-    mvn: str | None = None,
-    java: str | None = None,
-    timeout_s: float = _DEFAULT_FETCH_TIMEOUT_S,
-    log: Callable[[str], None] | None = None,
-) -> Path:
+def fetch_with_maven(spec: MavenFetch, target: Path, **options: Unpack[FetchOptions]) -> Path:
     """Run Maven on ``spec.pom`` and put its result in ``target`` (see the module invariants)."""
-    say = log or (lambda _message: None)
+    offline = options.get("offline", False)
+    force = options.get("force", False)
+    java = options.get("java")
+    timeout_s = options.get("timeout_s", spec.timeout_s)
+    say = options.get("log") or (lambda _message: None)
     target = target.expanduser().absolute()
     digest = hashlib.sha256(spec.pom).hexdigest()
     if not force and _fetched_digest(target) == digest and spec.complete(target):
@@ -287,7 +295,7 @@ def fetch_with_maven(
         return target
 
     java_cmd = find_java(java)
-    mvn_cmd = find_mvn(mvn)
+    mvn_cmd = find_mvn(options.get("mvn"))
     env = dict(os.environ)
     if java is not None:
         # Maven runs on the JVM it finds through JAVA_HOME: make it the one asked for.
