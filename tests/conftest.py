@@ -6,11 +6,15 @@
 - ``kafka_cluster`` (session): a 3-node ``LocalKafka``, started only if a test asks for it.
 - ``topic_factory`` / ``cluster_topic_factory``: ``(partitions=1, replication_factor=1,
   configs=None) -> name`` creates a topic with a unique name and waits for its leaders.
+- ``schema_registry`` (session): a ``LocalSchemaRegistry`` (Apicurio Registry in memory, built by
+  ``make setup``), started only if a test asks for it; tests share it, so they use subjects of
+  their own (``subject_factory``).
 
-A Kafka that cannot start fails the test (never skips it): a suite that silently ran no broker
-test must not look green. Tests using these fixtures are marked ``broker`` (and ``cluster`` for
-the 3-node one) automatically, as is everything under ``tests/broker`` and ``tests/spark`` (and
-``spark`` there), so ``-m "not broker"`` runs the pure unit tests without decorating every test.
+A Kafka or registry that cannot start fails the test (never skips it): a suite that silently
+ran no broker test must not look green. Tests using these fixtures are marked ``broker`` (and
+``cluster`` for the 3-node one) automatically, as is everything under ``tests/broker`` and
+``tests/spark`` (and ``spark`` there), so ``-m "not broker"`` runs the pure unit tests without
+decorating every test.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from kafka_sink.testing.backends import single_node_kafka
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
+from kafka_sink.testing.local_schema_registry import LocalSchemaRegistry, SchemaRegistryStartError
 from kafka_sink.testing.oracle import create_topic, import_kafka_python
 
 # Imported once here, with its import-time DeprecationWarnings silenced (see the oracle), so tests
@@ -35,7 +41,8 @@ with contextlib.suppress(ImportError):
 
 TopicFactory = Callable[..., str]
 
-_BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory"}
+# The registry is a real service too: `-m "not broker"` leaves its tests out.
+_BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory", "schema_registry"}
 _CLUSTER_FIXTURES = {"kafka_cluster", "cluster_topic_factory"}
 
 
@@ -71,18 +78,36 @@ def kafka_bootstrap() -> Iterator[str]:
         backend.__exit__(None, None, None)
 
 
+_S = TypeVar("_S", LocalKafka, LocalSchemaRegistry)
+
+
+def _serve(service: _S, what: str) -> Iterator[_S]:
+    """Start ``service`` for the session, or fail (never skip) the tests that need it."""
+    try:
+        service.start()
+    except (KafkaSetupError, KafkaStartError, SchemaRegistryStartError) as exc:
+        pytest.fail(f"no {what} for the tests: {exc}", pytrace=False)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[LocalKafka]:
     # Proxied: tests can also cut a single node off from clients (direct listeners stay too).
-    cluster = LocalKafka(nodes=3, proxied=True)
-    try:
-        cluster.start()
-    except (KafkaSetupError, KafkaStartError) as exc:
-        pytest.fail(f"no 3-node Kafka cluster for the tests: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from _serve(LocalKafka(nodes=3, proxied=True), "3-node Kafka cluster")
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[LocalSchemaRegistry]:
+    yield from _serve(LocalSchemaRegistry(), "Schema Registry")
+
+
+@pytest.fixture
+def subject_factory(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``(suffix) -> subject``: a subject no other test uses, ending in ``suffix``."""
+    return lambda suffix: f"{_unique_name(request)}-{suffix}"
 
 
 def _unique_name(request: pytest.FixtureRequest) -> str:
