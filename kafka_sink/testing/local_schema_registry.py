@@ -13,7 +13,8 @@ fetch machinery (:func:`~kafka_sink.testing.prerequisites.fetch_with_maven`: the
 directory, ``$SCHEMA_REGISTRY_DIR``, ``.cache/schema-registry`` of a checkout, then the per-user
 cache ``$XDG_CACHE_HOME/pykafka/schema-registry/<version>``.
 
-What this registry answers differently from Confluent's (the tests rely on neither):
+What this registry answers differently from Confluent's (tests written against it assert these
+answers; code under test must not depend on them):
 ``POST /compatibility/...?verbose=true`` gives the verdict without ``messages``; the reason of an
 incompatible schema comes with the 409 of ``POST /subjects/{s}/versions``. A JSON Schema is
 recognised by its content: a bare ``{"type": "object"}`` is refused (error 42201), one with
