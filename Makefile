@@ -13,6 +13,7 @@ CACHE        := .cache
 KAFKA_LIB    := $(CACHE)/kafka/lib
 SPARK_KAFKA  := $(CACHE)/spark-kafka/lib
 S3PROXY      := $(CACHE)/s3proxy
+REGISTRY     := $(CACHE)/schema-registry
 MVN          := mvn -B -q
 MVN_COPY     := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies
 PYTEST_ARGS  ?=
@@ -20,13 +21,14 @@ NODES        ?= 1
 
 export KAFKA_JARS_DIR := $(abspath $(KAFKA_LIB))
 export SPARK_KAFKA_JARS_DIR := $(abspath $(SPARK_KAFKA))
+export SCHEMA_REGISTRY_DIR := $(abspath $(REGISTRY))
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
 	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-formats bench-eos-commit bench-eos-acquire bench-eos-scale bench-fingerprint chaos clean
 
-setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched
+setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched $(REGISTRY)/.fetched
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +39,12 @@ $(VENV)/.installed: pyproject.toml
 # The broker POM is package data; the same command fetches the jars for an installed wheel.
 $(KAFKA_LIB)/.fetched: kafka_sink/testing/conf/kafka-broker.pom.xml | $(VENV)/.installed
 	$(PY) -m kafka_sink.testing fetch --dest $(abspath $(KAFKA_LIB)) >/dev/null
+	touch $@
+
+# LocalSchemaRegistry's server: Apicurio Registry, built from Maven Central by Quarkus's build
+# (about 90 MB; the first run also fills ~/.m2 with the build tooling). The POM is package data.
+$(REGISTRY)/.fetched: kafka_sink/testing/conf/schema-registry.pom.xml | $(VENV)/.installed
+	$(PY) -m kafka_sink.testing fetch schema-registry --dest $(abspath $(REGISTRY)) >/dev/null
 	touch $@
 
 # One self-contained jar (about 40 MB): the S3-compatible server of the commit-log tests.

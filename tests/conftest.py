@@ -9,11 +9,15 @@
 - ``proxied_kafka`` (module): a single-node Kafka of the module's own (automatic topic creation
   off), its node also behind a TCP proxy the test can slow, pause, hold or cut; ``proxied`` is the
   same Kafka with its proxy forwarding normally again after each test, whatever the test did.
+- ``schema_registry`` (session): a ``LocalSchemaRegistry`` (Apicurio Registry in memory, built by
+  ``make setup``), started only if a test asks for it; tests share it, so they use subjects of
+  their own (``subject_factory``).
 
-A Kafka that cannot start fails the test (never skips it): a suite that silently ran no broker
-test must not look green. Tests using these fixtures are marked ``broker`` (and ``cluster`` for
-the 3-node one) automatically, as is everything under ``tests/broker`` and ``tests/spark`` (and
-``spark`` there), so ``-m "not broker"`` runs the pure unit tests without decorating every test.
+A Kafka or registry that cannot start fails the test (never skips it): a suite that silently
+ran no broker test must not look green. Tests using these fixtures are marked ``broker`` (and
+``cluster`` for the 3-node one) automatically, as is everything under ``tests/broker`` and
+``tests/spark`` (and ``spark`` there), so ``-m "not broker"`` runs the pure unit tests without
+decorating every test.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from kafka_sink.testing.backends import single_node_kafka
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
+from kafka_sink.testing.local_schema_registry import LocalSchemaRegistry, SchemaRegistryStartError
 from kafka_sink.testing.oracle import create_topic, import_kafka_python
 
 # Imported once here, with its import-time DeprecationWarnings silenced (see the oracle), so tests
@@ -38,7 +44,8 @@ with contextlib.suppress(ImportError):
 
 TopicFactory = Callable[..., str]
 
-_BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory", "proxied_kafka"}
+# The registry is a real service too: `-m "not broker"` leaves its tests out.
+_BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory", "proxied_kafka", "schema_registry"}
 _CLUSTER_FIXTURES = {"kafka_cluster", "cluster_topic_factory"}
 
 
@@ -74,18 +81,21 @@ def kafka_bootstrap() -> Iterator[str]:
         backend.__exit__(None, None, None)
 
 
-def running(kafka: LocalKafka, what: str) -> Iterator[LocalKafka]:
-    """For a fixture to ``yield from``: ``kafka`` started, then closed after its last test; one
-    that cannot start fails the test naming ``what``."""
+_S = TypeVar("_S", LocalKafka, LocalSchemaRegistry)
+
+
+def running(service: _S, what: str) -> Iterator[_S]:
+    """For a fixture to ``yield from``: ``service`` started, then closed after its last test; one
+    that cannot start fails the test naming ``what`` (never skips it)."""
     try:
-        kafka.start()
-    except (KafkaSetupError, KafkaStartError) as exc:
-        kafka.close()
+        service.start()
+    except (KafkaSetupError, KafkaStartError, SchemaRegistryStartError) as exc:
+        service.close()
         pytest.fail(f"no {what} for the tests: {exc}", pytrace=False)
     try:
-        yield kafka
+        yield service
     finally:
-        kafka.close()
+        service.close()
 
 
 @pytest.fixture(scope="session")
@@ -111,6 +121,17 @@ def proxied(proxied_kafka: LocalKafka) -> Iterator[LocalKafka]:
         proxy.refuse_new = False
         proxy.delay_ms = 0
         proxy.resume()
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[LocalSchemaRegistry]:
+    yield from running(LocalSchemaRegistry(), "Schema Registry")
+
+
+@pytest.fixture
+def subject_factory(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``(suffix) -> subject``: a subject no other test uses, ending in ``suffix``."""
+    return lambda suffix: f"{_unique_name(request)}-{suffix}"
 
 
 def _unique_name(request: pytest.FixtureRequest) -> str:

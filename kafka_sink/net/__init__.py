@@ -17,4 +17,6 @@ Module map (bottom to top):
 - ``client_request``: ``ClientRequest`` / ``ClientResponse``.
 - ``metadata_updater``: when and where to refresh metadata.
 - ``network_client``: ``NetworkClient``, which ties them together on the sender thread.
+- ``http``: one bounded HTTP(S) exchange over ``urllib`` (PEM TLS settings, secret headers kept
+  off redirects), for the driver's REST clients such as the Schema Registry client.
 """

@@ -1,11 +1,15 @@
-"""Test tooling: a real local Kafka, an independent oracle client, and network fault tools.
+"""Test tooling: a real local Kafka and Schema Registry, an oracle client, network fault tools.
 
 - :class:`LocalKafka` (:mod:`kafka_sink.testing.local_kafka`): Apache Kafka (KRaft, 1 or 3 nodes)
   from the Maven Central jars, with node stop/kill/restart;
 - :mod:`kafka_sink.testing.prerequisites`: the packaged broker templates, finding java and the
   jars, and :func:`fetch_kafka_jars` (``python -m kafka_sink.testing fetch``);
-- :mod:`kafka_sink.testing.jvm`: the process hygiene of the JVM children (Kafka nodes, S3Proxy):
-  free ports, a start in their own session, bounded readiness waits and stops, log tails;
+- :mod:`kafka_sink.testing.jvm`: the process hygiene of the JVM children (Kafka nodes, S3Proxy,
+  the registry): free ports, a start in their own session, bounded readiness waits and stops,
+  log tails;
+- :class:`LocalSchemaRegistry` (:mod:`kafka_sink.testing.local_schema_registry`): a Schema
+  Registry with Confluent's REST API (Apicurio Registry, in memory, built from Maven Central by
+  ``python -m kafka_sink.testing fetch schema-registry``); ``.url`` is ``schema.registry.url``;
 - :mod:`kafka_sink.testing.s3`: ``LocalS3``, an S3-compatible server (S3Proxy from Maven Central)
   whose filesystem backend shows stored objects as files;
 - :mod:`kafka_sink.testing.oracle`: create topics and read records back with kafka-python;
@@ -20,6 +24,12 @@ inside the functions that need them.
 """
 
 from kafka_sink.testing.local_kafka import KafkaStartError, LocalKafka
+from kafka_sink.testing.local_schema_registry import (
+    LocalSchemaRegistry,
+    SchemaRegistrySetupError,
+    SchemaRegistryStartError,
+    fetch_schema_registry,
+)
 from kafka_sink.testing.prerequisites import (
     KafkaSetupError,
     default_jars_dir,
@@ -31,7 +41,11 @@ __all__ = [
     "KafkaSetupError",
     "KafkaStartError",
     "LocalKafka",
+    "LocalSchemaRegistry",
+    "SchemaRegistrySetupError",
+    "SchemaRegistryStartError",
     "default_jars_dir",
     "fetch_kafka_jars",
+    "fetch_schema_registry",
     "find_jars_dir",
 ]

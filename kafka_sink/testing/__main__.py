@@ -1,12 +1,14 @@
-"""``python -m kafka_sink.testing``: run a local Kafka, or fetch the jars it runs from.
+"""``python -m kafka_sink.testing``: run a local Kafka, or fetch what it and the registry run from.
 
 - ``python -m kafka_sink.testing [run] [--nodes 3] ...``: start a local Kafka, print the
   bootstrap servers on stdout (one line, so scripts can read it) and keep the cluster up until
   SIGINT or SIGTERM, then stop every node and remove its temporary directory.
-- ``python -m kafka_sink.testing fetch [--dest DIR] [--offline] [--force]``: download the broker
-  jars with Maven (into ``$KAFKA_JARS_DIR`` or the per-user cache that ``LocalKafka`` searches),
-  print the directory on stdout. Progress and errors go to stderr; a missing ``java`` or ``mvn``
-  exits with status 2 and says what to install.
+- ``python -m kafka_sink.testing fetch [kafka|schema-registry] [--dest DIR] [--offline]
+  [--force]``: download the broker jars with Maven (into ``$KAFKA_JARS_DIR`` or the per-user
+  cache that ``LocalKafka`` searches), or build the Schema Registry that ``LocalSchemaRegistry``
+  runs (into ``$SCHEMA_REGISTRY_DIR`` or its per-user cache); print the directory on stdout.
+  Progress and errors go to stderr; a missing ``java`` or ``mvn`` exits with status 2 and says
+  what to install.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import threading
 from types import FrameType
 
 from kafka_sink.testing.local_kafka import JvmProfile, KafkaSetupError, KafkaStartError, LocalKafka
-from kafka_sink.testing.prerequisites import fetch_kafka_jars
+from kafka_sink.testing.local_schema_registry import fetch_schema_registry
+from kafka_sink.testing.prerequisites import FetchOptions, fetch_kafka_jars
 
 _PROG = "python -m kafka_sink.testing"
 
@@ -37,31 +40,45 @@ def fetch(argv: list[str]) -> int:
         prog=f"{_PROG} fetch",
         description=(
             "Download the Apache Kafka broker jars (org.apache.kafka:kafka_2.13 and its runtime "
-            "dependencies) from Maven Central with Maven, for LocalKafka. Needs java and mvn."
+            "dependencies) from Maven Central with Maven, for LocalKafka; or, with "
+            "schema-registry, build Apicurio Registry from Maven Central for "
+            "LocalSchemaRegistry. Needs java and mvn."
         ),
+    )
+    parser.add_argument(
+        "what",
+        nargs="?",
+        choices=("kafka", "schema-registry"),
+        default="kafka",
+        help="what to fetch (default: kafka)",
     )
     parser.add_argument(
         "--dest",
         default=None,
-        help="the jars directory (default: $KAFKA_JARS_DIR if set, else a per-user cache "
-        "that LocalKafka searches without settings)",
+        help="the directory to fill (default: $KAFKA_JARS_DIR or $SCHEMA_REGISTRY_DIR if set, "
+        "else a per-user cache that LocalKafka or LocalSchemaRegistry searches without settings)",
     )
     parser.add_argument("--offline", action="store_true", help="Maven offline (-o): only ~/.m2")
     parser.add_argument("--force", action="store_true", help="fetch even if already fetched")
     parser.add_argument("--mvn", default=None, help="the Maven executable (default: mvn on PATH)")
     parser.add_argument(
-        "--timeout-s", type=float, default=900.0, help="give Maven this long (default 900)"
+        "--timeout-s",
+        type=float,
+        default=None,
+        help="give Maven this long (default 900 for kafka, 1800 for schema-registry)",
     )
     args = parser.parse_args(argv)
+    fetcher = fetch_schema_registry if args.what == "schema-registry" else fetch_kafka_jars
+    options: FetchOptions = {
+        "offline": args.offline,
+        "force": args.force,
+        "mvn": args.mvn,
+        "log": lambda line: print(line, file=sys.stderr, flush=True),
+    }
+    if args.timeout_s is not None:
+        options["timeout_s"] = args.timeout_s
     try:
-        where = fetch_kafka_jars(
-            args.dest,
-            offline=args.offline,
-            force=args.force,
-            mvn=args.mvn,
-            timeout_s=args.timeout_s,
-            log=lambda line: print(line, file=sys.stderr, flush=True),
-        )
+        where = fetcher(args.dest, **options)
     except KafkaSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

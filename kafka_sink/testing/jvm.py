@@ -1,9 +1,10 @@
-"""Process hygiene for the long-lived JVM children of the test harness (Kafka nodes, S3Proxy).
+"""Process hygiene for the long-lived JVM children of the test harness (Kafka, S3Proxy, registry).
 
 What every such child needs, in one place: free ports on 127.0.0.1, a start in its own session
 with its output appended to a log file, a bounded wait until it is ready, a bounded stop of its
 process group, and the tail of its log for the error that says why it did not come up.
-:class:`Service` gives the harnesses their ``with`` form (start on entry, close on exit).
+:class:`Service` gives the harnesses their ``with`` form (start on entry, close on exit);
+:class:`JvmServer` is the whole life of a one-JVM server (S3Proxy, the Schema Registry).
 
 Invariants:
 - A child leads its own process group (``start_new_session``): signals go to the whole group, so
@@ -26,10 +27,12 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -39,6 +42,8 @@ from typing import Self
 
 __all__ = [
     "BIND_ERRORS",
+    "SMALL_SERVER_JVM_FLAGS",
+    "JvmServer",
     "Service",
     "accepts",
     "free_ports",
@@ -53,6 +58,15 @@ __all__ = [
 
 # What a JVM logs when the port it was given was taken between picking and binding it.
 BIND_ERRORS = ("BindException", "Address already in use")
+
+# For a server that handles a test's few small requests: a small heap and a C1-only JIT, which
+# starts faster and uses less CPU than a tiered one on a shared machine.
+SMALL_SERVER_JVM_FLAGS = (
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-XX:+ExitOnOutOfMemoryError",
+)
 
 _PR_SET_PDEATHSIG = 1
 
@@ -76,6 +90,97 @@ class Service:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class JvmServer(Service):
+    """One JVM child serving on a free port of 127.0.0.1 out of a temporary directory.
+
+    The life shared by :class:`~kafka_sink.testing.s3.LocalS3` and
+    :class:`~kafka_sink.testing.local_schema_registry.LocalSchemaRegistry`: :meth:`start` checks
+    what must exist first (:meth:`_resolve`), then makes the directory, picks the port, launches
+    :meth:`_command` with its output in ``<workdir>/<log_name>`` and polls :meth:`_ready_problem`
+    until it says None; a lost port race is retried once. ``start_error`` is raised when the JVM
+    exits or is not ready within ``startup_timeout_s``, ``port_race_error`` (a subclass of it)
+    when it could not bind its port. :meth:`close` stops the JVM and removes the directory.
+    """
+
+    name = "the server"
+    log_name = "server.log"
+    workdir_prefix = "kafka-sink-server-"
+    start_error: type[RuntimeError] = RuntimeError
+    port_race_error: type[RuntimeError] = RuntimeError
+    poll_s = 0.1
+    stop_timeout_s = 10.0
+
+    def __init__(self, *, startup_timeout_s: float) -> None:
+        self.startup_timeout_s = startup_timeout_s
+        self._workdir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port = 0
+        self.startup_s: float | None = None
+
+    def start(self) -> Self:
+        if self._workdir is not None:
+            raise RuntimeError(f"{type(self).__name__} already started")
+        self._resolve()
+        self.startup_s = start_with_one_retry(
+            self._start_once, self._teardown, self.close, self.port_race_error
+        )
+        return self
+
+    def close(self) -> None:
+        """Stop the JVM (bounded) and remove the temporary directory. Idempotent."""
+        self._teardown()
+
+    @property
+    def workdir(self) -> Path:
+        if self._workdir is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._workdir
+
+    # -- what a server gives ----------------------------------------------------------------------
+    def _resolve(self) -> None:
+        """Find what every start needs (java, the jar); raise a setup error naming the fix."""
+        raise NotImplementedError
+
+    def _command(self) -> list[str]:
+        """The command line, once :attr:`workdir` and ``_port`` are chosen (may write files)."""
+        raise NotImplementedError
+
+    def _ready_problem(self, log: Path) -> str | None:
+        """None once the server serves, else what it lacks."""
+        raise NotImplementedError
+
+    # -- the shared life --------------------------------------------------------------------------
+    def _start_once(self) -> None:
+        self._workdir = Path(tempfile.mkdtemp(prefix=self.workdir_prefix))
+        self._port = free_ports(1)[0]
+        log = self._workdir / self.log_name
+        process = self._process = launch(self._command(), log, self._workdir)
+
+        def problem() -> str | None:
+            rc = process.poll()
+            if rc is not None:
+                text = tail(log)
+                if lost_bind_race(text):
+                    raise self.port_race_error(text)
+                raise self.start_error(f"{self.name} exited with {rc}:\n{text}")
+            return self._ready_problem(log)
+
+        last = wait_until_ready(problem, self.startup_timeout_s, self.poll_s)
+        if last is not None:
+            raise self.start_error(
+                f"{self.name} was not ready within {self.startup_timeout_s:.0f} s ({last}):\n"
+                f"{tail(log)}"
+            )
+
+    def _teardown(self) -> None:
+        proc, self._process = self._process, None
+        if proc is not None:
+            stop([(proc, self.stop_timeout_s)])
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
 
 def free_ports(count: int) -> list[int]:

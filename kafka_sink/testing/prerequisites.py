@@ -9,12 +9,15 @@
   cache ``$XDG_CACHE_HOME/pykafka/kafka/<version>/lib`` (``~/.cache/...`` by default).
 - :func:`fetch_kafka_jars` (``python -m kafka_sink.testing fetch``) fills a jars directory with
   Maven's ``dependency:copy-dependencies`` on the packaged POM. It needs ``java`` and ``mvn``, and
-  says so before running anything when either is missing.
+  says so before running anything when either is missing. Its machinery,
+  :func:`fetch_with_maven` over a :class:`MavenFetch`, also builds the local Schema Registry
+  (:mod:`kafka_sink.testing.local_schema_registry`).
 
-Invariants:
-- A fetch never leaves a half-filled jars directory: Maven writes into a sibling temporary
-  directory, which replaces the target only once it holds the Kafka jar. It replaces only an
-  empty directory or one an earlier fetch (or ``make setup``) filled, never anything else.
+Invariants (of every fetch through :func:`fetch_with_maven`):
+- A fetch never leaves a half-filled directory: Maven writes into a sibling temporary directory,
+  which replaces the target only once it holds the expected file (the Kafka jar, the registry's
+  runner jar). It replaces only an empty directory or one an earlier fetch (or ``make setup``)
+  filled, never anything else.
 - A finished fetch writes ``.fetched`` holding the POM's SHA-256; a later fetch with the same POM
   finds it and does nothing (``force`` fetches anyway). A fetch with a changed POM starts over.
 - Maven runs with a bounded time; on timeout it is killed and the error says what it waited for.
@@ -29,19 +32,26 @@ import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 __all__ = [
     "BROKER_POM",
+    "FetchOptions",
     "KafkaSetupError",
+    "MavenFetch",
+    "candidate_dirs",
     "default_jars_dir",
     "fetch_kafka_jars",
+    "fetch_with_maven",
     "find_conf_dir",
     "find_jars_dir",
     "find_java",
     "find_mvn",
     "kafka_version",
+    "pom_property",
 ]
 
 BROKER_POM = "kafka-broker.pom.xml"
@@ -81,13 +91,18 @@ def _pom_bytes() -> bytes:
     return (find_conf_dir() / BROKER_POM).read_bytes()
 
 
+def pom_property(pom_name: str, name: str) -> str:
+    """The property ``name`` of the packaged POM ``pom_name`` (e.g. the version it pins)."""
+    root = ET.fromstring((find_conf_dir() / pom_name).read_bytes())
+    value = root.findtext(f"m:properties/m:{name}", namespaces=_POM_NS)
+    if not value:
+        raise KafkaSetupError(f"{pom_name} has no <{name}> property")
+    return value.strip()
+
+
 def kafka_version() -> str:
     """The Kafka version the packaged POM pins (``<kafka.version>``)."""
-    root = ET.fromstring(_pom_bytes())
-    version = root.findtext("m:properties/m:kafka.version", namespaces=_POM_NS)
-    if not version:
-        raise KafkaSetupError(f"{BROKER_POM} has no <kafka.version> property")
-    return version.strip()
+    return pom_property(BROKER_POM, "kafka.version")
 
 
 # -- locating things ---------------------------------------------------------------------------
@@ -113,16 +128,21 @@ def _has_kafka_jar(directory: Path) -> bool:
     return directory.is_dir() and any(directory.glob("kafka_2.13-*.jar"))
 
 
+def candidate_dirs(
+    explicit: str | os.PathLike[str] | None, env: str, in_checkout: str, default: Path
+) -> list[Path]:
+    """Where to look, in order: ``explicit``, else ``$env``, else ``in_checkout`` (relative to a
+    checkout's root) of each checkout around, then the per-user ``default``."""
+    if explicit is not None:
+        return [Path(explicit)]
+    if os.environ.get(env):
+        return [Path(os.environ[env])]
+    return [*(root / in_checkout for root in _checkout_roots()), default]
+
+
 def find_jars_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The directory holding the broker classpath (``kafka_2.13-*.jar`` and its dependencies)."""
-    candidates: list[Path]
-    if explicit is not None:
-        candidates = [Path(explicit)]
-    elif os.environ.get("KAFKA_JARS_DIR"):
-        candidates = [Path(os.environ["KAFKA_JARS_DIR"])]
-    else:
-        candidates = [root / ".cache" / "kafka" / "lib" for root in _checkout_roots()]
-        candidates.append(default_jars_dir())
+    candidates = candidate_dirs(explicit, "KAFKA_JARS_DIR", ".cache/kafka/lib", default_jars_dir())
     for directory in candidates:
         if _has_kafka_jar(directory):
             return directory.resolve()
@@ -191,58 +211,110 @@ def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+class FetchOptions(TypedDict, total=False):
+    """How a fetch runs Maven (every key optional).
+
+    ``offline``: Maven's ``-o`` (only the local repository, ``~/.m2``); ``force``: fetch even if
+    fetched; ``mvn`` / ``java``: the executables (default: found on ``PATH``); ``timeout_s``:
+    Maven's bound (default: the fetch's own); ``log``: gets the progress lines.
+    """
+
+    offline: bool
+    force: bool
+    mvn: str | None
+    java: str | None
+    timeout_s: float
+    log: Callable[[str], None] | None
+
+
 def fetch_kafka_jars(
-    dest: str | os.PathLike[str] | None = None,
-    *,
-    offline: bool = False,
-    force: bool = False,
-    mvn: str | None = None,
-    java: str | None = None,
-    timeout_s: float = _DEFAULT_FETCH_TIMEOUT_S,
-    log: Callable[[str], None] | None = None,
+    dest: str | os.PathLike[str] | None = None, **options: Unpack[FetchOptions]
 ) -> Path:
     """Download the broker jars with Maven into ``dest``; return that directory.
 
     ``dest`` defaults to ``$KAFKA_JARS_DIR`` when set, else :func:`default_jars_dir`, which
-    :func:`find_jars_dir` (and so ``LocalKafka``) searches without any setting. ``offline`` runs
-    Maven with ``-o`` (only the local repository, ``~/.m2``).
+    :func:`find_jars_dir` (and so ``LocalKafka``) searches without any setting. Maven gets 900 s
+    unless ``timeout_s`` says otherwise.
     """
-    say = log or (lambda _message: None)
-    if dest is not None:
-        target = Path(dest)
-    elif os.environ.get("KAFKA_JARS_DIR"):
-        target = Path(os.environ["KAFKA_JARS_DIR"])
-    else:
-        target = default_jars_dir()
+    if dest is None and os.environ.get("KAFKA_JARS_DIR"):
+        dest = os.environ["KAFKA_JARS_DIR"]
+    return fetch_with_maven(
+        MavenFetch(
+            what=f"Kafka {kafka_version()} broker jars",
+            kind="jars directory",
+            pom=_pom_bytes(),
+            args=lambda staged: [
+                MAVEN_COPY_GOAL,
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={staged}",
+            ],
+            staged=lambda work: work / "lib",
+            expects="kafka_2.13-*.jar",
+            error=KafkaSetupError,
+        ),
+        Path(dest) if dest is not None else default_jars_dir(),
+        **options,
+    )
+
+
+@dataclass(frozen=True)
+class MavenFetch:
+    """What :func:`fetch_with_maven` builds: a POM, the goals run on it, where the result lands.
+
+    ``args(staged)`` are Maven's goals and properties, ``staged(work)`` the directory Maven fills
+    inside the scratch directory ``work`` (which holds ``pom.xml``); a directory holding a file
+    that matches the glob ``expects`` is a finished result. ``error`` is the exception raised;
+    ``what`` (plural) and ``kind`` name the result and its directory in messages; Maven gets
+    ``timeout_s`` unless the caller's options say otherwise.
+    """
+
+    what: str
+    kind: str
+    pom: bytes
+    args: Callable[[Path], list[str]]
+    staged: Callable[[Path], Path]
+    expects: str
+    error: type[RuntimeError]
+    timeout_s: float = _DEFAULT_FETCH_TIMEOUT_S
+
+    def complete(self, directory: Path) -> bool:
+        return directory.is_dir() and any(directory.glob(self.expects))
+
+
+def fetch_with_maven(spec: MavenFetch, target: Path, **options: Unpack[FetchOptions]) -> Path:
+    """Run Maven on ``spec.pom`` and put its result in ``target`` (see the module invariants)."""
+    offline = options.get("offline", False)
+    force = options.get("force", False)
+    java = options.get("java")
+    timeout_s = options.get("timeout_s", spec.timeout_s)
+    say = options.get("log") or (lambda _message: None)
     target = target.expanduser().absolute()
-    pom = _pom_bytes()
-    digest = hashlib.sha256(pom).hexdigest()
-    version = kafka_version()
-    if not force and _fetched_digest(target) == digest and _has_kafka_jar(target):
-        say(f"Kafka {version} broker jars already in {target}")
+    digest = hashlib.sha256(spec.pom).hexdigest()
+    if not force and _fetched_digest(target) == digest and spec.complete(target):
+        say(f"{spec.what} already in {target}")
         return target
 
     java_cmd = find_java(java)
-    mvn_cmd = find_mvn(mvn)
+    mvn_cmd = find_mvn(options.get("mvn"))
     env = dict(os.environ)
     if java is not None:
         # Maven runs on the JVM it finds through JAVA_HOME: make it the one asked for.
         env["JAVA_HOME"] = str(Path(shutil.which(java_cmd) or java_cmd).resolve().parents[1])
 
     if target.exists() and not _replaceable(target):
-        raise KafkaSetupError(
-            f"{target} exists and is not a jars directory from an earlier fetch (no "
+        raise spec.error(
+            f"{target} exists and is not a {spec.kind} from an earlier fetch (no "
             f"{FETCHED_MARKER} in it): choose a new or empty directory, so nothing of yours is "
             "replaced."
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-fetch-", dir=target.parent))
     try:
-        (work / "pom.xml").write_bytes(pom)
-        staged = work / "lib"
+        (work / "pom.xml").write_bytes(spec.pom)
+        staged = spec.staged(work)
         cmd = [mvn_cmd, "-B", "-q", *(["-o"] if offline else []), "-f", str(work / "pom.xml")]
-        cmd += [MAVEN_COPY_GOAL, "-DincludeScope=runtime", f"-DoutputDirectory={staged}"]
-        say(f"fetching Kafka {version} broker jars with Maven into {target}")
+        cmd += spec.args(staged)
+        say(f"fetching {spec.what} with Maven into {target}")
         try:
             done = subprocess.run(
                 cmd,
@@ -257,10 +329,9 @@ def fetch_kafka_jars(
             )
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout if isinstance(exc.stdout, str) else ""
-            raise KafkaSetupError(
-                f"Maven did not finish resolving the Kafka {version} broker jars within "
-                f"{timeout_s:.0f}s (a slow or unreachable Maven repository?); it was stopped.\n"
-                f"{_tail(out)}"
+            raise spec.error(
+                f"Maven did not finish resolving the {spec.what} within {timeout_s:.0f}s (a slow "
+                f"or unreachable Maven repository?); it was stopped.\n{_tail(out)}"
             ) from None
         if done.returncode != 0:
             hint = (
@@ -268,13 +339,13 @@ def fetch_kafka_jars(
                 if offline
                 else " Check the network, or the mirror/proxy settings in ~/.m2/settings.xml."
             )
-            raise KafkaSetupError(
-                f"Maven failed (exit {done.returncode}) fetching the Kafka {version} broker jars."
-                f"{hint}\n$ {' '.join(cmd)}\n{_tail(done.stdout + done.stderr)}"
+            raise spec.error(
+                f"Maven failed (exit {done.returncode}) fetching the {spec.what}.{hint}\n"
+                f"$ {' '.join(cmd)}\n{_tail(done.stdout + done.stderr)}"
             )
-        if not _has_kafka_jar(staged):
-            raise KafkaSetupError(
-                f"Maven finished but left no kafka_2.13-*.jar in {staged}; "
+        if not spec.complete(staged):
+            raise spec.error(
+                f"Maven finished but left no {spec.expects} in {staged}; "
                 f"$ {' '.join(cmd)}\n{_tail(done.stdout + done.stderr)}"
             )
         (staged / FETCHED_MARKER).write_text(digest + "\n", encoding="ascii")
@@ -283,5 +354,5 @@ def fetch_kafka_jars(
         os.replace(staged, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    say(f"{sum(1 for _ in target.glob('*.jar'))} jars in {target}")
+    say(f"{sum(1 for _ in target.rglob('*.jar'))} jars in {target}")
     return target

@@ -14,45 +14,24 @@ Invariants:
   tail of its log.
 - ``close()`` (also on context exit) stops the JVM (SIGTERM, SIGKILL after a bounded wait) and
   removes the temporary directory; if the test process is killed outright the kernel kills the
-  JVM (parent-death signal, Linux). Starting, waiting and stopping: :mod:`kafka_sink.testing.jvm`.
+  JVM (parent-death signal, Linux). Starting, waiting and stopping:
+  :class:`kafka_sink.testing.jvm.JvmServer`.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
-from typing import Self
 
-from kafka_sink.testing.jvm import (
-    Service,
-    accepts,
-    free_ports,
-    launch,
-    lost_bind_race,
-    start_with_one_retry,
-    stop,
-    tail,
-    wait_until_ready,
-)
+from kafka_sink.testing.jvm import SMALL_SERVER_JVM_FLAGS, JvmServer, accepts, tail
 from kafka_sink.testing.prerequisites import _checkout_roots, find_java
 
 __all__ = ["LocalS3", "S3SetupError", "S3StartError", "find_s3proxy_jar"]
 
 STARTED_MESSAGE = "Started Server"
-_POLL_S = 0.1
-_STOP_TIMEOUT_S = 10.0
-# A small heap and a C1-only JIT: S3Proxy serves a handful of small objects in a test.
-_JVM_FLAGS = (
-    "-Xmx128m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-XX:-UsePerfData",
-    "-XX:+ExitOnOutOfMemoryError",
-)
+# S3Proxy serves a handful of small objects in a test.
+_JVM_FLAGS = ("-Xmx128m", *SMALL_SERVER_JVM_FLAGS)
 
 
 class S3SetupError(RuntimeError):
@@ -84,10 +63,19 @@ def find_s3proxy_jar(explicit: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
-class LocalS3(Service):
+class _PortRaceError(S3StartError):
+    """The port picked a moment earlier was taken before the JVM bound it."""
+
+
+class LocalS3(JvmServer):
     """S3Proxy on 127.0.0.1 with a filesystem backend under a temporary directory."""
 
     region = "us-east-1"
+    name = "S3Proxy"
+    log_name = "s3proxy.log"
+    workdir_prefix = "kafka-sink-s3-"
+    start_error = S3StartError
+    port_race_error = _PortRaceError
 
     def __init__(
         self,
@@ -97,30 +85,13 @@ class LocalS3(Service):
         jar: str | os.PathLike[str] | None = None,
         java: str | None = None,
     ) -> None:
+        super().__init__(startup_timeout_s=startup_timeout_s)
         self.access_key = access_key
         self.secret_key = secrets.token_hex(16)
-        self.startup_timeout_s = startup_timeout_s
         self._jar_arg = jar
         self._java_arg = java
-        self._workdir: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._port = 0
-        self.startup_s: float | None = None
-
-    # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> Self:
-        if self._workdir is not None:
-            raise RuntimeError("LocalS3 already started")
-        java = find_java(self._java_arg)
-        jar = find_s3proxy_jar(self._jar_arg)
-        self.startup_s = start_with_one_retry(
-            lambda: self._start_once(java, jar), self._teardown, self.close, _PortRaceError
-        )
-        return self
-
-    def close(self) -> None:
-        """Stop the JVM (bounded) and remove the temporary directory. Idempotent."""
-        self._teardown()
+        self._java = ""
+        self._jar = Path()
 
     def __repr__(self) -> str:  # never the secret
         return f"LocalS3(endpoint={self.endpoint!r}, access_key={self.access_key!r})"
@@ -133,9 +104,7 @@ class LocalS3(Service):
     @property
     def basedir(self) -> Path:
         """The backend's root: ``basedir / bucket / key`` is the object's bytes."""
-        if self._workdir is None:
-            raise RuntimeError("LocalS3 is not started")
-        return self._workdir / "data"
+        return self.workdir / "data"
 
     def create_bucket(self, name: str) -> None:
         """Create bucket ``name`` through the S3 API; it appears as ``basedir / name``."""
@@ -167,11 +136,13 @@ class LocalS3(Service):
         }
 
     # -- internals ----------------------------------------------------------------------------
-    def _start_once(self, java: str, jar: Path) -> None:
-        self._workdir = Path(tempfile.mkdtemp(prefix="kafka-sink-s3-"))
+    def _resolve(self) -> None:
+        self._java = find_java(self._java_arg)
+        self._jar = find_s3proxy_jar(self._jar_arg)
+
+    def _command(self) -> list[str]:
         self.basedir.mkdir()
-        self._port = free_ports(1)[0]
-        conf = self._workdir / "s3proxy.conf"
+        conf = self.workdir / "s3proxy.conf"
         conf.write_text(
             "\n".join(
                 [
@@ -187,36 +158,11 @@ class LocalS3(Service):
             encoding="utf-8",
         )
         conf.chmod(0o600)
-        log = self._workdir / "s3proxy.log"
-        process = self._process = launch(
-            [java, *_JVM_FLAGS, "-jar", str(jar), "--properties", str(conf)], log, self._workdir
-        )
+        return [self._java, *_JVM_FLAGS, "-jar", str(self._jar), "--properties", str(conf)]
 
-        def problem() -> str | None:
-            rc = process.poll()
-            if rc is not None:
-                text = tail(log)
-                if lost_bind_race(text):
-                    raise _PortRaceError(text)
-                raise S3StartError(f"S3Proxy exited with {rc}:\n{text}")
-            if STARTED_MESSAGE in tail(log) and accepts(self._port):
-                return None
-            return "not ready"
-
-        if wait_until_ready(problem, self.startup_timeout_s, _POLL_S) is not None:
-            raise S3StartError(
-                f"S3Proxy did not log {STARTED_MESSAGE!r} and accept connections on "
-                f"{self.endpoint} within {self.startup_timeout_s:.0f} s:\n{tail(log)}"
-            )
-
-    def _teardown(self) -> None:
-        proc, self._process = self._process, None
-        if proc is not None:
-            stop([(proc, _STOP_TIMEOUT_S)])
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
-
-
-class _PortRaceError(S3StartError):
-    """The port picked a moment earlier was taken before the JVM bound it."""
+    def _ready_problem(self, log: Path) -> str | None:
+        if STARTED_MESSAGE not in tail(log):
+            return f"no {STARTED_MESSAGE!r} in its log"
+        if not accepts(self._port):
+            return f"no connection accepted on {self.endpoint}"
+        return None

@@ -199,7 +199,7 @@ def _user_env(installed: Installed, home: Path) -> dict[str, str]:
     return env
 
 
-def test_the_wheel_ships_the_broker_templates_and_pom(installed: Installed) -> None:
+def test_the_wheel_ships_the_broker_templates_and_poms(installed: Installed) -> None:
     with zipfile.ZipFile(installed.wheel) as wheel:
         names = set(wheel.namelist())
     for name in (
@@ -207,6 +207,7 @@ def test_the_wheel_ships_the_broker_templates_and_pom(installed: Installed) -> N
         "broker-cluster.properties",
         "log4j2-broker.properties",
         "kafka-broker.pom.xml",
+        "schema-registry.pom.xml",
     ):
         assert f"kafka_sink/testing/conf/{name}" in names
     assert "pyspark_pykafka/__init__.py" in names

@@ -112,6 +112,9 @@ ROOM_RULES = {
     "spark/eos": _EXECUTOR_SIDE,
     "spark/commit_log": (*_EXECUTOR_SIDE, "kafka_sink.spark.eos"),
     "admin": ("kafka_sink.producer", "numpy", "pyarrow"),
+    # Registry formats serve the producer's users too: no Spark, nor the sink's machinery (the
+    # producer and numpy stay allowed: the serializers and columnar encoders build on them).
+    "spark/formats": (*_EXECUTOR_SIDE[:5], "pyspark", "kafka_sink.spark.eos"),
 }
 
 

@@ -1,4 +1,5 @@
-"""Registry formats: Spark columns as Avro (and later Protobuf, JSON Schema) payloads.
+"""Registry formats: Spark columns as Avro (and later Protobuf, JSON Schema) payloads in
+Confluent's wire format, and the driver's Schema Registry client.
 
 Role: turn Arrow columns into framed payloads before the producer sees them (the producer stays
 bytes in, bytes out). No module here imports pyspark: a Spark type is seen as its JSON form
@@ -17,6 +18,10 @@ Modules and who uses them:
   byte pieces); constants (a union's branch index) use the records' scalar ``encode_varint``.
 - ``wire_format``: Confluent's framing (magic byte, schema id, Protobuf's message indexes), per
   payload or for a whole column.
+- ``registry`` (driver): the Schema Registry client (``SchemaRegistryConfig`` from the
+  ``schema.registry.*`` options, ``SchemaRegistryClient``: register, lookup, latest version,
+  schema by id, compatibility) over ``kafka_sink.net.http``;
+- ``subjects`` (driver): the subject name strategies (``topic``, ``record``, ``topic_record``).
 - ``avro_serializer``: ``AvroSerializer``, the producer's ``value.serializer`` /
   ``key.serializer`` (per record, over fastavro) with ``serialize_column`` (in bulk).
 
@@ -25,6 +30,7 @@ column's Spark type (refusing a mismatch before any task runs), registers it and
 schema JSON and its id in the picklable writer; each task builds an ``AvroColumnEncoder`` once
 and calls ``frame_column(encoder.encode(column), schema_id)`` per Arrow batch.
 
-Invariants: no registry calls here (the id is an input); a null row is never encoded (it stays a
+Invariants: registry calls are made by the driver only, before any task runs (the encoders
+take the id as an input); a null row is never encoded (it stays a
 null Kafka key or value); every schema or data error names the field path.
 """

@@ -1,8 +1,10 @@
-"""LocalKafka's prerequisites without a JVM: package data, jar lookup, and `fetch` with a fake mvn.
+"""LocalKafka's and LocalSchemaRegistry's prerequisites without a JVM: package data, lookups, and
+`fetch` with a fake mvn.
 
 ``java`` and ``mvn`` are found through PATH, so every test here builds its own PATH holding only
 the fakes it wants. The fake mvn is a Python script that records its arguments and the POM it was
-given, then acts as told by ``FAKE_MVN_MODE`` (write jars, fail like Maven, hang, write nothing).
+given, then acts as told by ``FAKE_MVN_MODE`` (write jars, fail like Maven, hang, write nothing):
+``copy-dependencies`` writes the broker jars, ``package`` a registry build in ``target/``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ import pytest
 
 import kafka_sink.testing
 from kafka_sink.testing import __main__ as cli
-from kafka_sink.testing import local_kafka, prerequisites
+from kafka_sink.testing import local_kafka, local_schema_registry, prerequisites
+from kafka_sink.testing.local_schema_registry import (
+    SchemaRegistrySetupError,
+    fetch_schema_registry,
+    find_schema_registry_dir,
+    schema_registry_version,
+)
 from kafka_sink.testing.prerequisites import (
     FETCHED_MARKER,
     MAVEN_COPY_GOAL,
@@ -43,11 +51,17 @@ if mode == "fail":
     sys.exit(1)
 if mode == "hang":
     time.sleep(120)
-out = pathlib.Path(next(a for a in args if a.startswith("-DoutputDirectory="))
-                   .split("=", 1)[1])
+if "package" in args:
+    out = pathlib.Path(args[args.index("-f") + 1]).parent / "target"
+    names = ("schema-registry-1-runner.jar", "lib/io.apicurio.apicurio-registry-app.jar")
+else:
+    out = pathlib.Path(next(a for a in args if a.startswith("-DoutputDirectory="))
+                       .split("=", 1)[1])
+    names = ("kafka_2.13-4.3.1.jar", "kafka-clients-4.3.1.jar", "scala-library-2.13.18.jar")
 out.mkdir(parents=True)
 if mode == "ok":
-    for name in ("kafka_2.13-4.3.1.jar", "kafka-clients-4.3.1.jar", "scala-library-2.13.18.jar"):
+    for name in names:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(b"PK")
 """
 
@@ -61,6 +75,7 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.delenv("MAVEN_HOME", raising=False)
     monkeypatch.delenv("KAFKA_JARS_DIR", raising=False)
+    monkeypatch.delenv("SCHEMA_REGISTRY_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.setenv("FAKE_MVN_LOG", str(tmp_path / "mvn.log"))
     return bin_dir
@@ -96,9 +111,11 @@ def test_templates_and_pom_are_package_data() -> None:
         "broker-cluster.properties",
         "log4j2-broker.properties",
         "kafka-broker.pom.xml",
+        "schema-registry.pom.xml",
     ):
         assert (conf / name).is_file(), name
     assert kafka_version() == "4.3.1"
+    assert schema_registry_version() == "2.1.5.Final"
     assert "kafka.version>4.3.1<" in (conf / "kafka-broker.pom.xml").read_text()
 
 
@@ -120,6 +137,9 @@ def test_readme_names_are_importable() -> None:
     assert Setup is local_kafka.KafkaSetupError is prerequisites.KafkaSetupError
     assert fetch_kafka_jars is prerequisites.fetch_kafka_jars
     assert find_jars_dir is local_kafka.find_jars_dir
+    from kafka_sink.testing import LocalSchemaRegistry
+
+    assert LocalSchemaRegistry is local_schema_registry.LocalSchemaRegistry
 
 
 def test_jars_found_in_the_user_cache_without_settings(
@@ -300,3 +320,68 @@ def test_cli_help_names_both_commands(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         cli.main(["run", "--nodes", "2"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+# -- the Schema Registry build ------------------------------------------------------------------
+
+
+def test_registry_build_not_found_says_how_to_fetch_it(
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prerequisites, "_checkout_roots", lambda: [tmp_path / "elsewhere"])
+    cache = tmp_path / "xdg-cache" / "pykafka" / "schema-registry" / "2.1.5.Final"
+    with pytest.raises(SchemaRegistrySetupError) as err:
+        find_schema_registry_dir()
+    message = str(err.value)
+    assert "python -m kafka_sink.testing fetch schema-registry" in message
+    assert "SCHEMA_REGISTRY_DIR" in message
+    assert str(cache) in message
+    # What a setup error of the harness is: the fixtures and the CLI catch KafkaSetupError.
+    assert isinstance(err.value, KafkaSetupError)
+
+    _add_java(tools)
+    _add_mvn(tools)
+    assert fetch_schema_registry() == cache
+    assert find_schema_registry_dir() == cache
+
+
+def test_cli_fetch_schema_registry_runs_the_quarkus_build_of_the_packaged_pom(
+    tools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _add_java(tools)
+    _add_mvn(tools)
+    dest = tmp_path / "registry"
+    assert cli.main(["fetch", "schema-registry", "--dest", str(dest), "--offline"]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{dest}\n"
+    assert f"fetching Apicurio Registry 2.1.5.Final build with Maven into {dest}" in err
+    assert f"2 jars in {dest}" in err
+    [call] = _mvn_calls(tmp_path)
+    args = call["args"]
+    assert isinstance(args, list)
+    assert args[-2:] == ["package", "-DskipTests"]
+    assert "-o" in args
+    pom = (find_conf_dir() / "schema-registry.pom.xml").read_text()
+    assert call["pom"] == pom
+    assert (dest / "schema-registry-1-runner.jar").is_file()
+    assert (dest / "lib" / "io.apicurio.apicurio-registry-app.jar").is_file()
+    assert (dest / FETCHED_MARKER).read_text().strip() == hashlib.sha256(pom.encode()).hexdigest()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+    # Fetched already: Maven is not run again.
+    assert cli.main(["fetch", "schema-registry", "--dest", str(dest)]) == 0
+    assert len(_mvn_calls(tmp_path)) == 1
+
+
+def test_registry_fetch_and_lookup_follow_schema_registry_dir(
+    tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _add_java(tools)
+    _add_mvn(tools)
+    monkeypatch.setenv("SCHEMA_REGISTRY_DIR", str(tmp_path / "from-env"))
+    assert fetch_schema_registry() == tmp_path / "from-env"
+    assert find_schema_registry_dir() == tmp_path / "from-env"
+    monkeypatch.setenv("FAKE_MVN_MODE", "empty")
+    with pytest.raises(SchemaRegistrySetupError, match=r"left no \*-runner\.jar"):
+        fetch_schema_registry(force=True)
+    assert find_schema_registry_dir() == tmp_path / "from-env"
