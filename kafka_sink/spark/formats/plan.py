@@ -180,9 +180,12 @@ def _schema_id(
         return known
     wanted = Schema(schema.text)
     if formats.auto_register:
-        # Asked first for the registry's reasons; the register call refuses on its own too
-        # (with the reason, where a registry answers the check without it).
-        client.ensure_compatible(subject, wanted)
+        if not client.check_compatibility(subject, wanted).is_compatible:
+            # Some registries (Apicurio) answer the check without its reasons and give them
+            # with the refusal of the registration (409), which names them; failing that, the
+            # check's own verdict is raised.
+            client.register(subject, wanted)
+            client.ensure_compatible(subject, wanted)
         schema_id = client.register(subject, wanted)
     else:
         found = client.lookup(subject, wanted)

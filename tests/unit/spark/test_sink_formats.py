@@ -30,6 +30,7 @@ from kafka_sink.spark.formats.avro_serializer import AvroSerializer
 from kafka_sink.spark.formats.options import FormatOptions
 from kafka_sink.spark.formats.plan import FormatPlan, resolve_formats
 from kafka_sink.spark.formats.registry import (
+    CompatibilityResult,
     IncompatibleSchemaError,
     RegisteredSchema,
     Schema,
@@ -61,15 +62,21 @@ class FakeClient:
         self.calls: list[tuple[str, str]] = []
         self.incompatible: set[str] = set()
 
-    def ensure_compatible(self, subject: str, schema: Schema) -> None:
+    def check_compatibility(self, subject: str, schema: Schema) -> CompatibilityResult:
+        # As Apicurio answers: the verdict without its reasons.
         self.calls.append(("compatibility", subject))
+        return CompatibilityResult(subject not in self.incompatible)
+
+    def ensure_compatible(self, subject: str, schema: Schema) -> None:
+        if subject in self.incompatible:
+            raise IncompatibleSchemaError(subject, [], url=URL, level="BACKWARD")
+
+    def register(self, subject: str, schema: Schema) -> int:
+        self.calls.append(("register", subject))
         if subject in self.incompatible:
             raise IncompatibleSchemaError(
                 subject, ["READER_FIELD_MISSING_DEFAULT_VALUE: extra"], url=URL, level="BACKWARD"
             )
-
-    def register(self, subject: str, schema: Schema) -> int:
-        self.calls.append(("register", subject))
         versions = self.subjects.setdefault(subject, [])
         for schema_id, known in versions:
             if known == schema:
@@ -279,14 +286,17 @@ def test_an_incompatible_schema_is_refused_before_registering() -> None:
         return client
 
     made: list[FakeClient] = []
-    with pytest.raises(IncompatibleSchemaError, match=r"'orders-value'.*BACKWARD.*Fix:"):
+    reason = r"'orders-value'.*BACKWARD.*READER_FIELD_MISSING_DEFAULT_VALUE.*Fix:"
+    with pytest.raises(IncompatibleSchemaError, match=reason):
         resolve_formats(
             _formats(valueformat="avro", **{"schema.registry.url": URL}),
             {"value": ORDER_JSON},
             "orders",
             client_factory=factory,
         )
-    assert made[0].calls == [("compatibility", "orders-value")]
+    # The refused registration is what gives the reason; nothing else is registered.
+    assert made[0].calls == [("compatibility", "orders-value"), ("register", "orders-value")]
+    assert made[0].subjects == {}
 
 
 def test_a_mismatched_explicit_schema_is_refused_naming_the_field_path() -> None:
