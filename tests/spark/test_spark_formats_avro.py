@@ -24,6 +24,7 @@ from kafka_sink.spark.formats.registry import Schema, SchemaRegistryClient
 from kafka_sink.spark.formats.wire_format import parse_header
 from kafka_sink.testing import LocalSchemaRegistry
 from kafka_sink.testing.oracle import read_all
+from kafka_sink.testing.registry_oracle import read_deserialized
 
 WAIT_S = 60
 EPOCH_US = 1_709_208_000_000_000  # 2024-02-29T12:00:00Z
@@ -49,35 +50,12 @@ def _expected(i: int) -> dict[str, Any]:
 
 
 def _read(bootstrap: str, topic: str, registry_url: str, expected: int) -> list[Any]:
-    """(key, decoded value) of ``expected`` records, by confluent-kafka's Avro deserializer."""
-    from confluent_kafka import DeserializingConsumer
+    """Decoded values of ``expected`` records, by confluent-kafka's Avro deserializer."""
     from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentRegistry
     from confluent_kafka.schema_registry.avro import AvroDeserializer
 
-    consumer = DeserializingConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": topic,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "value.deserializer": AvroDeserializer(ConfluentRegistry({"url": registry_url})),
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        out: list[Any] = []
-        deadline = time.monotonic() + WAIT_S
-        while len(out) < expected:
-            assert time.monotonic() < deadline, f"read {len(out)} of {expected} records"
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            out.append(msg.value())
-        return out
-    finally:
-        consumer.close()
+    deserializer = AvroDeserializer(ConfluentRegistry({"url": registry_url}))
+    return read_deserialized(bootstrap, topic, deserializer, expected, timeout_s=WAIT_S)
 
 
 def _options(bootstrap: str, topic: str, registry: LocalSchemaRegistry) -> dict[str, str]:
