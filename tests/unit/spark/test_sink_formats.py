@@ -255,6 +255,19 @@ def test_a_registry_registers_under_the_topic_subject_once_per_schema() -> None:
     assert again.value.schema_id == plan.value.schema_id
 
 
+def test_the_plan_the_tasks_get_carries_no_registry_connection_or_secret() -> None:
+    options = {
+        "valueformat": "avro",
+        "schema.registry.url": "http://registry.test:8081",
+        "schema.registry.basic.auth.user.info": f"svc:{SECRET}",
+    }
+    plan, client = _plan(options)
+    assert client is not None and client.config.user_info == f"svc:{SECRET}"
+    shipped = pickle.dumps(plan)
+    assert SECRET.encode() not in shipped and b"registry.test" not in shipped
+    assert SECRET not in repr(plan)
+
+
 def test_record_strategies_name_the_subject_after_the_record() -> None:
     options = {
         "valueformat": "avro",
