@@ -6,6 +6,14 @@ against the Kafka sink's input contract, build the producer config (all without 
 check that the commit-log directory is writable, then return a small picklable writer. Every
 mistake therefore fails before any task runs.
 
+With ``valueFormat`` / ``keyFormat`` (``formats/options.py``), the registry work is done here
+too, after the commit-log check and before the cluster's preflight: the schema derived or
+parsed and bound to the column's Spark type, its subject registered or looked up and its
+compatibility checked (``formats/plan.py``); the writer carries the resulting
+:class:`~kafka_sink.spark.formats.plan.FormatPlan` (schema JSON and ids), so tasks never call
+the registry. A streaming query does it every time Spark asks for a writer; the plan's cache
+keeps the registry calls to one per subject and schema per driver process.
+
 Exactly-once (``deliveryGuarantee=exactly-once``) adds driver work while planning, before any
 task runs (``_exactly_once_plan``): ``transaction.timeout.ms`` is settled against the brokers'
 maximum (``eos/timeout.py``; the preflight has proved by then that the brokers answer), the
@@ -61,6 +69,8 @@ from kafka_sink.spark.eos.idempotency import job_identity, plan_job
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix, transactional_id
 from kafka_sink.spark.eos.start import QueryStart
 from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.formats.options import FormatOptions
+from kafka_sink.spark.formats.plan import FormatPlan, resolve_formats
 from kafka_sink.spark.logs import apply_level
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.preflight import check_transactional_ids, check_write
@@ -98,14 +108,22 @@ class PyKafkaDataSource(DataSource):
             )
         options = SinkOptions.from_options(self.options)
         apply_level(options.log_level)
-        layout = validate_schema(schema, options.topic)
+        formats = FormatOptions.from_options(self.options)
+        layout = validate_schema(schema, options.topic, _serialized(formats))
         options.validate_producer_config()
         options.check_commit_dir(streaming=False)
+        plan = _format_plan(formats, schema, options)
         _preflight(options, streaming=False)
         write_id = _new_write_id()
         options, eos = _exactly_once_plan(options, streaming=False, write_id=write_id)
         return PyKafkaBatchWriter(
-            options, layout, streaming=False, overwrite=False, write_id=write_id, eos=eos
+            options,
+            layout,
+            streaming=False,
+            overwrite=False,
+            write_id=write_id,
+            eos=eos,
+            formats=plan,
         )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PyKafkaStreamWriter:
@@ -118,19 +136,39 @@ class PyKafkaDataSource(DataSource):
                 "checkpoint already makes its restarts exactly-once. Fix: remove "
                 "'idempotencyKey' from writeStream"
             )
-        layout = validate_schema(schema, options.topic)
+        formats = FormatOptions.from_options(self.options)
+        layout = validate_schema(schema, options.topic, _serialized(formats))
         options.validate_producer_config()
         options.check_commit_dir(streaming=True)
+        plan = _format_plan(formats, schema, options)
         _preflight(options, streaming=True)
         write_id = _new_write_id()
         options, eos = _exactly_once_plan(options, streaming=True, write_id=write_id)
         writer = PyKafkaStreamWriter(
-            options, layout, streaming=True, overwrite=overwrite, write_id=write_id, eos=eos
+            options,
+            layout,
+            streaming=True,
+            overwrite=overwrite,
+            write_id=write_id,
+            eos=eos,
+            formats=plan,
         )
         if eos is not None:
             # Runs only if this call is the planning (see eos/start.py), once per driver.
             writer.start = QueryStart(eos, options.producer_config)
         return writer
+
+
+def _serialized(formats: FormatOptions) -> tuple[str, ...]:
+    return tuple(side.side for side in formats.sides)
+
+
+def _format_plan(
+    formats: FormatOptions, schema: StructType, options: SinkOptions
+) -> FormatPlan | None:
+    """The registry work of a write with a format (``formats/plan.py``), before any task."""
+    types = {f.name: f.dataType.jsonValue() for f in schema.fields}
+    return resolve_formats(formats, types, options.topic)
 
 
 def _preflight(options: SinkOptions, *, streaming: bool) -> None:

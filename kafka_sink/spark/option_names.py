@@ -19,6 +19,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection
 
+from kafka_sink.spark.formats.options import FORMAT_OPTION_NAMES
+
 __all__ = [
     "KAFKA_PREFIX",
     "SINK_KEYS",
@@ -44,6 +46,8 @@ SINK_OPTION_NAMES = (
     "idempotencyKey",
     "logLevel",
     "includeHeaders",
+    # The registry formats' (``formats/options.py``); ``schema.registry.*`` is a prefix.
+    *FORMAT_OPTION_NAMES,
 )
 #: What Spark itself passes to a writer: ``path`` from ``save(path)`` / ``start(path)``,
 #: ``checkpointLocation`` and ``queryName`` from ``writeStream``.

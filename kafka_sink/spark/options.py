@@ -33,6 +33,8 @@ unknown one gets, are ``option_names.py``'s):
   ``OFF``, any case), on the driver and in the tasks; it wins over Spark's conf
   ``spark.pykafka.logLevel`` (see ``logs.py``).
 - Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
+- The registry formats' keys (``valueFormat``, ``keyFormat``, ``schema.registry.*`` and the
+  rest) are left to ``formats/options.py``, which parses and refuses them.
 
 Sink defaults: where the user sets no ``kafka.batch.size``, the sink uses 262144 (256 KiB) instead
 of the producer's 16384. A task hands the producer whole Arrow batches (10,000 rows by default)
@@ -93,6 +95,7 @@ from kafka_sink.spark.commit_log.store import (
     store_hint,
 )
 from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.formats.options import is_format_key
 from kafka_sink.spark.logs import LEVEL_NAMES, parse_level, warn_once
 from kafka_sink.spark.option_names import (
     KAFKA_PREFIX,
@@ -267,7 +270,8 @@ class SinkOptions:
                 idempotency_key = _idempotency_key(value)
             elif key == "loglevel":
                 log_level = _log_level(value)
-            elif key in SINK_KEYS or key in SPARK_KEYS:
+            elif key in SINK_KEYS or key in SPARK_KEYS or is_format_key(key):
+                # The formats' keys are parsed (and refused) by formats/options.py.
                 continue
             else:
                 raise SinkOptionError(unknown_option_message(key, _producer_keys()))

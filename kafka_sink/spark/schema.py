@@ -18,11 +18,15 @@ timestamp     timestamp, or bigint epoch milliseconds     the producer's current
 
 ``timestamp`` is this sink's addition; Spark's sink has no record-timestamp column. Every other
 column is ignored. Strings are written as their UTF-8 bytes.
+
+With ``valueFormat`` / ``keyFormat`` set (``serialized``), that column may have any Spark type:
+the sink serializes it (``formats/``), and whether its type fits the schema is checked there.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -107,8 +111,13 @@ def _is_headers(dtype: DataType) -> bool:
     )
 
 
-def validate_schema(schema: StructType, topic_option: str | None) -> InputLayout:
-    """Check ``schema`` against the sink's input contract; raise :class:`SinkSchemaError`."""
+def validate_schema(
+    schema: StructType, topic_option: str | None, serialized: Collection[str] = ()
+) -> InputLayout:
+    """Check ``schema`` against the sink's input contract; raise :class:`SinkSchemaError`.
+
+    ``serialized``: the columns (``value``, ``key``) the sink serializes, of any type.
+    """
     counts = Counter(f.name for f in schema.fields)
     types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
     for name in _ALLOWED:
@@ -125,11 +134,9 @@ def validate_schema(schema: StructType, topic_option: str | None) -> InputLayout
             f"{found}). Fix: provide a string or binary column named 'value', e.g. "
             "df.selectExpr('CAST(id AS STRING) AS key', 'to_json(struct(*)) AS value')."
         )
-    if not _is_bytes_like(types["value"]):
-        raise _bad_type("value", types["value"])
-
-    if "key" in types and not _is_bytes_like(types["key"]):
-        raise _bad_type("key", types["key"])
+    for name in ("value", "key"):
+        if name in types and name not in serialized and not _is_bytes_like(types[name]):
+            raise _bad_type(name, types[name])
 
     topic_column = False
     if topic_option is None:

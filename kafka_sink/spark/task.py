@@ -50,6 +50,11 @@ Invariants:
 - A task never commits a transaction; exactly-once in a streaming query, a task without a
   streaming batch id fails before it leases anything. A skipping task leases no producer.
 - No per-row Python on the send path except for headers (see ``columns.py``).
+- With a format (the writer's :class:`~kafka_sink.spark.formats.plan.FormatPlan`), the task
+  builds one :class:`~kafka_sink.spark.formats.batch_encoder.BatchEncoder` and serializes each
+  Arrow batch's ``value`` / ``key`` column in bulk before anything else reads the batch (the
+  fingerprint is then of the bytes sent); the producer stays bytes in, bytes out, and the task
+  never calls the registry.
 """
 
 from __future__ import annotations
@@ -81,6 +86,8 @@ from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
+from kafka_sink.spark.formats.batch_encoder import BatchEncoder
+from kafka_sink.spark.formats.plan import FormatPlan
 from kafka_sink.spark.logs import (
     LEVEL_CONF,
     LEVEL_NAMES,
@@ -181,9 +188,11 @@ def write_task(
     *,
     streaming: bool,
     eos: EosPlan | None,
+    formats: FormatPlan | None = None,
 ) -> PyKafkaCommitMessage:
     """Write one Spark task's rows under the write's delivery guarantee (module docstring)."""
     task = _task_info()
+    encoder = BatchEncoder(formats) if formats is not None else None
     apply_level(options.log_level if options.log_level is not None else task.conf_log_level)
     if eos is not None and eos.completed is not None:
         # An earlier run completed this idempotencyKey: nothing to produce, nor to read.
@@ -195,13 +204,13 @@ def write_task(
             conf_log_level=task.conf_log_level,
         )
     if eos is None:
-        return _TaskWrite(options, layout, task).run(_AtLeastOnce(options), batches)
+        return _TaskWrite(options, layout, task, encoder).run(_AtLeastOnce(options), batches)
     if streaming and task.batch_id is None and _in_spark_task():
         raise SinkError(
             "exactly-once: this task has no streaming batch id (Spark's local property "
             "streaming.sql.batchId is not set); the sink cannot tell its batch"
         )
-    write = _TaskWrite(options, layout, task, fingerprinted=True)
+    write = _TaskWrite(options, layout, task, encoder, fingerprinted=True)
     # A batch job is batch 0 of its own write, as the driver commits it.
     if eos.committed_partition(task.batch_id or 0, task.partition_id):
         return write.skip(batches)
@@ -360,12 +369,14 @@ class _TaskWrite:
         options: SinkOptions,
         layout: InputLayout,
         task: _TaskInfo,
+        encoder: BatchEncoder | None = None,
         *,
         fingerprinted: bool = False,
     ) -> None:
         self.options = options
         self.layout = layout
         self.task = task
+        self.encoder = encoder
         #: The fingerprint of the rows seen so far; None when the write does not keep one.
         self.fingerprint: Fingerprint | None = EMPTY_FINGERPRINT if fingerprinted else None
         #: Futures not yet folded into ``offsets`` (topic, future).
@@ -382,7 +393,7 @@ class _TaskWrite:
         transaction: PreparedTransaction | None = None
         rows_seen = 0
         try:
-            for batch in batches:
+            for batch in self._serialized(batches):
                 self._fold_fingerprint(batch)
                 groups = topic_columns(
                     batch,
@@ -428,7 +439,7 @@ class _TaskWrite:
     def skip(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
         """Write nothing: Kafka committed this partition of the batch in an earlier run. The
         rows are read (Spark reuses the worker only once they are) for their fingerprint."""
-        for batch in batches:
+        for batch in self._serialized(batches):
             self._fold_fingerprint(batch)
         ensure_logging()
         logger.info(
@@ -448,6 +459,15 @@ class _TaskWrite:
             skipped=True,
             conf_log_level=self.task.conf_log_level,
         )
+
+    def _serialized(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """The batches with their formatted columns serialized (a skipping task too, so its
+        fingerprint is of the bytes the first run wrote)."""
+        if self.encoder is None:
+            yield from batches
+            return
+        for batch in batches:
+            yield self.encoder.encode(batch)
 
     def _fold_fingerprint(self, batch: pa.RecordBatch) -> None:
         if self.fingerprint is not None:

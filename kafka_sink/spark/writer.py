@@ -13,7 +13,8 @@ the delivery guarantee. ``commit()`` and ``abort()`` log at the option ``logLeve
 the level Spark's conf gave the tasks (carried in their commit messages, see ``logs.py``).
 
 Invariants:
-- The writers hold picklable configuration only (options, layout, ids, the plan); producers,
+- The writers hold picklable configuration only (options, layout, ids, the plans: exactly-once's
+  and the formats', which carries schemas and ids, never a registry connection); producers,
   threads and sockets exist only inside ``write()`` on the executor.
 - Importing this module loads nothing executor-side (no producer, numpy, ``pyarrow.compute`` or
   ``columns``): the driver's Python workers that plan and commit every micro-batch import it.
@@ -62,6 +63,7 @@ from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction
 from kafka_sink.spark.eos.idempotency import record_completion
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
+from kafka_sink.spark.formats.plan import FormatPlan
 from kafka_sink.spark.logs import apply_level, logger
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
@@ -87,6 +89,7 @@ class _WriterCore:
         overwrite: bool,
         write_id: str,
         eos: EosPlan | None = None,
+        formats: FormatPlan | None = None,
     ) -> None:
         self.options = options
         self.layout = layout
@@ -94,6 +97,8 @@ class _WriterCore:
         self.overwrite = overwrite
         self.write_id = write_id
         self.eos = eos
+        #: The serialized columns' schemas and ids (``formats/plan.py``); None: bytes as given.
+        self.formats = formats
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
         """The executor side: one task's rows (``task.py``)."""
@@ -103,7 +108,12 @@ class _WriterCore:
         from kafka_sink.spark.task import write_task
 
         return write_task(
-            self.options, self.layout, batches, streaming=self.streaming, eos=self.eos
+            self.options,
+            self.layout,
+            batches,
+            streaming=self.streaming,
+            eos=self.eos,
+            formats=self.formats,
         )
 
     @property

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from kafka_sink import KafkaProducer
 from kafka_sink.spark.formats.avro_schema import derive_avro_schema
 from kafka_sink.spark.formats.avro_serializer import AvroSerializer
 from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
+from kafka_sink.testing.registry_oracle import read_deserialized
 
 pytestmark = pytest.mark.broker
 
@@ -57,33 +57,11 @@ def _rows(start: int, n: int) -> list[dict[str, Any]]:
 
 
 def _read(bootstrap: str, topic: str, registry: Any, expected: int) -> list[Any]:
-    from confluent_kafka import DeserializingConsumer
     from confluent_kafka.schema_registry.avro import AvroDeserializer
 
-    consumer = DeserializingConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": topic,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "value.deserializer": AvroDeserializer(registry),
-        }
+    return read_deserialized(
+        bootstrap, topic, AvroDeserializer(registry), expected, timeout_s=WAIT_S
     )
-    try:
-        consumer.subscribe([topic])
-        out: list[Any] = []
-        deadline = time.monotonic() + WAIT_S
-        while len(out) < expected:
-            assert time.monotonic() < deadline, f"read {len(out)} of {expected} records"
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            out.append(msg.value())
-        return out
-    finally:
-        consumer.close()
 
 
 def test_columnar_and_per_record_avro_read_back_by_confluent_kafkas_deserializer(

@@ -24,11 +24,18 @@ Modules and who uses them:
 - ``subjects`` (driver): the subject name strategies (``topic``, ``record``, ``topic_record``).
 - ``avro_serializer``: ``AvroSerializer``, the producer's ``value.serializer`` /
   ``key.serializer`` (per record, over fastavro) with ``serialize_column`` (in bulk).
+- ``options`` (driver): ``FormatOptions``, the data source's ``valueFormat`` / ``keyFormat``,
+  ``<side>.schema``, subject strategy, ``recordName`` / ``recordNamespace``,
+  ``auto.register.schemas`` / ``use.latest.version`` and ``schema.registry.*`` options.
+- ``plan`` (driver): ``resolve_formats``, the registry work of a write before any task runs,
+  giving the picklable ``FormatPlan`` (schema JSON and id per serialized column).
+- ``batch_encoder`` (executor): ``BatchEncoder``, a task's Arrow batches with their planned
+  columns encoded and framed.
 
-The intended flow in the sink: the driver derives or parses the schema, binds it to the
-column's Spark type (refusing a mismatch before any task runs), registers it and ships the
-schema JSON and its id in the picklable writer; each task builds an ``AvroColumnEncoder`` once
-and calls ``frame_column(encoder.encode(column), schema_id)`` per Arrow batch.
+The flow in the sink: the driver derives or parses the schema, binds it to the column's Spark
+type (refusing a mismatch before any task runs), registers it and ships the schema JSON and its
+id in the picklable writer (``plan``); each task builds a ``BatchEncoder`` once, which calls
+``frame_column(encoder.encode(column), schema_id)`` per Arrow batch (``batch_encoder``).
 
 Invariants: registry calls are made by the driver only, before any task runs (the encoders
 take the id as an input); a null row is never encoded (it stays a

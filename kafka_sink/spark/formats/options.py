@@ -1,0 +1,216 @@
+"""The registry-format options of ``format("pykafka")``: ``valueFormat``, ``keyFormat`` and theirs.
+
+Role: parse, on the driver, the options that say how the sink serializes the ``value`` and
+``key`` columns, into a :class:`FormatOptions` that the driver's resolution
+(:mod:`kafka_sink.spark.formats.plan`) follows. The rest of the sink's options are
+``spark/options.py``'s, which leaves these keys to this module.
+
+Keys (Spark lower-cases them; names as documented in README.md and docs/formats.md):
+
+- ``valueFormat`` / ``keyFormat``: ``avro``; unset, the column is written as bytes (a string or
+  binary column, as Spark's Kafka sink does). ``protobuf`` and ``jsonschema`` are refused for
+  now, naming what is supported.
+- ``value.schema`` / ``key.schema``: an explicit Avro schema (JSON text); unset, the schema is
+  derived from the column's Spark type as Spark's ``to_avro`` derives it.
+- ``recordName`` / ``recordNamespace``: the derived top-level record's name and namespace
+  (Spark's ``to_avro`` options; defaults ``topLevelRecord`` and none).
+- ``value.subject.name.strategy`` / ``key.subject.name.strategy``: ``topic`` (default),
+  ``record``, ``topic_record`` (``subjects.py``).
+- ``auto.register.schemas`` (default true): register the schema on first use;
+  ``use.latest.version`` (default false): write with the subject's latest registered schema.
+- ``schema.registry.*``: the registry connection (``registry.py``'s
+  :class:`SchemaRegistryConfig`); without ``schema.registry.url`` Avro is written as plain Avro
+  binary, with no wire-format header.
+
+Invariants: every key here is applied or refused with a
+:class:`~kafka_sink.spark.errors.SinkOptionError` naming it and the fix: a side's options
+without its format, registry options without any format, ``use.latest.version`` with an
+explicit schema or with ``auto.register.schemas=true``. The registry's settings are kept as
+their :class:`SchemaRegistryConfig`, whose ``repr`` shows no secret; no pyspark import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from kafka_sink.errors import ConfigError
+from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.formats.avro_schema import DEFAULT_RECORD_NAME
+from kafka_sink.spark.formats.registry import PREFIX as REGISTRY_PREFIX
+from kafka_sink.spark.formats.registry import SchemaRegistryConfig
+from kafka_sink.spark.formats.subjects import (
+    Side,
+    SubjectNameStrategy,
+    parse_strategy,
+    strategy_option,
+)
+
+__all__ = [
+    "FORMATS",
+    "FORMAT_OPTION_NAMES",
+    "REGISTRY_PREFIX",
+    "FormatOptions",
+    "SideFormat",
+    "is_format_key",
+]
+
+#: The formats ``valueFormat`` / ``keyFormat`` take today.
+FORMATS = ("avro",)
+# Named by the options but not written yet: refused with what is supported.
+_PLANNED_FORMATS = ("protobuf", "jsonschema")
+SIDES: tuple[Side, ...] = ("value", "key")
+
+#: This module's options, spelled as documented (``schema.registry.*`` aside).
+FORMAT_OPTION_NAMES = (
+    "valueFormat",
+    "keyFormat",
+    "value.schema",
+    "key.schema",
+    "value.subject.name.strategy",
+    "key.subject.name.strategy",
+    "auto.register.schemas",
+    "use.latest.version",
+    "recordName",
+    "recordNamespace",
+)
+_KEYS = frozenset(name.lower() for name in FORMAT_OPTION_NAMES)
+
+
+def is_format_key(key: str) -> bool:
+    """Whether the lower-cased option ``key`` is this module's to parse."""
+    return key in _KEYS or key.startswith(REGISTRY_PREFIX)
+
+
+def _format_option(side: Side) -> str:
+    return f"{side}Format"
+
+
+@dataclass(frozen=True)
+class SideFormat:
+    """How one column (``value`` or ``key``) is serialized."""
+
+    side: Side
+    format: str
+    #: ``<side>.schema`` as given (Avro JSON text); None: derived from the Spark type.
+    schema: str | None
+    strategy: SubjectNameStrategy
+
+
+@dataclass(frozen=True)
+class FormatOptions:
+    """The parsed options; ``value`` / ``key`` None when that column is written as bytes."""
+
+    value: SideFormat | None = None
+    key: SideFormat | None = None
+    registry: SchemaRegistryConfig | None = None
+    auto_register: bool = True
+    use_latest_version: bool = False
+    record_name: str = DEFAULT_RECORD_NAME
+    record_namespace: str = ""
+
+    @property
+    def sides(self) -> tuple[SideFormat, ...]:
+        return tuple(s for s in (self.value, self.key) if s is not None)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> FormatOptions:
+        """The format settings among ``options`` (other keys are ignored)."""
+        given = {k.strip().lower(): str(v) for k, v in options.items()}
+        given = {k: v for k, v in given.items() if is_format_key(k)}
+        sides = {side: _side(given, side) for side in SIDES}
+        if not any(sides.values()):
+            if given:
+                raise SinkOptionError(
+                    f"option(s) {', '.join(sorted(given))} set but neither 'valueFormat' nor "
+                    "'keyFormat' is: without a format the columns are written as bytes. Fix: "
+                    f".option('valueFormat', 'avro') (formats: {', '.join(FORMATS)}), or remove "
+                    "them"
+                )
+            return cls()
+        auto_register = _flag(given, "auto.register.schemas", default=True)
+        use_latest = _flag(given, "use.latest.version", default=False)
+        if use_latest:
+            if given.get("auto.register.schemas", "").strip().lower() == "true":
+                raise SinkOptionError(
+                    "options 'use.latest.version=true' and 'auto.register.schemas=true' "
+                    "contradict: the latest registered schema is used, nothing is registered. "
+                    "Fix: remove one of them"
+                )
+            explicit = [f"{s.side}.schema" for s in sides.values() if s and s.schema]
+            if explicit:
+                raise SinkOptionError(
+                    f"option 'use.latest.version=true' takes the schema from the registry, but "
+                    f"{', '.join(explicit)} is given too. Fix: remove one of them"
+                )
+            auto_register = False
+        registry = None
+        if any(k.startswith(REGISTRY_PREFIX) for k in given):
+            with _as_option_error():
+                registry = SchemaRegistryConfig.from_options(given)
+        elif use_latest:
+            raise SinkOptionError(
+                "option 'use.latest.version=true' reads the schema from a Schema Registry, but "
+                f"'{REGISTRY_PREFIX}url' is not set. Fix: set it, or remove use.latest.version"
+            )
+        return cls(
+            value=sides["value"],
+            key=sides["key"],
+            registry=registry,
+            auto_register=auto_register,
+            use_latest_version=use_latest,
+            record_name=given.get("recordname", "").strip() or DEFAULT_RECORD_NAME,
+            record_namespace=given.get("recordnamespace", "").strip(),
+        )
+
+
+def _side(given: Mapping[str, str], side: Side) -> SideFormat | None:
+    option = _format_option(side)
+    raw = given.get(option.lower())
+    schema = given.get(f"{side}.schema")
+    strategy_raw = given.get(strategy_option(side))
+    if raw is None or not raw.strip():
+        named = [n for n in (f"{side}.schema", strategy_option(side)) if given.get(n) is not None]
+        if raw is not None or named:
+            raise SinkOptionError(
+                f"option(s) {', '.join(named) or option} need '{option}' to be set: "
+                f".option('{option}', 'avro'), or remove them"
+            )
+        return None
+    name = raw.strip().lower()
+    if name not in FORMATS:
+        soon = " is not supported yet" if name in _PLANNED_FORMATS else " is not a format"
+        raise SinkOptionError(
+            f"option '{option}': {raw.strip()!r}{soon}; supported: {', '.join(FORMATS)} "
+            f"(or leave '{option}' unset to write a string or binary column as bytes)"
+        )
+    if schema is not None and not schema.strip():
+        raise SinkOptionError(
+            f"option '{side}.schema' is empty: give an Avro schema (JSON), or remove it to "
+            "derive the schema from the column's Spark type"
+        )
+    with _as_option_error():
+        strategy = parse_strategy(strategy_raw, side)
+    return SideFormat(side, name, schema, strategy)
+
+
+@contextmanager
+def _as_option_error() -> Iterator[None]:
+    """The formats' own ConfigErrors as the data source's option errors (same text)."""
+    try:
+        yield
+    except SinkOptionError:
+        raise
+    except ConfigError as exc:
+        raise SinkOptionError(str(exc)) from None
+
+
+def _flag(given: Mapping[str, str], key: str, *, default: bool) -> bool:
+    raw = given.get(key)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise SinkOptionError(f"option '{key}': expected true or false, got {raw!r}")
+    return value == "true"
