@@ -72,9 +72,24 @@ fmt: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a silent pass.
+# The whole suite runs the chaos run (about 10 minutes, mostly waiting between its faults, on
+# its own 3-node Kafka) in a second pytest beside the rest rather than after it; its output,
+# seed and summary included, is printed at the end. With PYTEST_ARGS, one pytest runs what they
+# select.
+CHAOS_TEST := tests/spark/test_spark_exactly_once_chaos.py
 test: setup lint
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(PY) -m pytest -p no:cacheprovider -s --basetemp=$(CACHE)/chaos-tmp $(CHAOS_TEST) \
+		> $(CACHE)/chaos-run.log 2>&1 & chaos=$$!; \
+	$(PY) -m pytest --deselect $(CHAOS_TEST)::test_streaming_exactly_once_under_chaos; rc=$$?; \
+	wait $$chaos; chaos_rc=$$?; \
+	echo "---- the chaos run (exit $$chaos_rc) ----"; tail -n 60 $(CACHE)/chaos-run.log; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; \
+	if [ $$chaos_rc -ne 0 ]; then exit $$chaos_rc; fi; exit $$rc
+else
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; exit $$rc
+endif
 
 demo: setup
 	$(PY) jobs/demo.py
