@@ -18,7 +18,8 @@ Modules and who uses them:
   ``parse_json_schema``, ``bind_json`` (is the Spark type writable with the schema; the
   encoder's plan). No numpy, no jsonschema.
 - ``json_columnar`` (executor): ``JsonColumnEncoder`` / ``encode_column``, a whole Arrow column
-  to UTF-8 JSON payloads in bulk with ``pyarrow.compute``.
+  to UTF-8 JSON payloads in bulk with ``pyarrow.compute``; ``iso_text``, its dates and
+  timestamps as ISO-8601 text built with numpy.
 - ``base``: ``ColumnEncoder`` (a schema bound once per Arrow type) and ``FramedSerializer``
   (the producer serializer's shape), which each format fills in.
 - ``columnar``: the numpy primitives the encoders share (varints, joining and grouping per-row

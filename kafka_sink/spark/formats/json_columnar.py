@@ -8,17 +8,20 @@ a schema (explicit, or derived from the column's type) to each Arrow type it mee
 encodes batch after batch with that plan.
 
 How: every value becomes a column of its JSON text (``formats.columnar``'s piece columns), built
-with ``pyarrow.compute``: integers, floats and decimals are cast to strings (Arrow writes the
-shortest text that reads back to the same float, e.g. ``0.1``, ``1e+20``; a float32 as its own
-shortest text, as Spark's ``to_json`` does); booleans are ``true``/``false`` by ``if_else``;
-strings are escaped with ``replace_substring`` (backslash, quote, then each control character
-present, as ``\\n`` or ``\\u001f``) and quoted; dates, timestamps (UTC, ``...Z``) and
-timestamp_ntz are ``strftime``'s ISO-8601 text; a struct joins ``{"name":`` + value + ``,...}``
-per row (the field names escaped once, on the driver); arrays and maps build all their items'
-text at once, put a comma before every item but each row's first (a validity mask, no copy),
-and group each row's items by the list offsets (zero-copy) between brackets. A null value is
-the text ``null`` (a struct's null fields are written, not omitted). Binary values are the one
-type without a bulk path: they are base64-encoded per row with the stdlib (``base64``).
+with ``pyarrow.compute`` and numpy: integers, floats and decimals are cast to strings (Arrow
+writes the shortest text that reads back to the same float, e.g. ``0.1``, ``1e+20``; a float32
+as its own shortest text, as Spark's ``to_json`` does; decimals with their scale's digits, or
+Arrow's exponent form such as ``1E-10`` for small ones, both JSON numbers); booleans are
+``true``/``false`` by ``if_else``; strings are escaped with ``replace_substring``, one pass per
+character present that needs it (backslash, quote, control characters as ``\\n`` or
+``\\u001f``; found by one numpy pass over the bytes), and quoted; dates and timestamps are
+ISO-8601 text laid out by numpy (``formats.iso_text``; UTC with ``Z``, microseconds); a
+struct joins ``{"name":`` + value + ``,...}`` per row (the field names escaped once); arrays and
+maps build all their items' text at once, put a comma before every item but each row's first
+(a validity mask, no copy), and group each row's items by the list offsets (zero-copy) between
+brackets. A null value is the text ``null`` (a struct's null fields are written, not omitted).
+Binary values are the one type without a bulk path: they are base64-encoded per row with the
+stdlib (``base64``).
 
 Invariants: each payload is valid JSON that parses to exactly the row's values (the tests hold
 it to ``json.loads`` on random data and to confluent-kafka's ``JSONSerializer``); the text is
@@ -38,7 +41,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import binary_scalar, valid_mask
+from kafka_sink.records.arrow import binary_offsets, binary_scalar, int_column, valid_mask
 from kafka_sink.spark.errors import SinkDataError
 from kafka_sink.spark.formats.base import ColumnEncoder
 from kafka_sink.spark.formats.columnar import (
@@ -52,6 +55,7 @@ from kafka_sink.spark.formats.columnar import (
     only_rows,
     plain_layout,
 )
+from kafka_sink.spark.formats.iso_text import iso_dates, iso_timestamps
 from kafka_sink.spark.formats.json_schema import (
     JsonBinding,
     JsonSchema,
@@ -73,8 +77,15 @@ _Mask = npt.NDArray[np.bool_]
 _NULL = binary_scalar(b"null", large=True)
 _TRUE = binary_scalar(b"true", large=True)
 _FALSE = binary_scalar(b"false", large=True)
-_SHORT_ESCAPES = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_CONTROL = "[\\x00-\\x1f]"
+_ESCAPES = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
 
 
 class JsonColumnEncoder(ColumnEncoder[JsonSchema | None, JsonBinding]):
@@ -158,13 +169,8 @@ def _atomic(arr: Any, name: str, b: JsonBinding, live: _Mask) -> Any:
         _refuse(b, live & ~finite, "is NaN or infinite, which JSON cannot write", "finite")
         return as_pieces(arr.cast(pa.large_string()))
     t = arr.type
-    if pa.types.is_timestamp(t):
-        if t.tz is None:
-            return as_pieces(pc.strftime(arr, format='"%Y-%m-%dT%H:%M:%S"'))
-        utc = arr.cast(pa.timestamp(t.unit, "UTC"))
-        return as_pieces(pc.strftime(utc, format='"%Y-%m-%dT%H:%M:%SZ"'))
-    if pa.types.is_date(t):
-        return join_pieces([b'"', as_pieces(arr.cast(pa.large_string())), b'"'], len(arr))
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return _dates_and_times(arr)
     if pa.types.is_duration(t):
         return as_pieces(pa.array(micros(arr)).cast(pa.large_string()))
     if pa.types.is_large_string(t):
@@ -174,20 +180,49 @@ def _atomic(arr: Any, name: str, b: JsonBinding, live: _Mask) -> Any:
     return as_pieces(arr.cast(pa.large_string()))  # integers
 
 
+def _dates_and_times(arr: Any) -> Any:
+    """ISO-8601 text, built with numpy (``iso_text``); Arrow's formatting for years past 9999."""
+    t = arr.type
+    valid = valid_mask(arr)
+    if pa.types.is_date(t):
+        days = int_column(arr.cast(pa.date32()).view(pa.int32()), 0, np.int64)
+        text = iso_dates(days, valid)
+        fallback = "%Y-%m-%d"
+    else:
+        text = iso_timestamps(micros(arr), valid, utc=t.tz is not None)
+        fallback = "%Y-%m-%dT%H:%M:%S" + ("Z" if t.tz is not None else "")
+        if t.tz is not None:
+            arr = arr.cast(pa.timestamp(t.unit, "UTC"))
+    if text is None:
+        return as_pieces(pc.strftime(arr, format=f'"{fallback}"'))
+    return text if arr.null_count == 0 else only_rows(text, valid)
+
+
 def quoted_strings(arr: Any) -> Any:
-    """Each string as a JSON string literal: escaped and quoted, in bulk; nulls stay null."""
+    """Each string as a JSON string literal: escaped and quoted, in bulk; nulls stay null.
+
+    One numpy pass over the bytes finds which characters need escaping; each one present costs
+    one ``replace_substring`` pass (backslash first, so no escape is escaped twice).
+    """
     text = arr if pa.types.is_large_string(arr.type) else arr.cast(pa.large_string())
-    if pc.any(pc.match_substring_regex(text, '["\\\\]')).as_py():
-        text = pc.replace_substring(text, "\\", "\\\\")
-        text = pc.replace_substring(text, '"', '\\"')
-    if pc.any(pc.match_substring_regex(text, _CONTROL)).as_py():
-        # Rare in practice: one pass per control character actually present.
-        for code in range(0x20):
-            char = chr(code)
-            if pc.any(pc.match_substring(text, char)).as_py():
-                escaped = _SHORT_ESCAPES.get(char, f"\\u{code:04x}")
-                text = pc.replace_substring(text, char, escaped)
+    for code in _needing_escape(text):
+        char = chr(code)
+        text = pc.replace_substring(text, char, _ESCAPES.get(char, f"\\u{code:04x}"))
     return join_pieces([b'"', as_pieces(text), b'"'], len(arr))
+
+
+def _needing_escape(text: Any) -> list[int]:
+    """The bytes present in ``text`` that JSON escapes, the backslash first."""
+    data = text.buffers()[2]
+    if data is None or len(text) == 0:
+        return []
+    offsets = binary_offsets(as_pieces(text))
+    raw = np.frombuffer(data, dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
+    special = raw[(raw < 0x20) | (raw == 0x22) | (raw == 0x5C)]
+    if special.size == 0:
+        return []
+    present = set(np.unique(special).tolist())
+    return sorted(present, key=lambda code: code != 0x5C)
 
 
 def _base64_per_row(arr: Any) -> Any:

@@ -351,3 +351,15 @@ def test_the_serializer_is_a_producer_value_serializer_and_pickles() -> None:
     with pytest.raises(ValueError):
         serializer({"x": math.nan})
     assert "secret" not in repr(serializer)
+
+
+def test_dates_and_timestamps_past_year_9999_fall_back_to_arrows_formatting() -> None:
+    days = pa.array([3_000_000, -1, None], pa.int32()).cast(pa.date32())
+    micros = pa.array([3_000_000 * 86_400_000_000, -1, None], pa.int64())
+    t = pa.struct([("d", pa.date32()), ("t", pa.timestamp("us", tz="UTC"))])
+    column = pa.StructArray.from_arrays([days, micros.cast(t.field(1).type)], fields=list(t))
+    assert [json.loads(p) for p in JsonColumnEncoder().encode(column).to_pylist()] == [
+        {"d": "10183-09-21", "t": "10183-09-21T00:00:00.000000Z"},
+        {"d": "1969-12-31", "t": "1969-12-31T23:59:59.999999Z"},
+        {"d": None, "t": None},
+    ]
