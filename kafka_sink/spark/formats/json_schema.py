@@ -13,11 +13,13 @@ the driver's planning loads none of them). Three things:
   as decimals); intervals -> integer (months for year-month, microseconds for day-time); void ->
   null; array -> array with ``items``; map with string keys -> object with
   ``additionalProperties``; struct -> object with ``properties`` in the Spark order and
-  ``required`` listing every field (each field is always written, ``null`` when null). A
-  nullable field, array element or map value is ``{"oneOf": [{"type": "null"}, T]}``: what
-  confluent-kafka's ``JSONSerializer`` validates (with the jsonschema package) and what
-  Confluent's JSON Schema converter reads as an optional value. The top level is never made
-  nullable: a null value is a null Kafka value (a tombstone), never the text ``null``.
+  ``required`` listing its non-nullable fields (left out when there are none; every field is
+  written all the same, ``null`` when null, so adding a nullable field to a schema does not
+  require it of older payloads). A nullable field, array element or map value is
+  ``{"oneOf": [{"type": "null"}, T]}``: what confluent-kafka's ``JSONSerializer`` validates
+  (with the jsonschema package) and what Confluent's JSON Schema converter reads as optional.
+  The top level is never made nullable: a null value is a null Kafka value (a tombstone),
+  never the text ``null``.
 - ``parse_json_schema(text)``: an explicit schema (JSON text or a parsed dict).
 - ``bind_json(sql_type, schema, path)``: checks that a Spark type is writable with a JSON Schema
   and returns the ``JsonBinding`` tree the columnar encoder follows. A mismatch is a
@@ -131,7 +133,9 @@ def _derive(t: SqlType, path: str) -> dict[str, Any]:
                 )
             child = _derive(f.type, f"{path}.{f.name}")
             properties[f.name] = _nullable(child) if f.nullable else child
-        return {"type": "object", "properties": properties, "required": list(properties)}
+        required = [f.name for f in t.fields if not f.nullable]
+        derived: dict[str, Any] = {"type": "object", "properties": properties}
+        return {**derived, "required": required} if required else derived
     return _derive_atomic(t)
 
 
