@@ -1,20 +1,32 @@
-"""Benchmark: Avro payloads for a column of ~300-byte structs, three ways, in one run.
+"""Benchmark: registry-format payloads for a column of ~300-byte structs, three ways per format.
 
 The rows (the registry-format benchmark's struct: ints, strings, a decimal, a timestamp, an
-array and a nullable field) are encoded to framed Avro (magic byte, schema id, payload) by:
+array and a nullable field) are encoded to framed payloads (magic byte, schema id, payload).
+
+Avro:
 
 * ``columnar``: ``AvroColumnEncoder`` + ``frame_column`` on Arrow batches of 10,000 rows (the
   batch size Spark hands a Python data source), no Python per row;
 * ``fastavro-per-row``: fastavro's ``schemaless_writer`` on each row's dict, with the header;
 * ``confluent-kafka``: confluent-kafka's ``AvroSerializer`` (over a mock registry) on each dict.
 
+JSON Schema:
+
+* ``columnar``: ``JsonColumnEncoder`` + ``frame_column``, the same batches;
+* ``json.dumps-per-row``: the header and the stdlib's ``json.dumps`` of each row's dict;
+* ``confluent-kafka``: confluent-kafka's ``JSONSerializer`` (validating each dict against the
+  derived schema, as it always does) on each dict.
+
 The per-row routes get their rows as ready Python dicts (converting the Arrow batch to dicts,
-which a Spark UDF route also pays, is not timed), so the ratios favour them. Each route runs
+which a Spark UDF route also pays, is not timed; for JSON the dicts are JSON-ready already:
+decimals as floats, timestamps as strings), so the ratios favour them. Each route runs
 ``--repeat`` times round-robin and its best run counts; wall time and this process's CPU time
 are shown per 1M rows. Before timing, every route's payloads of the first batch are checked
-equal, byte for byte.
+equal: Avro byte for byte, JSON parsed (key order and spacing may differ) and its header byte
+for byte.
 
-    python benchmarks/bench_formats.py [--rows 200000] [--repeat 3] [--out results/bench_formats.md]
+    python benchmarks/bench_formats.py [--rows 200000] [--repeat 3] [--format avro|json|all]
+                                       [--out results/bench_formats.md]
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import argparse
 import datetime as dt
 import decimal
 import io
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +46,8 @@ import pyarrow as pa
 
 from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
 from kafka_sink.spark.formats.avro_schema import derive_avro_schema
+from kafka_sink.spark.formats.json_columnar import JsonColumnEncoder
+from kafka_sink.spark.formats.json_schema import derive_json_schema
 from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
 from kafka_sink.spark.formats.wire_format import frame_column, header
 
@@ -101,42 +116,28 @@ def make_batches(rows: int) -> list[pa.RecordBatch]:
     return batches
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+Routes = dict[str, Callable[[], Any]]
 
+
+def avro_routes(batches: list[pa.RecordBatch]) -> tuple[Routes, float]:
+    """The Avro routes, checked equal byte for byte on the first batch; the mean payload size."""
     import fastavro
-    from confluent_kafka.schema_registry import Schema
-    from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
-        MockSchemaRegistryClient,
-    )
     from confluent_kafka.schema_registry.avro import AvroSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
 
-    batches = make_batches(args.rows)
     schema = derive_avro_schema(sql_type_from_arrow(ROW_TYPE))
     dict_batches = [b.column(0).to_pylist() for b in batches]
-
     encoder = AvroColumnEncoder(schema)
     parsed = fastavro.parse_schema(schema.json)
     prefix = header(SCHEMA_ID)
-    registry = MockSchemaRegistryClient({"url": "mock://bench"})
-    schema_id = registry.register_schema("orders-value", Schema(schema.text, "AVRO"))
-    assert schema_id == SCHEMA_ID, schema_id
+    registry = _mock_registry(schema.text, "AVRO")
     confluent = AvroSerializer(
         registry, schema.text, conf={"auto.register.schemas": False, "use.latest.version": True}
     )
-    context = SerializationContext("orders", MessageField.VALUE)
+    context = _context()
 
-    def columnar() -> list[Any]:
-        return [frame_column(encoder.encode(b.column(0)), SCHEMA_ID) for b in batches]
-
-    def per_row() -> list[list[bytes]]:
+    def per_row(rows_of: list[list[Any]]) -> list[list[bytes]]:
         out = []
-        for rows in dict_batches:
+        for rows in rows_of:
             payloads = []
             for row in rows:
                 buffer = io.BytesIO()
@@ -146,46 +147,134 @@ def main() -> None:
             out.append(payloads)
         return out
 
-    def confluent_kafka() -> list[list[bytes]]:
-        return [[confluent(row, context) for row in rows] for rows in dict_batches]
+    def confluent_kafka(rows_of: list[list[Any]]) -> list[list[bytes]]:
+        return [[confluent(row, context) for row in rows] for rows in rows_of]
 
-    routes: dict[str, Callable[[], Any]] = {
-        "columnar": columnar,
-        "fastavro-per-row": per_row,
-        "confluent-kafka AvroSerializer": confluent_kafka,
-    }
     first = frame_column(encoder.encode(batches[0].column(0)), SCHEMA_ID).to_pylist()
-    saved = batches, dict_batches
-    batches, dict_batches = batches[:1], dict_batches[:1]
-    assert per_row()[0] == first, "fastavro's payloads differ from the columnar ones"
-    assert confluent_kafka()[0] == first, "confluent-kafka's payloads differ"
-    batches, dict_batches = saved
-    mean_size = sum(len(p) for p in first) / len(first)
+    assert per_row(dict_batches[:1])[0] == first, (
+        "fastavro's payloads differ from the columnar ones"
+    )
+    assert confluent_kafka(dict_batches[:1])[0] == first, "confluent-kafka's payloads differ"
+    routes: Routes = {
+        "columnar": lambda: [frame_column(encoder.encode(b.column(0)), SCHEMA_ID) for b in batches],
+        "fastavro-per-row": lambda: per_row(dict_batches),
+        "confluent-kafka AvroSerializer": lambda: confluent_kafka(dict_batches),
+    }
+    return routes, sum(len(p) for p in first) / len(first)
 
+
+def json_ready(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as a JSON-only dict: decimals as floats, timestamps as the ISO text we write."""
+    out = dict(row)
+    out["amount"] = None if row["amount"] is None else float(row["amount"])
+    at = row["created_at"]
+    out["created_at"] = None if at is None else at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return out
+
+
+def json_routes(batches: list[pa.RecordBatch]) -> tuple[Routes, float]:
+    """The JSON routes, checked equal (parsed; headers byte for byte) on the first batch."""
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+
+    schema = derive_json_schema(sql_type_from_arrow(ROW_TYPE))
+    dict_batches = [[json_ready(r) for r in b.column(0).to_pylist()] for b in batches]
+    encoder = JsonColumnEncoder(schema)
+    prefix = header(SCHEMA_ID)
+    registry = _mock_registry(schema.text, "JSON")
+    confluent = JSONSerializer(
+        schema.text, registry, conf={"auto.register.schemas": False, "use.latest.version": True}
+    )
+    context = _context()
+
+    def per_row(rows_of: list[list[Any]]) -> list[list[bytes]]:
+        return [[prefix + json.dumps(row).encode() for row in rows] for rows in rows_of]
+
+    def confluent_kafka(rows_of: list[list[Any]]) -> list[list[bytes]]:
+        return [[confluent(row, context) for row in rows] for rows in rows_of]
+
+    first = frame_column(encoder.encode(batches[0].column(0)), SCHEMA_ID).to_pylist()
+    for name, route in (("json.dumps", per_row), ("confluent-kafka", confluent_kafka)):
+        theirs = route(dict_batches[:1])[0]
+        assert [p[:5] for p in theirs] == [p[:5] for p in first], f"{name}'s headers differ"
+        parsed = [json.loads(p[5:]) for p in theirs]
+        assert parsed == [json.loads(p[5:]) for p in first], f"{name}'s payloads differ"
+    routes: Routes = {
+        "columnar": lambda: [frame_column(encoder.encode(b.column(0)), SCHEMA_ID) for b in batches],
+        "json.dumps-per-row": lambda: per_row(dict_batches),
+        "confluent-kafka JSONSerializer": lambda: confluent_kafka(dict_batches),
+    }
+    return routes, sum(len(p) for p in first) / len(first)
+
+
+def _mock_registry(schema_text: str, kind: str) -> Any:
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
+        MockSchemaRegistryClient,
+    )
+
+    registry = MockSchemaRegistryClient({"url": "mock://bench"})
+    schema_id = registry.register_schema("orders-value", Schema(schema_text, kind))
+    assert schema_id == SCHEMA_ID, schema_id
+    return registry
+
+
+def _context() -> Any:
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    return SerializationContext("orders", MessageField.VALUE)
+
+
+def measure(routes: Routes, repeat: int) -> dict[str, tuple[float, float]]:
+    """Each route's best (wall, CPU) seconds, the routes run round-robin ``repeat`` times."""
     best: dict[str, tuple[float, float]] = {}
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         for name, route in routes.items():
             wall, cpu = time.perf_counter(), time.process_time()
             route()
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             if name not in best or wall < best[name][0]:
                 best[name] = (wall, cpu)
+    return best
 
+
+def table(title: str, best: dict[str, tuple[float, float]], rows: int) -> list[str]:
     base = best["columnar"][0]
     lines = [
-        f"Avro payloads of {args.rows:,} rows (mean framed payload {mean_size:.0f} B), "
-        f"best of {args.repeat}",
+        title,
         "",
         "| route | rows/s | wall s per 1M rows | CPU s per 1M rows | columnar is x faster |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    per_million = 1_000_000 / args.rows
+    per_million = 1_000_000 / rows
     for name, (wall, cpu) in best.items():
         lines.append(
-            f"| {name} | {args.rows / wall:,.0f} | {wall * per_million:.2f} | "
+            f"| {name} | {rows / wall:,.0f} | {wall * per_million:.2f} | "
             f"{cpu * per_million:.2f} | {wall / base:.1f} |"
         )
-    text = "\n".join(lines)
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--format", choices=["avro", "json", "all"], default="all")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    batches = make_batches(args.rows)
+    formats = {"avro": ("Avro", avro_routes), "json": ("JSON Schema", json_routes)}
+    chosen = list(formats) if args.format == "all" else [args.format]
+    lines: list[str] = []
+    for key in chosen:
+        label, build = formats[key]
+        routes, mean_size = build(batches)
+        title = (
+            f"{label} payloads of {args.rows:,} rows (mean framed payload {mean_size:.0f} B), "
+            f"best of {args.repeat}"
+        )
+        lines += [*table(title, measure(routes, args.repeat), args.rows), ""]
+    text = "\n".join(lines).rstrip()
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,58 +10,24 @@ must equal the input row.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
 import pytest
+from registry_scenarios import ORDER_TYPE, WAIT_S, order_rows, read_values, write_both_ways
 
 from kafka_sink import KafkaProducer
 from kafka_sink.spark.formats.avro_schema import derive_avro_schema
 from kafka_sink.spark.formats.avro_serializer import AvroSerializer
 from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
-from kafka_sink.testing.registry_oracle import read_deserialized
 
 pytestmark = pytest.mark.broker
-
-WAIT_S = 60
-ROW_TYPE = pa.struct(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("name", pa.string()),
-        pa.field("amount", pa.decimal128(12, 2)),
-        pa.field("at", pa.timestamp("us", tz="UTC")),
-        pa.field("tags", pa.list_(pa.string())),
-        pa.field("attrs", pa.map_(pa.string(), pa.int32())),
-        pa.field("address", pa.struct([("street", pa.string()), ("zip", pa.int32())])),
-    ]
-)
-
-
-def _rows(start: int, n: int) -> list[dict[str, Any]]:
-    at = dt.datetime(2024, 2, 29, 12, 0, tzinfo=dt.UTC)
-    return [
-        {
-            "id": i,
-            "name": None if i % 3 == 0 else f"naïve café {i} ✓",
-            "amount": decimal.Decimal(f"{(-1) ** i * i * 1234567}e-2"),
-            "at": at + dt.timedelta(microseconds=i * 1_000_001),
-            "tags": [f"t{k}" for k in range(i % 3)],
-            "attrs": {f"k{k}": k * i for k in range(i % 2 + 1)},
-            "address": None if i % 4 == 1 else {"street": "Main St", "zip": 10000 + i},
-        }
-        for i in range(start, start + n)
-    ]
 
 
 def _read(bootstrap: str, topic: str, registry: Any, expected: int) -> list[Any]:
     from confluent_kafka.schema_registry.avro import AvroDeserializer
 
-    return read_deserialized(
-        bootstrap, topic, AvroDeserializer(registry), expected, timeout_s=WAIT_S
-    )
+    return read_values(bootstrap, topic, AvroDeserializer(registry), expected)
 
 
 def test_columnar_and_per_record_avro_read_back_by_confluent_kafkas_deserializer(
@@ -73,21 +39,13 @@ def test_columnar_and_per_record_avro_read_back_by_confluent_kafkas_deserializer
     )
 
     topic = topic_factory(partitions=1)
-    schema = derive_avro_schema(sql_type_from_arrow(ROW_TYPE))
+    schema = derive_avro_schema(sql_type_from_arrow(ORDER_TYPE))
     registry = MockSchemaRegistryClient({"url": "mock://broker-test"})
     schema_id = registry.register_schema(f"{topic}-value", Schema(schema.text, "AVRO"))
     serializer = AvroSerializer(schema, schema_id=schema_id)
 
-    bulk_rows, single_rows = _rows(0, 500), _rows(500, 20)
-    column = pa.array([{**r, "attrs": list(r["attrs"].items())} for r in bulk_rows], type=ROW_TYPE)
-    config = {"bootstrap.servers": kafka_bootstrap, "acks": "all", "compression.type": "lz4"}
-    # send_columns takes the encoded column as bytes: no value.serializer on its producer
-    with KafkaProducer(config) as bulk:
-        bulk.send_columns(topic, serializer.serialize_column(column)).get(timeout=WAIT_S)
-    with KafkaProducer({**config, "value.serializer": serializer}) as single:
-        for row in single_rows:
-            single.send(topic, row)
-        single.flush(timeout=WAIT_S)
+    bulk_rows, single_rows = order_rows(0, 500), order_rows(500, 20)
+    write_both_ways(kafka_bootstrap, topic, serializer, bulk_rows, single_rows)
 
     read = _read(kafka_bootstrap, topic, registry, len(bulk_rows) + len(single_rows))
     assert read == bulk_rows + single_rows
@@ -104,10 +62,10 @@ def test_the_reader_checks_the_framing_plain_avro_is_refused(
     )
 
     topic = topic_factory(partitions=1)
-    plain = AvroSerializer(derive_avro_schema(sql_type_from_arrow(ROW_TYPE)))
+    plain = AvroSerializer(derive_avro_schema(sql_type_from_arrow(ORDER_TYPE)))
     config = {"bootstrap.servers": kafka_bootstrap, "acks": "all", "value.serializer": plain}
     with KafkaProducer(config) as producer:
-        producer.send(topic, _rows(1, 1)[0])
+        producer.send(topic, order_rows(1, 1)[0])
         producer.flush(timeout=WAIT_S)
     registry = MockSchemaRegistryClient({"url": "mock://broker-test-plain"})
     with pytest.raises(ValueDeserializationError, match=r"(?i)magic byte"):

@@ -1,4 +1,4 @@
-"""Registry formats: Spark columns as Avro (and later Protobuf, JSON Schema) payloads in
+"""Registry formats: Spark columns as Avro and JSON Schema (and later Protobuf) payloads in
 Confluent's wire format, and the driver's Schema Registry client.
 
 Role: turn Arrow columns into framed payloads before the producer sees them (the producer stays
@@ -14,6 +14,14 @@ Modules and who uses them:
   with the schema; the plan the encoder follows). No numpy: the driver's planning may load it.
 - ``avro_columnar`` (executor): ``AvroColumnEncoder`` / ``encode_column``, a whole Arrow column
   to Avro payloads in bulk.
+- ``json_schema`` (driver): ``derive_json_schema`` (a documented draft-07 mapping),
+  ``parse_json_schema``, ``bind_json`` (is the Spark type writable with the schema; the
+  encoder's plan). No numpy, no jsonschema.
+- ``json_columnar`` (executor): ``JsonColumnEncoder`` / ``encode_column``, a whole Arrow column
+  to UTF-8 JSON payloads in bulk with ``pyarrow.compute``; ``iso_text``, its dates and
+  timestamps as ISO-8601 text built with numpy.
+- ``base``: ``ColumnEncoder`` (a schema bound once per Arrow type) and ``FramedSerializer``
+  (the producer serializer's shape), which each format fills in.
 - ``columnar``: the numpy primitives the encoders share (varints, joining and grouping per-row
   byte pieces); constants (a union's branch index) use the records' scalar ``encode_varint``.
 - ``wire_format``: Confluent's framing (magic byte, schema id, Protobuf's message indexes), per
@@ -24,6 +32,8 @@ Modules and who uses them:
 - ``subjects`` (driver): the subject name strategies (``topic``, ``record``, ``topic_record``).
 - ``avro_serializer``: ``AvroSerializer``, the producer's ``value.serializer`` /
   ``key.serializer`` (per record, over fastavro) with ``serialize_column`` (in bulk).
+- ``json_serializer``: ``JsonSchemaSerializer``, the same for JSON (per record, over the stdlib
+  ``json``).
 - ``options`` (driver): ``FormatOptions``, the data source's ``valueFormat`` / ``keyFormat``,
   ``<side>.schema``, subject strategy, ``recordName`` / ``recordNamespace``,
   ``auto.register.schemas`` / ``use.latest.version`` and ``schema.registry.*`` options.
@@ -36,6 +46,9 @@ The flow in the sink: the driver derives or parses the schema, binds it to the c
 type (refusing a mismatch before any task runs), registers it and ships the schema JSON and its
 id in the picklable writer (``plan``); each task builds a ``BatchEncoder`` once, which calls
 ``frame_column(encoder.encode(column), schema_id)`` per Arrow batch (``batch_encoder``).
+JSON has the same pieces (``derive_json_schema`` / ``parse_json_schema``, ``bind_json``,
+``JsonColumnEncoder``; the schema's ``title`` is the record name of the ``record`` strategies);
+the data source accepts ``avro`` only so far.
 
 Invariants: registry calls are made by the driver only, before any task runs (the encoders
 take the id as an input); a null row is never encoded (it stays a

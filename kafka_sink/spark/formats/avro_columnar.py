@@ -52,55 +52,39 @@ from kafka_sink.spark.formats.avro_schema import (
     Binding,
     bind,
 )
+from kafka_sink.spark.formats.base import ColumnEncoder
 from kafka_sink.spark.formats.columnar import (
     as_pieces,
     fixed_width_pieces,
     group_pieces,
     join_pieces,
+    list_offsets,
+    micros,
     only_rows,
     pieces_from_buffers,
+    plain_layout,
     zigzag_varints,
 )
-from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
+from kafka_sink.spark.formats.sql_types import SqlType
 
 __all__ = ["AvroColumnEncoder", "encode_column"]
 
 _Mask = npt.NDArray[np.bool_]
 #: What an encoder returns for a column: piece columns and constant bytes, joined per row later.
 _Parts = list[Any]
-# Arrow timestamp units -> (multiplier, divisor) to microseconds.
-_TO_MICROS = {"s": (1_000_000, 1), "ms": (1000, 1), "us": (1, 1), "ns": (1, 1000)}
 
 
-class AvroColumnEncoder:
+class AvroColumnEncoder(ColumnEncoder[AvroSchema, Binding]):
     """Encodes columns with one Avro schema; binds it once per Arrow type it is given.
 
     Picklable (the schema travels as its JSON); build it on the driver, use it in tasks.
     """
 
-    def __init__(self, schema: AvroSchema, path: str = "value") -> None:
-        self.schema = schema
-        self.path = path
-        self._bindings: dict[Any, Binding] = {}
+    def _bind(self, sql_type: SqlType) -> Binding:
+        return bind(sql_type, self.schema, self.path)
 
-    def binding(self, arrow_type: Any) -> Binding:
-        found = self._bindings.get(arrow_type)
-        if found is None:
-            found = bind(sql_type_from_arrow(arrow_type), self.schema, self.path)
-            self._bindings[arrow_type] = found
-        return found
-
-    def encode(self, array: Any) -> Any:
-        """Avro payloads of ``array`` (an Arrow array or chunked array), nulls kept null."""
-        if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks()
-        return encode_column(array, self.binding(array.type))
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"schema": self.schema, "path": self.path}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["schema"], state["path"])  # type: ignore[misc]
+    def _encode_bound(self, array: Any, binding: Binding) -> Any:
+        return encode_column(array, binding)
 
 
 def encode_column(array: Any, binding: Binding) -> Any:
@@ -109,26 +93,10 @@ def encode_column(array: Any, binding: Binding) -> Any:
     A null row is a tombstone, not an encoded null, even when the schema's root is a union
     with null (as Confluent's serializers leave None unserialized).
     """
-    arr = _plain(array)
+    arr = plain_layout(array)
     valid = valid_mask(arr)
     pieces = join_pieces(_encode(arr, binding, valid), len(arr))
     return pieces if arr.null_count == 0 else only_rows(pieces, valid)
-
-
-def _plain(arr: Any) -> Any:
-    """The array in the form the encoders read: no dictionary, view or fixed-size layouts."""
-    t = arr.type
-    if pa.types.is_dictionary(t):
-        return _plain(arr.dictionary_decode())
-    if pa.types.is_string_view(t):
-        return arr.cast(pa.large_string())
-    if pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t):
-        return arr.cast(pa.large_binary())
-    if pa.types.is_fixed_size_list(t):
-        return arr.cast(pa.large_list(t.value_field))
-    if pa.types.is_float16(t):
-        return arr.cast(pa.float32())
-    return arr
 
 
 def _encode(arr: Any, b: Binding, live: _Mask) -> _Parts:
@@ -137,7 +105,7 @@ def _encode(arr: Any, b: Binding, live: _Mask) -> _Parts:
     Only ``live`` rows must be right (the others are dropped by a parent). Joining once per
     record or array level, not per field, keeps each byte's copies few.
     """
-    arr = _plain(arr)
+    arr = plain_layout(arr)
     n = len(arr)
     valid = valid_mask(arr)
     if b.branch is None or b.null_branch is None:
@@ -211,17 +179,10 @@ def _record(arr: Any, b: Binding, live: _Mask) -> _Parts:
     return parts
 
 
-def _list_offsets(arr: Any) -> npt.NDArray[np.int64]:
-    n = len(arr)
-    dtype = np.int64 if pa.types.is_large_list(arr.type) else np.int32
-    raw: npt.NDArray[Any] = np.frombuffer(arr.buffers()[1], dtype=dtype, count=arr.offset + n + 1)
-    return raw[arr.offset :].astype(np.int64)
-
-
 def _list(arr: Any, values: Any, items: Binding, live: _Mask, key: Any) -> _Parts:
     """An Avro array (or map: ``key`` given) per row: count, items, 0; or 0 when empty."""
     n = len(arr)
-    offsets = _list_offsets(arr)
+    offsets = list_offsets(arr)
     first, last = int(offsets[0]), int(offsets[-1])
     counts = np.diff(offsets)
     item_live = np.repeat(live, counts)
@@ -238,8 +199,7 @@ def _list(arr: Any, values: Any, items: Binding, live: _Mask, key: Any) -> _Part
 def _integers(arr: Any, avro: AvroPrimitive) -> npt.NDArray[np.int64]:
     t = arr.type
     if pa.types.is_timestamp(t):
-        multiplier, divisor = _TO_MICROS[t.unit]
-        values = int_column(arr.view(pa.int64()), 0, np.int64) * multiplier // divisor
+        values = micros(arr)
         if avro.logical in ("timestamp-millis", "local-timestamp-millis"):
             values //= 1000
         return values
@@ -248,8 +208,7 @@ def _integers(arr: Any, avro: AvroPrimitive) -> npt.NDArray[np.int64]:
     if pa.types.is_date64(t):
         return int_column(arr.view(pa.int64()), 0, np.int64) // 86_400_000
     if pa.types.is_duration(t):
-        multiplier, divisor = _TO_MICROS[t.unit]
-        return int_column(arr.view(pa.int64()), 0, np.int64) * multiplier // divisor
+        return micros(arr)
     return int_column(arr, 0, np.int64)
 
 

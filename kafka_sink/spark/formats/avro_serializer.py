@@ -30,38 +30,29 @@ from typing import Any
 
 from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
 from kafka_sink.spark.formats.avro_schema import AvroSchema, parse_avro_schema
-from kafka_sink.spark.formats.wire_format import frame_column, header
+from kafka_sink.spark.formats.base import FramedSerializer
 
 __all__ = ["AvroSerializer"]
 
 
-class AvroSerializer:
+class AvroSerializer(FramedSerializer[AvroSchema]):
     """Avro payloads of one schema, framed with ``schema_id`` when given."""
 
     def __init__(self, schema: AvroSchema | str | dict[str, Any], schema_id: int | None = None):
-        self.schema = schema if isinstance(schema, AvroSchema) else parse_avro_schema(schema)
-        self.schema_id = schema_id
-        self._header = b"" if schema_id is None else header(schema_id)
-        self._columns = AvroColumnEncoder(self.schema)
+        super().__init__(schema, schema_id)
         self._fastavro_schema: Any = None
 
-    def __call__(self, value: Any) -> bytes | None:
-        return self.serialize(value)
+    def _parse(self, schema: Any) -> AvroSchema:
+        return schema if isinstance(schema, AvroSchema) else parse_avro_schema(schema)
 
-    def serialize(self, value: Any) -> bytes | None:
-        """One value's payload (with the wire-format header when there is a schema id)."""
-        if value is None:
-            return None
+    def _column_encoder(self, schema: AvroSchema) -> AvroColumnEncoder:
+        return AvroColumnEncoder(schema)
+
+    def _payload(self, value: Any) -> bytes:
         writer, parsed = self._writer()
         out = io.BytesIO()
-        out.write(self._header)
         writer(out, parsed, value)
         return out.getvalue()
-
-    def serialize_column(self, array: Any) -> Any:
-        """Every row of an Arrow column as a payload (``large_binary``); null rows stay null."""
-        payloads = self._columns.encode(array)
-        return payloads if self.schema_id is None else frame_column(payloads, self.schema_id)
 
     def _writer(self) -> tuple[Any, Any]:
         try:
@@ -74,12 +65,6 @@ class AvroSerializer:
         if self._fastavro_schema is None:
             self._fastavro_schema = fastavro.parse_schema(self.schema.json)
         return fastavro.schemaless_writer, self._fastavro_schema
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"schema": self.schema, "schema_id": self.schema_id}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["schema"], state["schema_id"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
         name = getattr(self.schema.root, "name", None) or self.schema.root.describe()

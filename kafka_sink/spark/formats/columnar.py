@@ -16,6 +16,8 @@ them row by row. Nothing here loops over rows in Python:
 - ``group_pieces``: the pieces of a child column concatenated per parent row, by list offsets;
   zero-copy, since the children of consecutive parents are consecutive.
 - ``length_prefixed``: each row's bytes preceded by a varint of their length.
+- ``plain_layout``, ``list_offsets``, ``micros``: reading Arrow inputs (the plain layouts the
+  encoders handle, a list column's offsets, timestamps and durations as microseconds).
 
 Invariants: a piece column's null row contributes nothing when joined (``join_pieces`` skips
 nulls), so encoders mark the rows they do not write as null rather than emptying them; every
@@ -33,7 +35,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import binary_offsets, binary_scalar, valid_mask
+from kafka_sink.records.arrow import binary_offsets, binary_scalar, int_column, valid_mask
 
 __all__ = [
     "NULL_PIECE",
@@ -44,8 +46,11 @@ __all__ = [
     "group_pieces",
     "join_pieces",
     "length_prefixed",
+    "list_offsets",
+    "micros",
     "only_rows",
     "pieces_from_buffers",
+    "plain_layout",
     "varints",
     "zigzag",
     "zigzag_varints",
@@ -57,6 +62,8 @@ PIECES = pa.large_binary()
 _I64 = npt.NDArray[np.int64]
 _U64 = npt.NDArray[np.uint64]
 _EMPTY = binary_scalar(b"", large=True)
+# Arrow timestamp units -> (multiplier, divisor) to microseconds.
+_TO_MICROS = {"s": (1_000_000, 1), "ms": (1000, 1), "us": (1, 1), "ns": (1, 1000)}
 #: A null piece, for the rows an encoder does not write.
 NULL_PIECE = pa.nulls(1, PIECES)[0]
 
@@ -190,3 +197,33 @@ def length_prefixed(values: Any) -> Any:
     prefix = zigzag_varints(np.diff(offsets))
     joined = pc.binary_join_element_wise(prefix, arr, _EMPTY, null_handling="emit_null")
     return joined
+
+
+def plain_layout(arr: Any) -> Any:
+    """The array in the form the encoders read: no dictionary, view or fixed-size layouts."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return plain_layout(arr.dictionary_decode())
+    if pa.types.is_string_view(t):
+        return arr.cast(pa.large_string())
+    if pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t):
+        return arr.cast(pa.large_binary())
+    if pa.types.is_fixed_size_list(t):
+        return arr.cast(pa.large_list(t.value_field))
+    if pa.types.is_float16(t):
+        return arr.cast(pa.float32())
+    return arr
+
+
+def list_offsets(arr: Any) -> npt.NDArray[np.int64]:
+    """A list (or map) array's n + 1 offsets into its values, its slice offset applied."""
+    n = len(arr)
+    dtype = np.int64 if pa.types.is_large_list(arr.type) else np.int32
+    raw: npt.NDArray[Any] = np.frombuffer(arr.buffers()[1], dtype=dtype, count=arr.offset + n + 1)
+    return raw[arr.offset :].astype(np.int64)
+
+
+def micros(arr: Any) -> _I64:
+    """A timestamp or duration column as int64 microseconds (floored, as Spark does)."""
+    multiplier, divisor = _TO_MICROS[arr.type.unit]
+    return int_column(arr.view(pa.int64()), 0, np.int64) * multiplier // divisor

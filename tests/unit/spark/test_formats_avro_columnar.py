@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from avro_strategies import as_fastavro, columns
+from confluent_reference import confluent_serializer
 from hypothesis import HealthCheck, given, settings
 
 from kafka_sink.spark.errors import SinkDataError
@@ -74,21 +75,11 @@ def test_sliced_and_chunked_columns_encode_like_whole_ones(
 def test_framed_payloads_equal_confluent_kafkas_avro_serializer(
     column: tuple[pa.DataType, list[Any]],
 ) -> None:
-    from confluent_kafka.schema_registry import Schema
-    from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
-        MockSchemaRegistryClient,
-    )
-    from confluent_kafka.schema_registry.avro import AvroSerializer as ConfluentAvroSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
-
     t, rows = column
     array = pa.array(rows, type=t)
     schema = derive_avro_schema(sql_type_from_arrow(t))
-    registry = MockSchemaRegistryClient({"url": "mock://formats"})
-    schema_id = registry.register_schema("orders-value", Schema(schema.text, "AVRO"))
-    theirs = ConfluentAvroSerializer(registry, schema.text)
-    context = SerializationContext("orders", MessageField.VALUE)
-    expected = [theirs(as_fastavro(row, t), context) for row in array.to_pylist()]
+    schema_id, theirs = confluent_serializer("AVRO", schema.text)
+    expected = [theirs(as_fastavro(row, t)) for row in array.to_pylist()]
     ours = AvroSerializer(schema, schema_id=schema_id)
     assert ours.serialize_column(array).to_pylist() == expected
     # the per-record form, as the producer's value.serializer calls it
