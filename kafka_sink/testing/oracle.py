@@ -71,7 +71,8 @@ def create_topic(
     *,
     timeout_s: float = 30.0,
 ) -> None:
-    """Create ``name`` and wait until every partition has a leader on every bootstrap broker."""
+    """Create ``name`` and wait until every partition has a leader on every bootstrap broker,
+    and every leader answers for its partitions."""
     kafka = import_kafka_python()
     admin = kafka.admin.KafkaAdminClient(
         bootstrap_servers=bootstrap,
@@ -93,6 +94,10 @@ def create_topic(
     finally:
         admin.close()
     wait_for_leaders(bootstrap, name, partitions, timeout_s=timeout_s)
+    # A leader in the metadata may not serve the partition yet (on a loaded machine its first
+    # Produce can get NOT_LEADER_OR_FOLLOWER): ListOffsets to every leader, retried until each
+    # answers, ends the wait.
+    end_offsets(bootstrap, name, timeout_s=timeout_s)
 
 
 def wait_for_leaders(

@@ -20,8 +20,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from kafka_sink.spark.errors import SinkSchemaError
 
 __all__ = [
@@ -161,6 +159,9 @@ def sql_type_from_json(value: Any) -> SqlType:
 
 def sql_type_from_arrow(arrow_type: Any) -> SqlType:
     """The Spark type behind an Arrow type as Spark hands it to a Python data source."""
+    # Imported here: the driver reads Spark's JSON form only, and pyarrow loads numpy.
+    import pyarrow as pa
+
     t = arrow_type
     if pa.types.is_dictionary(t):
         return sql_type_from_arrow(t.value_type)
@@ -190,6 +191,8 @@ def sql_type_from_arrow(arrow_type: Any) -> SqlType:
 
 
 def _arrow_atomic(t: Any) -> str | None:
+    import pyarrow as pa
+
     if pa.types.is_boolean(t):
         return "boolean"
     if pa.types.is_integer(t):
