@@ -20,10 +20,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sparkutil import assert_nothing_left_open, commit_docs
 
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, read_all
+
+# A fault proof: `-m "not slow"` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
 
 ROWS = 3000
 PARTITIONS = 3

@@ -16,12 +16,16 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from eos_driver import Driver, drop_cut_metadata_writes, wait_for
 from sparkutil import assert_nothing_left_open, stable_offsets
 
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, NO_START_SWEEP_ENV, PAUSE_ENV, POINT_ENV
 from kafka_sink.spark.fault_hooks import STARTED as STARTED_POINT
 from kafka_sink.testing.oracle import end_offsets, read_all
+
+# A fault proof: `-m "not slow"` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
 
 TopicFactory = Callable[..., str]
 ROWS = 600

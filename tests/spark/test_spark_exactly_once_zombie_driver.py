@@ -27,6 +27,9 @@ from sparkutil import assert_nothing_left_open
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, NO_FENCE_ENV, PAUSE_ENV, POINT_ENV
 from kafka_sink.testing.oracle import read_all
 
+# A fault proof: `-m "not slow"` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 TopicFactory = Callable[..., str]
 FILES, ROWS = 3, 200
 

@@ -15,6 +15,9 @@ from sparkutil import commit_docs
 
 from kafka_sink.testing.oracle import create_topic, end_offsets
 
+# A fault proof: `-m "not slow"` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 
 def test_unreachable_leader_fails_the_task_naming_what_was_pending(
     spark, proxied_kafka, tmp_path

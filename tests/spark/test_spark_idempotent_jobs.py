@@ -162,6 +162,7 @@ def _rerun_writes_once(job: _Job, step: str | None) -> str:
     return second
 
 
+@pytest.mark.slow
 def test_a_keyed_job_killed_between_two_end_txns_and_re_run_writes_every_row_once(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -19,7 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kafka_sink.testing.oracle import read_all
+
+# A fault proof: `-m "not slow"` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
 
 CHILD = str(Path(__file__).with_name("logs_child.py"))
 STREAM_ROWS = 40
