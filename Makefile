@@ -57,7 +57,7 @@ $(S3PROXY)/.fetched: conf/maven/s3proxy.pom.xml
 $(SPARK_KAFKA)/.fetched: conf/maven/spark-sql-kafka.pom.xml
 	rm -rf $(SPARK_KAFKA)
 	$(MVN) -f conf/maven/spark-sql-kafka.pom.xml $(MVN_COPY) -DincludeScope=runtime \
-		-DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
+		-DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-avro_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
 		-DoutputDirectory=$(abspath $(SPARK_KAFKA))
 	touch $@
 
