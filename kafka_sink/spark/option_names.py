@@ -46,6 +46,8 @@ SINK_OPTION_NAMES = (
     "idempotencyKey",
     "logLevel",
     "includeHeaders",
+    "metricsPushGateway",
+    "metricsJob",
     # The registry formats' (``formats/options.py``); ``schema.registry.*`` is a prefix.
     *FORMAT_OPTION_NAMES,
 )

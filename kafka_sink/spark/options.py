@@ -32,6 +32,11 @@ unknown one gets, are ``option_names.py``'s):
 - ``logLevel``: the sink's log level (``DEBUG``, ``INFO``, ``WARN``/``WARNING``, ``ERROR``,
   ``OFF``, any case), on the driver and in the tasks; it wins over Spark's conf
   ``spark.pykafka.logLevel`` (see ``logs.py``).
+- ``metricsPushGateway``: a Prometheus Pushgateway URL (``http(s)://host:port``, or
+  ``host:port``); the driver pushes each batch's metrics there (``spark/metrics/prometheus.py``).
+  Needs ``prometheus-client`` (the ``prometheus`` extra), checked on the driver when parsed.
+- ``metricsJob``: the Pushgateway job the metrics are pushed under (default ``pykafka``); only
+  with ``metricsPushGateway``.
 - Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
 - The registry formats' keys (``valueFormat``, ``keyFormat``, ``schema.registry.*`` and the
   rest) are left to ``formats/options.py``, which parses and refuses them.
@@ -97,6 +102,7 @@ from kafka_sink.spark.commit_log.store import (
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.formats.options import is_format_key
 from kafka_sink.spark.logs import LEVEL_NAMES, parse_level, warn_once
+from kafka_sink.spark.metrics.prometheus import DEFAULT_JOB, gateway_url, job_name
 from kafka_sink.spark.option_names import (
     KAFKA_PREFIX,
     SINK_KEYS,
@@ -194,6 +200,10 @@ class SinkOptions:
     idempotency_key: str | None = None
     #: ``logLevel`` as a ``logging`` level; None: Spark's conf, else INFO (``logs.py``).
     log_level: int | None = None
+    #: ``metricsPushGateway``: the Pushgateway URL each batch's metrics go to; None: no push.
+    metrics_push_gateway: str | None = None
+    #: ``metricsJob``: the Pushgateway job name.
+    metrics_job: str = DEFAULT_JOB
 
     @property
     def exactly_once(self) -> bool:
@@ -216,6 +226,8 @@ class SinkOptions:
         intent_topic: str | None = None
         idempotency_key: str | None = None
         log_level: int | None = None
+        push_gateway: str | None = None
+        metrics_job: str | None = None
         for raw_key, raw_value in options.items():
             key = raw_key.strip().lower()
             value = str(raw_value)
@@ -270,6 +282,10 @@ class SinkOptions:
                 idempotency_key = _idempotency_key(value)
             elif key == "loglevel":
                 log_level = _log_level(value)
+            elif key == "metricspushgateway":
+                push_gateway = gateway_url(value)
+            elif key == "metricsjob":
+                metrics_job = job_name(value)
             elif key in SINK_KEYS or key in SPARK_KEYS or is_format_key(key):
                 # The formats' keys are parsed (and refused) by formats/options.py.
                 continue
@@ -297,6 +313,12 @@ class SinkOptions:
                         f"option '{name}' is only used with deliveryGuarantee=exactly-once; set "
                         ".option('deliveryGuarantee', 'exactly-once') or remove it"
                     )
+        if metrics_job is not None and push_gateway is None:
+            raise SinkOptionError(
+                "option 'metricsJob' names the Pushgateway job of option 'metricsPushGateway', "
+                "which is not set; set .option('metricsPushGateway', 'http://host:9091') or "
+                "remove 'metricsJob'"
+            )
         if intent_topic is not None and store == INTENT_STORE_CHECKPOINT:
             raise SinkOptionError(
                 "option 'intentTopic' names the topic of intentStore=kafka, but intentStore is "
@@ -317,6 +339,8 @@ class SinkOptions:
             intent_topic=intent_topic or DEFAULT_INTENT_TOPIC,
             idempotency_key=idempotency_key,
             log_level=log_level,
+            metrics_push_gateway=push_gateway,
+            metrics_job=metrics_job or DEFAULT_JOB,
         )
 
     def with_producer_setting(self, key: str, value: str) -> SinkOptions:
@@ -461,7 +485,9 @@ class SinkOptions:
             f"transactionalIdPrefix={self.transactional_id_prefix!r}, "
             f"intentStore={self.intent_store!r}, intentTopic={self.intent_topic!r}, "
             f"idempotencyKey={self.idempotency_key!r}, "
-            f"logLevel={self.log_level!r})"
+            f"logLevel={self.log_level!r}, "
+            f"metricsPushGateway={_shown(self.metrics_push_gateway)!r}, "
+            f"metricsJob={self.metrics_job!r})"
         )
 
 

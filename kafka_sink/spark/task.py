@@ -55,6 +55,9 @@ Invariants:
   Arrow batch's ``value`` / ``key`` column in bulk before anything else reads the batch (the
   fingerprint is then of the bytes sent); the producer stays bytes in, bytes out, and the task
   never calls the registry.
+- The message carries the task's share of its producer's metrics (``spark/metrics``): a snapshot
+  when the lease starts, its difference once every record is acknowledged (and, exactly-once,
+  the transaction prepared); a task that wrote nothing carries none.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ from kafka_sink.spark.logs import (
     logger,
     parse_level,
 )
+from kafka_sink.spark.metrics import TaskMeter, TaskMetrics
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.producer_cache import BulkProducer
 from kafka_sink.spark.row_fingerprint import batch_fingerprint
@@ -391,6 +395,8 @@ class _TaskWrite:
     ) -> PyKafkaCommitMessage:
         producer: P | None = None
         transaction: PreparedTransaction | None = None
+        metrics: TaskMetrics | None = None
+        meter = TaskMeter()
         rows_seen = 0
         try:
             for batch in self._serialized(batches):
@@ -407,6 +413,7 @@ class _TaskWrite:
                     continue
                 if producer is None:
                     producer = guarantee.acquire(self.task)
+                    meter.lease(producer)
                 for group in groups:
                     self._check_partitions(producer, group)
                     future = _send(producer, group)
@@ -416,6 +423,7 @@ class _TaskWrite:
             if producer is not None:
                 self._await_acks(producer)
                 transaction = guarantee.finish(producer, self._wait_bound()[0] / 1000)
+                metrics = meter.result(producer, transactional=self.fingerprint is not None)
             pause_commit(self.task.batch_id, TASK_DONE)  # test-only; see fault_hooks
         except BaseException as exc:
             if producer is not None:
@@ -434,6 +442,7 @@ class _TaskWrite:
             transaction=transaction,
             fingerprint=self.fingerprint,
             conf_log_level=self.task.conf_log_level,
+            metrics=metrics,
         )
 
     def skip(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:

@@ -34,6 +34,10 @@ Invariants:
 - A streaming commit none of whose tasks ran ``write()`` (``trigger(continuous=...)``) raises
   before anything is recorded (``triggers.py``), so Spark never marks the epoch done with its
   rows unwritten.
+- A commit's document carries the batch's ``metrics`` section (``spark/metrics``) when its tasks
+  measured their producers; ``commit_duration_ms`` runs from the start of ``commit()`` to the
+  document (exactly-once: the transactions committed). With ``metricsPushGateway`` the section
+  is then pushed (bounded; a failed push is a WARNING, never a failed batch).
 - Only the planning pickles a writer: an exactly-once stream writer runs its query's start work
   (``eos/start.py``) then, and the pickled writer never carries it.
 """
@@ -65,6 +69,7 @@ from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
 from kafka_sink.spark.formats.plan import FormatPlan
 from kafka_sink.spark.logs import apply_level, logger
+from kafka_sink.spark.metrics import batch_metrics
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.triggers import refuse_unwritten_commit
@@ -134,6 +139,7 @@ class _WriterCore:
     def _record(
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int | None, *, ok: bool
     ) -> None:
+        started = time.monotonic()
         apply_level(self._log_level(messages))
         if ok:
             pause_commit(batch_id, BEFORE_COMMIT)  # test-only; see fault_hooks
@@ -158,6 +164,21 @@ class _WriterCore:
             guarantee=self.options.delivery_guarantee,
             unfinished=unfinished,
         )
+        metrics = (
+            batch_metrics(
+                [
+                    (m.partition_id, m.metrics)
+                    for m in messages
+                    if isinstance(m, PyKafkaCommitMessage) and m.metrics is not None
+                ],
+                commit_duration_ms=round((time.monotonic() - started) * 1000),
+                committed_wall_ms=now_ms,
+            )
+            if ok
+            else None
+        )
+        if metrics is not None:
+            document["metrics"] = metrics
         if self.eos is not None and self.eos.idempotency_key is not None:
             document["idempotency_key"] = self.eos.idempotency_key
         if completed is not None:
@@ -186,6 +207,16 @@ class _WriterCore:
         # raises nothing), so the abort line only says what was rolled back.
         logger.info(log_line(document, path))
         logger.debug(offsets_line(document))
+        if metrics is not None and self.options.metrics_push_gateway is not None:
+            from kafka_sink.spark.metrics.prometheus import push_batch
+
+            push_batch(
+                metrics,
+                gateway=self.options.metrics_push_gateway,
+                job=self.options.metrics_job,
+                query=self.options.query_name or self.write_id,
+                batch_id=batch_id,
+            )
 
     def _visible_anyway(self, directory: str, name: str, batch_id: int | None, *, ok: bool) -> bool:
         """Whether a commit file that could not be written is logged instead of failing.

@@ -115,6 +115,13 @@ ROOM_RULES = {
     # Registry formats serve the producer's users too: no Spark, nor the sink's machinery (the
     # producer and numpy stay allowed: the serializers and columnar encoders build on them).
     "spark/formats": (*_EXECUTOR_SIDE[:5], "pyspark", "kafka_sink.spark.eos"),
+    # The sink's metrics: a task hands its producer in; nothing of Spark or the driver's rooms.
+    "spark/metrics": (
+        *_EXECUTOR_SIDE,
+        "pyspark",
+        "kafka_sink.spark.eos",
+        "kafka_sink.spark.commit_log",
+    ),
 }
 
 

@@ -39,6 +39,8 @@ Invariants:
   ``<batchId>.json.replaced-<ms>`` instead of overwriting it.
 - A commit document of a batch job whose ``idempotencyKey`` an earlier run completed carries
   ``already_completed`` (who completed it and when) and its line says this run wrote nothing.
+- A commit document whose tasks measured their producers (``spark/metrics``) carries the batch's
+  ``metrics`` section, and its line the few numbers of :func:`metrics_summary`.
 - Only this module writes commit files; it never touches Kafka.
 """
 
@@ -55,6 +57,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.commit_log.store import open_store
 from kafka_sink.spark.fingerprint import Fingerprint
+from kafka_sink.spark.metrics import TaskMetrics, metrics_summary
 
 __all__ = [
     "COMMIT_FORMAT_VERSION",
@@ -137,6 +140,8 @@ class PyKafkaCommitMessage(WriterCommitMessage):
     #: The level Spark's conf ``spark.pykafka.logLevel`` gave the task: the driver's
     #: ``commit()`` cannot read Spark's conf, so it logs at the level its tasks saw.
     conf_log_level: int | None = None
+    #: What the task's producer did for it (``spark/metrics``); None when not measured.
+    metrics: TaskMetrics | None = None
 
     @property
     def record_count(self) -> int:
@@ -155,6 +160,8 @@ class PyKafkaCommitMessage(WriterCommitMessage):
             out["fingerprint"] = self.fingerprint.to_text()
         if self.skipped:
             out["skipped"] = True
+        if self.metrics is not None:
+            out["duration_ms"] = self.metrics.duration_ms
         return out
 
 
@@ -314,9 +321,11 @@ def log_line(document: dict[str, Any], path: str | None) -> str:
         )
     if document["kind"] == "commit":
         offsets = document["offsets"]
+        metrics = document.get("metrics")
+        measured = f"; {metrics_summary(metrics)}" if metrics else ""
         return (
             f"pykafka commit ({what}, {how}): {document['record_count']} records "
-            f"to {len(offsets)} partitions from {document['task_count']} tasks{where}"
+            f"to {len(offsets)} partitions from {document['task_count']} tasks{measured}{where}"
         )
     acked = document["acknowledged_offsets"]
     fate = (

@@ -1,0 +1,230 @@
+"""Each batch's metrics pushed to a Prometheus Pushgateway (options ``metricsPushGateway``,
+``metricsJob``).
+
+Role: the driver's ``commit()`` calls :func:`push_batch` with the batch's ``metrics`` section
+(``batch.py``); it turns the section and the query's running totals into Prometheus metric
+families and PUTs them with ``prometheus-client`` under the job and the grouping key
+``query=<queryName, else the write id>``. :func:`gateway_url` and :func:`job_name` parse the
+options on the driver. The series are listed in docs/monitoring.md.
+
+Invariants:
+- A push that fails (gateway down, refused, slow beyond :data:`PUSH_TIMEOUT_S`) logs one WARNING
+  and returns: the batch is committed already, and its metrics are in its commit file.
+- ``metricsPushGateway`` without ``prometheus-client`` installed is refused when the options are
+  parsed (on the driver, before any task), naming the extra to install.
+- Counters (``*_total``, the latency summary) are the totals since this driver process first
+  pushed for the query; a restarted driver starts them again at zero, which Prometheus's
+  ``rate()`` and ``increase()`` read as a counter reset. Gauges describe the last batch.
+- Label sets are bounded: ``topic`` and ``partition`` for at most :data:`MAX_PARTITION_SERIES`
+  topic-partitions per query; the records and bytes of any further ones are summed under
+  ``partition="other"`` of their topic.
+- The gateway URL is shown without its password in every message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.spark.logs import ensure_logging, logger
+
+__all__ = [
+    "DEFAULT_JOB",
+    "MAX_PARTITION_SERIES",
+    "PUSH_TIMEOUT_S",
+    "gateway_url",
+    "job_name",
+    "push_batch",
+]
+
+DEFAULT_JOB = "pykafka"
+#: A push's bound: the commit waits at most this long for the gateway.
+PUSH_TIMEOUT_S = 5.0
+MAX_PARTITION_SERIES = 64
+INSTALL_HINT = "pip install 'pykafka-sink[prometheus]'"
+_JOB = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+
+
+def _shown(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.password is None:
+        return url
+    return url.replace(f":{parsed.password}@", ":***@", 1)
+
+
+def gateway_url(value: str) -> str:
+    """The option ``metricsPushGateway`` checked: an http(s) URL (``host:port`` gets http)."""
+    text = value.strip()
+    if not text:
+        raise SinkOptionError(
+            "option 'metricsPushGateway' is empty: give the Pushgateway's URL, e.g. "
+            ".option('metricsPushGateway', 'http://pushgateway:9091'), or remove the option"
+        )
+    url = text if "://" in text else f"http://{text}"
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise SinkOptionError(
+            f"option 'metricsPushGateway' is {_shown(text)!r}, not an http(s) URL of a "
+            "Pushgateway; give e.g. 'http://pushgateway:9091'"
+        )
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise SinkOptionError(
+            "option 'metricsPushGateway' needs the prometheus-client package on the driver, "
+            f"which is not installed. Fix: {INSTALL_HINT}, or remove the option"
+        )
+    return url
+
+
+def job_name(value: str) -> str:
+    """The option ``metricsJob`` checked: 1 to 200 of letters, digits, ``_.:-``."""
+    text = value.strip()
+    if not _JOB.fullmatch(text):
+        raise SinkOptionError(
+            f"option 'metricsJob' is {text!r}: give 1 to 200 letters, digits or '_.:-', e.g. "
+            f".option('metricsJob', '{DEFAULT_JOB}')"
+        )
+    return text
+
+
+@dataclass
+class _Totals:
+    """A query's counters since this process first pushed for it."""
+
+    records: dict[tuple[str, str], int] = field(default_factory=dict)
+    uncompressed: dict[tuple[str, str], int] = field(default_factory=dict)
+    compressed: dict[tuple[str, str], int] = field(default_factory=dict)
+    series: set[tuple[str, int]] = field(default_factory=set)
+    retries: int = 0
+    errors: int = 0
+    requests: int = 0
+    latency_ms_sum: float = 0.0
+    throttle_ms_sum: float = 0.0
+    batches: int = 0
+
+    def add(self, section: Mapping[str, Any]) -> None:
+        for p in section["partitions"]:
+            key = (p["topic"], p["partition"])
+            if key not in self.series and len(self.series) < MAX_PARTITION_SERIES:
+                self.series.add(key)
+            label = (p["topic"], str(p["partition"]) if key in self.series else "other")
+            for counts, name in (
+                (self.records, "records"),
+                (self.uncompressed, "uncompressed_bytes"),
+                (self.compressed, "compressed_bytes"),
+            ):
+                counts[label] = counts.get(label, 0) + p[name]
+        self.retries += section["retries"]
+        self.errors += section["errors"]
+        self.requests += section["requests"]
+        self.latency_ms_sum += (section["produce_latency_ms_avg"] or 0.0) * section["requests"]
+        self.throttle_ms_sum += section["throttle_time_ms_sum"]
+        self.batches += 1
+
+
+_TOTALS: dict[tuple[str, str, str], _Totals] = {}
+
+
+class _BatchCollector:
+    """The families of one push: the query's totals and its last batch's gauges."""
+
+    def __init__(self, totals: _Totals, section: Mapping[str, Any], batch_id: int | None) -> None:
+        self._totals = totals
+        self._section = section
+        self._batch_id = batch_id
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            SummaryMetricFamily,
+        )
+
+        t, s = self._totals, self._section
+        for name, doc, counts in (
+            ("pykafka_records", "Records acknowledged by Kafka", t.records),
+            ("pykafka_uncompressed_bytes", "Record batch bytes before compression", t.uncompressed),
+            ("pykafka_compressed_bytes", "Record batch bytes as sent", t.compressed),
+        ):
+            family = CounterMetricFamily(name, doc, labels=["topic", "partition"])
+            for (topic, partition), value in sorted(counts.items()):
+                family.add_metric([topic, partition], value)
+            yield family
+        yield CounterMetricFamily("pykafka_retries", "Records re-sent", value=t.retries)
+        yield CounterMetricFamily("pykafka_errors", "Records failed for good", value=t.errors)
+        yield CounterMetricFamily(
+            "pykafka_throttle_time_seconds", "Broker throttle time", value=t.throttle_ms_sum / 1e3
+        )
+        yield CounterMetricFamily("pykafka_batches", "Batches committed", value=t.batches)
+        yield SummaryMetricFamily(
+            "pykafka_produce_latency_seconds",
+            "Produce request latency",
+            count_value=t.requests,
+            sum_value=t.latency_ms_sum / 1e3,
+        )
+        gauges: list[tuple[str, str, float | None]] = [
+            ("pykafka_batch_id", "The last batch pushed", self._batch_id),
+            ("pykafka_batch_records", "The last batch's records", s["records"]),
+            ("pykafka_batch_records_per_second", "The last batch's rows/s", s["records_per_s"]),
+            ("pykafka_batch_compression_ratio", "Bytes before / after", s["compression_ratio"]),
+            (
+                "pykafka_batch_produce_latency_max_seconds",
+                "The last batch's slowest produce request",
+                s["produce_latency_ms_max"] / 1e3,
+            ),
+            (
+                "pykafka_batch_commit_duration_seconds",
+                "The last batch's commit on the driver",
+                s["commit_duration_ms"] / 1e3,
+            ),
+        ]
+        transactions = s.get("transactions")
+        if transactions is not None:
+            gauges.append(
+                (
+                    "pykafka_batch_transaction_open_max_seconds",
+                    "The last batch's longest first record -> commit",
+                    transactions["first_record_to_commit_ms_max"] / 1e3,
+                )
+            )
+        for name, doc, last in gauges:
+            if last is not None:
+                yield GaugeMetricFamily(name, doc, value=last)
+
+
+def push_batch(
+    section: Mapping[str, Any],
+    *,
+    gateway: str,
+    job: str,
+    query: str,
+    batch_id: int | None,
+    timeout_s: float = PUSH_TIMEOUT_S,
+) -> bool:
+    """Push a batch's metrics; False (and a WARNING) when the push failed."""
+    from prometheus_client import CollectorRegistry, push_to_gateway
+
+    totals = _TOTALS.setdefault((gateway, job, query), _Totals())
+    totals.add(section)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_BatchCollector(totals, section, batch_id))
+    try:
+        push_to_gateway(
+            gateway, job=job, registry=registry, grouping_key={"query": query}, timeout=timeout_s
+        )
+    except Exception as exc:  # a push never fails the batch
+        ensure_logging()
+        logger.warning(
+            "pykafka metrics: pushing %s to the Pushgateway %s (job %r) failed: %s; the batch "
+            "is committed and its metrics are in its commit file",
+            "the batch" if batch_id is None else f"batch {batch_id}",
+            _shown(gateway),
+            job,
+            str(exc).replace(gateway, _shown(gateway)),
+        )
+        return False
+    return True
