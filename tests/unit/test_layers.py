@@ -16,7 +16,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kafka_sink"
 
-LAYERS = ["wire", "records", "net", "admin", "producer", "spark", "testing"]
+LAYERS = ["wire", "records", "net", "admin", "producer", "spark", "testing", "report"]
 SHARED_LEAVES = {"errors", "clock", "prepared"}
 
 # Pure layers are bytes in, bytes out: no I/O, no threads, no clock.

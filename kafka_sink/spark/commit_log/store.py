@@ -27,6 +27,8 @@ Invariants:
   ``<name>.replaced-<ms>`` first.
 - Messages never contain credentials: user-info passwords are cut from displayed URIs, and the
   values of the credential variables above are masked in every store error.
+- ``names`` lists the files directly in the directory (what ``python -m kafka_sink report``
+  reads); a missing directory has none.
 - ``read`` tells a missing file (None) from one that cannot be read (:class:`CommitStoreError`).
 - Nothing here is pickled; a store is built where it is used (on the driver) and dropped.
 """
@@ -106,6 +108,9 @@ class CommitStore(Protocol):
 
     def read(self, name: str) -> bytes | None:
         """The bytes of ``<location>/<name>``; None when there is no such file."""
+
+    def names(self) -> list[str]:
+        """The names of the files directly in the directory, sorted; [] when it is missing."""
 
 
 def as_local_path(location: str) -> str | None:
@@ -253,6 +258,16 @@ class LocalCommitStore:
         except OSError as exc:
             raise CommitStoreError(_reason(exc)) from None
 
+    def names(self) -> list[str]:
+        try:
+            return sorted(
+                e.name for e in os.scandir(self.location) if e.is_file(follow_symlinks=False)
+            )
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise CommitStoreError(_reason(exc)) from None
+
 
 # -- pyarrow.fs stores ----------------------------------------------------------------------
 
@@ -279,6 +294,19 @@ class ArrowCommitStore:
         found: list[bytes | None] = []
         self._call(lambda: found.append(self._read(name)))
         return found[0]
+
+    def names(self) -> list[str]:
+        found: list[list[str]] = []
+        self._call(lambda: found.append(self._names()))
+        return found[0]
+
+    def _names(self) -> list[str]:
+        from pyarrow.fs import FileSelector, FileType
+
+        if self.fs.get_file_info(self.root).type == FileType.NotFound:
+            return []
+        infos = self.fs.get_file_info(FileSelector(self.root, allow_not_found=True))
+        return sorted(i.base_name for i in infos if i.type == FileType.File)
 
     def _read(self, name: str) -> bytes | None:
         from pyarrow.fs import FileType

@@ -1,0 +1,67 @@
+"""The command line of ``python -m kafka_sink report``.
+
+Role: parse the arguments, read the commit log (``reader.py``), print the table and totals
+(``table.py``) and, with ``--plot FILE.png``, write the picture (``plot.py``).
+
+Invariants:
+- Exit status 0 on success; 2 with a one-line message (no traceback) when the location cannot be
+  read, holds no commit document, or the plot cannot be drawn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kafka_sink.report.reader import load_commits
+from kafka_sink.report.table import AUTO_BATCH_ROWS, render, report_rows, totals
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kafka_sink report",
+        description="The pykafka sink's per-batch metrics, read from its commit log.",
+    )
+    parser.add_argument(
+        "location",
+        help="the commitLog location, or a streaming query's checkpointLocation (local path, "
+        "file:, s3a://, gs://, abfss://, hdfs://)",
+    )
+    parser.add_argument(
+        "--per",
+        choices=("auto", "batch", "minute"),
+        default="auto",
+        help="one row per batch, per minute, or (auto) per batch up to 60 batches",
+    )
+    parser.add_argument("--plot", metavar="FILE.png", help="also draw the metrics to FILE.png")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from kafka_sink.report.plot import PlotUnavailableError, plot_rows
+    from kafka_sink.spark.commit_log.store import CommitStoreError
+
+    try:
+        where, documents = load_commits(args.location)
+    except CommitStoreError as exc:
+        print(f"report: cannot read {args.location}: {exc}", file=sys.stderr)
+        return 2
+    if not documents:
+        print(f"report: no pykafka commit documents in {where}", file=sys.stderr)
+        return 2
+    per_minute = args.per == "minute" or (args.per == "auto" and len(documents) > AUTO_BATCH_ROWS)
+    rows = report_rows(documents, "minute" if per_minute else "batch")
+    print(f"pykafka commit log {where}: {len(documents)} batches")
+    print(render(rows, totals(documents), per_minute=per_minute))
+    if args.plot:
+        try:
+            plot_rows(rows, args.plot, title=f"pykafka: {where}", per_minute=per_minute)
+        except (PlotUnavailableError, OSError) as exc:
+            print(f"report: {exc}", file=sys.stderr)
+            return 2
+        print(f"plot written to {args.plot}")
+    return 0

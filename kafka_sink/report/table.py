@@ -1,0 +1,141 @@
+"""A commit log's metrics as rows: one per batch, or one per minute for long runs, and totals.
+
+Role: :func:`report_rows` turns commit documents (``reader.py``) into :class:`Row`\\ s;
+:func:`render` prints them as a fixed-width table.
+
+The rule for rows: ``per="batch"`` gives one row per committed batch; ``per="minute"`` sums the
+batches committed in each wall-clock minute (UTC); ``per="auto"`` (the default) is per batch up
+to :data:`AUTO_BATCH_ROWS` batches and per minute beyond, so a day-long query stays readable.
+
+Invariants:
+- A row's rates are ratios of its sums (rows/s = records / write time; latency avg = summed
+  request latency / requests), never averages of the batches' rates; maxima are maxima.
+- A batch whose document has no ``metrics`` section counts its ``record_count`` and leaves the
+  rest empty (None), as does a row with no measured batch.
+- The totals row sums every batch; its time span is the first batch's start to the last commit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["AUTO_BATCH_ROWS", "Row", "render", "report_rows", "totals"]
+
+AUTO_BATCH_ROWS = 60
+_MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class Row:
+    """One batch, one minute, or the totals."""
+
+    label: str
+    batches: int
+    records: int
+    compressed_mb: float
+    records_per_s: float | None
+    mb_per_s: float | None
+    latency_ms_avg: float | None
+    latency_ms_max: float | None
+    retries: int
+    errors: int
+    commit_ms_max: float | None
+    compression_ratio: float | None
+    #: Where the row sits on a plot's x axis: the batch id, or the minute's epoch seconds.
+    x: float
+
+
+def _row(label: str, x: float, documents: Sequence[dict[str, Any]]) -> Row:
+    measured = [d["metrics"] for d in documents if d.get("metrics")]
+    records = sum(d.get("record_count", 0) for d in documents)
+    compressed = sum(m["compressed_bytes"] for m in measured)
+    uncompressed = sum(m["uncompressed_bytes"] for m in measured)
+    requests = sum(m["requests"] for m in measured)
+    latency_sum = sum((m["produce_latency_ms_avg"] or 0.0) * m["requests"] for m in measured)
+    write_ms = sum(m["write_duration_ms"] for m in measured)
+    measured_records = sum(m["records"] for m in measured)
+    return Row(
+        label=label,
+        batches=len(documents),
+        records=records,
+        compressed_mb=compressed / _MB,
+        records_per_s=measured_records * 1000 / write_ms if write_ms else None,
+        mb_per_s=compressed / _MB * 1000 / write_ms if write_ms else None,
+        latency_ms_avg=latency_sum / requests if requests else None,
+        latency_ms_max=max((m["produce_latency_ms_max"] for m in measured), default=None),
+        retries=sum(m["retries"] for m in measured),
+        errors=sum(m["errors"] for m in measured),
+        commit_ms_max=max((m["commit_duration_ms"] for m in measured), default=None),
+        compression_ratio=uncompressed / compressed if compressed else None,
+        x=x,
+    )
+
+
+def _minute(document: dict[str, Any]) -> int:
+    return int(document.get("committed_at_ms", 0)) // 60_000 * 60
+
+
+def report_rows(
+    documents: Sequence[dict[str, Any]], per: Literal["auto", "batch", "minute"] = "auto"
+) -> list[Row]:
+    """The table's rows (see the module docstring for the rule)."""
+    if per == "auto":
+        per = "batch" if len(documents) <= AUTO_BATCH_ROWS else "minute"
+    if per == "batch":
+        return [
+            _row(
+                str(d["batch_id"]) if d.get("batch_id") is not None else str(d.get("write_id")),
+                float(d["batch_id"] if d.get("batch_id") is not None else i),
+                [d],
+            )
+            for i, d in enumerate(documents)
+        ]
+    minutes: dict[int, list[dict[str, Any]]] = {}
+    for d in documents:
+        minutes.setdefault(_minute(d), []).append(d)
+    return [
+        _row(time.strftime("%Y-%m-%d %H:%M", time.gmtime(m)), float(m), docs)
+        for m, docs in sorted(minutes.items())
+    ]
+
+
+def totals(documents: Sequence[dict[str, Any]]) -> Row:
+    """Every batch summed; rows/s over the summed write time."""
+    return _row("total", 0.0, documents)
+
+
+_COLUMNS = (
+    ("batch", "label", "{}"),
+    ("batches", "batches", "{}"),
+    ("records", "records", "{}"),
+    ("MB", "compressed_mb", "{:.2f}"),
+    ("rows/s", "records_per_s", "{:.0f}"),
+    ("MB/s", "mb_per_s", "{:.2f}"),
+    ("lat avg ms", "latency_ms_avg", "{:.1f}"),
+    ("lat max ms", "latency_ms_max", "{:.1f}"),
+    ("retries", "retries", "{}"),
+    ("errors", "errors", "{}"),
+    ("commit ms", "commit_ms_max", "{:.0f}"),
+    ("ratio", "compression_ratio", "{:.2f}"),
+)
+
+
+def render(rows: Iterable[Row], total: Row, *, per_minute: bool = False) -> str:
+    """A fixed-width table, the totals last."""
+    header = [("minute (UTC)" if per_minute else name) if i == 0 else name
+              for i, (name, _, _) in enumerate(_COLUMNS)]  # fmt: skip
+    cells = [header]
+    for row in [*rows, total]:
+        line = []
+        for _, attr, fmt in _COLUMNS:
+            value = getattr(row, attr)
+            line.append("-" if value is None else fmt.format(value))
+        cells.append(line)
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.insert(len(lines) - 1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
