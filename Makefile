@@ -159,3 +159,13 @@ chaos: setup
 
 clean:
 	rm -rf $(VENV) $(CACHE) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
+
+# LocalPushgateway's server: the static binary of Debian's prometheus-pushgateway package
+# (apt-get download + dpkg -x; about 11 MB), for the sink's metrics push tests.
+PUSHGATEWAY  := $(CACHE)/pushgateway
+export PUSHGATEWAY_DIR := $(abspath $(PUSHGATEWAY))
+setup: $(PUSHGATEWAY)/.fetched
+
+$(PUSHGATEWAY)/.fetched: | $(VENV)/.installed
+	$(PY) -m kafka_sink.testing fetch pushgateway --dest $(abspath $(PUSHGATEWAY)) >/dev/null
+	touch $@

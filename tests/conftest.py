@@ -12,6 +12,8 @@
 - ``schema_registry`` (session): a ``LocalSchemaRegistry`` (Apicurio Registry in memory, built by
   ``make setup``), started only if a test asks for it; tests share it, so they use subjects of
   their own (``subject_factory``).
+- ``pushgateway`` (session): a ``LocalPushgateway`` (Debian's Prometheus Pushgateway binary,
+  fetched by ``make setup``), started only if a test asks for it.
 
 A Kafka or registry that cannot start fails the test (never skips it): a suite that silently
 ran no broker test must not look green. Tests using these fixtures are marked ``broker`` (and
@@ -35,6 +37,7 @@ from kafka_sink.testing.backends import single_node_kafka
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.local_schema_registry import LocalSchemaRegistry, SchemaRegistryStartError
 from kafka_sink.testing.oracle import create_topic, import_kafka_python
+from kafka_sink.testing.pushgateway import LocalPushgateway, PushgatewayStartError
 
 # Imported once here, with its import-time DeprecationWarnings silenced (see the oracle), so tests
 # can use `from kafka import ...` under filterwarnings=error. Without it (no dev extras) the unit
@@ -45,7 +48,13 @@ with contextlib.suppress(ImportError):
 TopicFactory = Callable[..., str]
 
 # The registry is a real service too: `-m "not broker"` leaves its tests out.
-_BROKER_FIXTURES = {"kafka_bootstrap", "topic_factory", "proxied_kafka", "schema_registry"}
+_BROKER_FIXTURES = {
+    "kafka_bootstrap",
+    "topic_factory",
+    "proxied_kafka",
+    "schema_registry",
+    "pushgateway",
+}
 _CLUSTER_FIXTURES = {"kafka_cluster", "cluster_topic_factory"}
 
 
@@ -81,7 +90,7 @@ def kafka_bootstrap() -> Iterator[str]:
         backend.__exit__(None, None, None)
 
 
-_S = TypeVar("_S", LocalKafka, LocalSchemaRegistry)
+_S = TypeVar("_S", LocalKafka, LocalSchemaRegistry, LocalPushgateway)
 
 
 def running(service: _S, what: str) -> Iterator[_S]:
@@ -89,7 +98,12 @@ def running(service: _S, what: str) -> Iterator[_S]:
     that cannot start fails the test naming ``what`` (never skips it)."""
     try:
         service.start()
-    except (KafkaSetupError, KafkaStartError, SchemaRegistryStartError) as exc:
+    except (
+        KafkaSetupError,
+        KafkaStartError,
+        SchemaRegistryStartError,
+        PushgatewayStartError,
+    ) as exc:
         service.close()
         pytest.fail(f"no {what} for the tests: {exc}", pytrace=False)
     try:
@@ -126,6 +140,11 @@ def proxied(proxied_kafka: LocalKafka) -> Iterator[LocalKafka]:
 @pytest.fixture(scope="session")
 def schema_registry() -> Iterator[LocalSchemaRegistry]:
     yield from running(LocalSchemaRegistry(), "Schema Registry")
+
+
+@pytest.fixture(scope="session")
+def pushgateway() -> Iterator[LocalPushgateway]:
+    yield from running(LocalPushgateway(), "Prometheus Pushgateway")
 
 
 @pytest.fixture

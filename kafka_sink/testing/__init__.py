@@ -10,6 +10,9 @@
 - :class:`LocalSchemaRegistry` (:mod:`kafka_sink.testing.local_schema_registry`): a Schema
   Registry with Confluent's REST API (Apicurio Registry, in memory, built from Maven Central by
   ``python -m kafka_sink.testing fetch schema-registry``); ``.url`` is ``schema.registry.url``;
+- :class:`LocalPushgateway` (:mod:`kafka_sink.testing.pushgateway`): a Prometheus Pushgateway
+  (Debian's ``prometheus-pushgateway`` binary, ``python -m kafka_sink.testing fetch
+  pushgateway``); ``.url`` is ``metricsPushGateway``, ``.metrics()`` what it holds;
 - :mod:`kafka_sink.testing.s3`: ``LocalS3``, an S3-compatible server (S3Proxy from Maven Central)
   whose filesystem backend shows stored objects as files;
 - :mod:`kafka_sink.testing.oracle`: create topics and read records back with kafka-python;
@@ -36,16 +39,26 @@ from kafka_sink.testing.prerequisites import (
     fetch_kafka_jars,
     find_jars_dir,
 )
+from kafka_sink.testing.pushgateway import (
+    LocalPushgateway,
+    PushgatewaySetupError,
+    PushgatewayStartError,
+    fetch_pushgateway,
+)
 
 __all__ = [
     "KafkaSetupError",
     "KafkaStartError",
     "LocalKafka",
+    "LocalPushgateway",
     "LocalSchemaRegistry",
+    "PushgatewaySetupError",
+    "PushgatewayStartError",
     "SchemaRegistrySetupError",
     "SchemaRegistryStartError",
     "default_jars_dir",
     "fetch_kafka_jars",
+    "fetch_pushgateway",
     "fetch_schema_registry",
     "find_jars_dir",
 ]

@@ -3,10 +3,12 @@
 - ``python -m kafka_sink.testing [run] [--nodes 3] ...``: start a local Kafka, print the
   bootstrap servers on stdout (one line, so scripts can read it) and keep the cluster up until
   SIGINT or SIGTERM, then stop every node and remove its temporary directory.
-- ``python -m kafka_sink.testing fetch [kafka|schema-registry] [--dest DIR] [--offline]
-  [--force]``: download the broker jars with Maven (into ``$KAFKA_JARS_DIR`` or the per-user
-  cache that ``LocalKafka`` searches), or build the Schema Registry that ``LocalSchemaRegistry``
-  runs (into ``$SCHEMA_REGISTRY_DIR`` or its per-user cache); print the directory on stdout.
+- ``python -m kafka_sink.testing fetch [kafka|schema-registry|pushgateway] [--dest DIR]
+  [--offline] [--force]``: download the broker jars with Maven (into ``$KAFKA_JARS_DIR`` or the
+  per-user cache that ``LocalKafka`` searches), build the Schema Registry that
+  ``LocalSchemaRegistry`` runs (into ``$SCHEMA_REGISTRY_DIR`` or its per-user cache), or take
+  the Pushgateway binary ``LocalPushgateway`` runs from Debian's package (into
+  ``$PUSHGATEWAY_DIR`` or its per-user cache); print the directory on stdout.
   Progress and errors go to stderr; a missing ``java`` or ``mvn`` exits with status 2 and says
   what to install.
 """
@@ -22,6 +24,7 @@ from types import FrameType
 from kafka_sink.testing.local_kafka import JvmProfile, KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.local_schema_registry import fetch_schema_registry
 from kafka_sink.testing.prerequisites import FetchOptions, fetch_kafka_jars
+from kafka_sink.testing.pushgateway import fetch_pushgateway
 
 _PROG = "python -m kafka_sink.testing"
 
@@ -48,7 +51,7 @@ def fetch(argv: list[str]) -> int:
     parser.add_argument(
         "what",
         nargs="?",
-        choices=("kafka", "schema-registry"),
+        choices=("kafka", "schema-registry", "pushgateway"),
         default="kafka",
         help="what to fetch (default: kafka)",
     )
@@ -68,7 +71,8 @@ def fetch(argv: list[str]) -> int:
         help="give Maven this long (default 900 for kafka, 1800 for schema-registry)",
     )
     args = parser.parse_args(argv)
-    fetcher = fetch_schema_registry if args.what == "schema-registry" else fetch_kafka_jars
+    fetchers = {"schema-registry": fetch_schema_registry, "pushgateway": fetch_pushgateway}
+    fetcher = fetchers.get(args.what, fetch_kafka_jars)
     options: FetchOptions = {
         "offline": args.offline,
         "force": args.force,
