@@ -50,6 +50,7 @@ from kafka_sink.records.compression import CompressionType
 if TYPE_CHECKING:
     from kafka_sink.clock import Clock
     from kafka_sink.producer.futures import Callback
+    from kafka_sink.producer.metrics import ProducerMetrics
     from kafka_sink.producer.txn.manager import TransactionManager
 
 TopicPartition = tuple[str, int]
@@ -110,6 +111,13 @@ class RecordAccumulator:
         self._closed = False
         self._muted: set[TopicPartition] = set()
         self._drain_index = 0
+        # Set by the producer: bufferpool-wait-time-ns-total is recorded here.
+        self.metrics: ProducerMetrics | None = None
+
+    @property
+    def available_memory(self) -> int:
+        """buffer.memory not taken by a queued or in-flight batch (buffer-available-bytes)."""
+        return self.buffer_memory - self._used_memory
 
     # -- user threads ---------------------------------------------------------------------
 
@@ -252,6 +260,8 @@ class RecordAccumulator:
             )
         deadline = now_ms + max_block_ms
         start_last = dq[-1] if dq else None
+        metrics = self.metrics
+        start_ns = metrics.nanos() if metrics is not None else 0
         self._waiters += 1
         try:
             if self._wakeup is not None:
@@ -274,6 +284,8 @@ class RecordAccumulator:
                     return dq[-1]
         finally:
             self._waiters -= 1
+            if metrics is not None:
+                metrics.record_time_ns("bufferpool-wait", metrics.nanos() - start_ns)
         # The memory may have been freed by close() failing everything (a crashed sender
         # included): a batch opened now would never be drained, so its future would never
         # complete (Java re-checks after each allocation as well).

@@ -20,10 +20,10 @@ Invariants:
 - ``delivery.timeout.ms`` covers at least ``linger.ms + request.timeout.ms`` (raised to it when
   not set; a ConfigError when set lower).
 - Plugins (``key.serializer``, ``value.serializer``, ``partitioner.class``,
-  ``interceptor.classes``) are import paths or objects; a path is imported and every plugin's
-  shape checked here (``producer.plugins.check_plugin``), but the config keeps the path string,
-  so it pickles, and nothing is instantiated until a producer is built. ``repr()`` shows a
-  plugin by its path or qualified name.
+  ``interceptor.classes``, ``metrics.reporter``) are import paths or objects; a path is imported
+  and every plugin's shape checked here (``producer.plugins.check_plugin``), but the config keeps
+  the path string, so it pickles, and nothing is instantiated until a producer is built.
+  ``repr()`` shows a plugin by its path or qualified name.
 """
 
 from __future__ import annotations
@@ -45,7 +45,12 @@ from kafka_sink.net.config import (
     opt_str,
     parse_bool,
 )
-from kafka_sink.producer.plugins import INTERCEPTORS_KEY, check_plugin, describe
+from kafka_sink.producer.plugins import (
+    INTERCEPTORS_KEY,
+    METRICS_REPORTER_KEY,
+    check_plugin,
+    describe,
+)
 
 _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -109,10 +114,20 @@ _PRODUCER_KEYS: dict[str, ConfigKey] = {
     INTERCEPTORS_KEY: ConfigKey((), _parse_plugins, "interceptor_classes"),
     "transactional.id": ConfigKey(None, opt_str, "transactional_id"),
     "transaction.timeout.ms": ConfigKey(60000, int_in(1), "transaction_timeout_ms"),
+    METRICS_REPORTER_KEY: ConfigKey(None, _parse_plugin, "metrics_reporter"),
+    "metrics.sample.window.ms": ConfigKey(30000, int_in(1, MAX_LONG), "metrics_sample_window_ms"),
+    "metrics.num.samples": ConfigKey(2, int_in(1), "metrics_num_samples"),
 }
+_METRICS_KEYS = frozenset({"metrics.sample.window.ms", "metrics.num.samples"})
 
 _PLUGIN_ATTRS = frozenset(
-    {"key_serializer", "value_serializer", "partitioner_class", "interceptor_classes"}
+    {
+        "key_serializer",
+        "value_serializer",
+        "partitioner_class",
+        "interceptor_classes",
+        "metrics_reporter",
+    }
 )
 
 
@@ -122,7 +137,7 @@ class ProducerConfig(ClientConfig):
 
     _KEYS: ClassVar[Mapping[str, ConfigKey]] = {**CLIENT_KEYS, **_PRODUCER_KEYS}
     # Java's adaptive-partitioning tuning: this partitioner is the sticky one, without it.
-    _NO_EFFECT: ClassVar[frozenset[str]] = ACCEPTED_NO_EFFECT | {
+    _NO_EFFECT: ClassVar[frozenset[str]] = (ACCEPTED_NO_EFFECT - _METRICS_KEYS) | {
         "partitioner.availability.timeout.ms",
         "partitioner.adaptive.partitioning.enable",
     }
@@ -151,6 +166,9 @@ class ProducerConfig(ClientConfig):
     interceptor_classes: tuple[object, ...]
     transactional_id: str | None
     transaction_timeout_ms: int
+    metrics_reporter: object
+    metrics_sample_window_ms: int
+    metrics_num_samples: int
 
     @property
     def compression_level(self) -> int | None:

@@ -40,6 +40,7 @@ __all__ = [
     "check_plugin",
     "describe",
     "load_interceptors",
+    "load_metrics_reporter",
     "load_partitioner",
     "load_serializer",
     "resolve",
@@ -51,6 +52,8 @@ SERIALIZER_KEYS = ("key.serializer", "value.serializer")
 PARTITIONER_KEY = "partitioner.class"
 INTERCEPTORS_KEY = "interceptor.classes"
 INTERCEPTOR_METHODS = ("on_send", "on_acknowledgement", "close")
+METRICS_REPORTER_KEY = "metrics.reporter"
+REPORTER_METHODS = ("init", "metric_change", "metric_removal", "close")
 
 
 def describe(spec: object) -> str:
@@ -155,6 +158,16 @@ def check_plugin(key: str, spec: object) -> None:
             raise ConfigError(
                 f"{key}: {name} defines none of on_send(record), "
                 "on_acknowledgement(metadata, exception), close()"
+            )
+    elif key == METRICS_REPORTER_KEY:
+        if inspect.isclass(obj):
+            _instance_needs_no_args(key, name, obj)
+        elif not callable(obj) and not any(
+            callable(getattr(obj, m, None)) for m in REPORTER_METHODS
+        ):
+            raise ConfigError(
+                f"{key}: {name} is neither a callable taking each metric nor an object with "
+                "init(metrics), metric_change(metric), metric_removal(metric), close()"
             )
     else:  # pragma: no cover - the config only asks about the keys above
         raise ValueError(f"{key} is not a plugin setting")
@@ -287,3 +300,45 @@ def load_interceptors(specs: tuple[object, ...]) -> list[tuple[str, object]]:
         name = describe(spec)
         out.append((name, _instantiate(INTERCEPTORS_KEY, name, _target(INTERCEPTORS_KEY, spec))))
     return out
+
+
+class _Reporter:
+    """A metrics reporter as configured: the methods it defines, or a callable told of each
+    metric as ``metric_change``; a missing method does nothing."""
+
+    def __init__(self, name: str, obj: object) -> None:
+        self.name = name
+        if not any(callable(getattr(obj, m, None)) for m in REPORTER_METHODS) and callable(obj):
+            self._methods: dict[str, Callable[..., Any]] = {"metric_change": obj}
+        else:
+            self._methods = {
+                m: fn for m in REPORTER_METHODS if callable(fn := getattr(obj, m, None))
+            }
+
+    def _call(self, method: str, *args: object) -> None:
+        fn = self._methods.get(method)
+        if fn is not None:
+            fn(*args)
+
+    def init(self, metrics: list[Any]) -> None:
+        self._call("init", metrics)
+
+    def metric_change(self, metric: Any) -> None:
+        self._call("metric_change", metric)
+
+    def metric_removal(self, metric: Any) -> None:
+        self._call("metric_removal", metric)
+
+    def close(self) -> None:
+        self._call("close")
+
+    def __repr__(self) -> str:
+        return f"MetricsReporter({self.name})"
+
+
+def load_metrics_reporter(spec: object) -> _Reporter:
+    """``metrics.reporter``: a class (made with no arguments), an object with Java's
+    MetricsReporter methods, or a callable told of each metric."""
+    name = describe(spec)
+    obj = _target(METRICS_REPORTER_KEY, spec)
+    return _Reporter(name, _instantiate(METRICS_REPORTER_KEY, name, obj))

@@ -46,7 +46,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -79,11 +80,19 @@ from kafka_sink.producer.interceptors import (
     ProducerInterceptors,
     ProducerRecord,
 )
+from kafka_sink.producer.metrics import (
+    KafkaMetric,
+    MetricConfig,
+    MetricName,
+    ProducerMetrics,
+    ProducerMetricsSnapshot,
+)
 from kafka_sink.producer.partitioner import BuiltInPartitioner, partitions_with_leader
 from kafka_sink.producer.plugins import (
     CustomPartitioner,
     Serializer,
     load_interceptors,
+    load_metrics_reporter,
     load_partitioner,
     load_serializer,
 )
@@ -164,6 +173,17 @@ class KafkaProducer:
             if cfg.interceptor_classes
             else None
         )
+        self._metrics = ProducerMetrics(
+            MetricConfig(cfg.metrics_num_samples, cfg.metrics_sample_window_ms),
+            self._clock,
+            reporters=(
+                ()
+                if cfg.metrics_reporter is None
+                else (load_metrics_reporter(cfg.metrics_reporter),)
+            ),
+            # Real time in nanoseconds, or the test's clock (milliseconds) scaled.
+            nanos=time.perf_counter_ns if clock is None else None,
+        )
         # Records go through the per-record plugin stage (interceptors, serializers) first.
         self._plugged = (
             self._interceptors is not None
@@ -225,7 +245,10 @@ class KafkaProducer:
             max_in_flight=cfg.max_in_flight,
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            metrics=self._metrics,
         )
+        self._accumulator.metrics = self._metrics
+        self._register_gauges()
         self._partitioner = BuiltInPartitioner(self._accumulator.batch_size)
         self._ignore_keys = cfg.partitioner_ignore_keys
         self._max_block_ms = cfg.max_block_ms
@@ -266,6 +289,80 @@ class KafkaProducer:
         )
         self._thread.start()
 
+    # -- metrics --------------------------------------------------------------------------
+
+    def _register_gauges(self) -> None:
+        acc = self._accumulator
+        network = self._network
+        metadata = self._metadata
+
+        def in_flight(_config: MetricConfig, _now_ms: int) -> float:
+            # The I/O thread may add a node while this counts: count again then.
+            for _ in range(3):
+                with contextlib.suppress(RuntimeError):
+                    return float(network.in_flight_count())
+            return float("nan")
+
+        def metadata_age(_config: MetricConfig, now_ms: int) -> float:
+            age = metadata.ms_since_successful_update(now_ms)
+            return float("nan") if age is None else age / 1000.0
+
+        add = self._metrics.add_gauge
+        add(
+            "buffer-total-bytes",
+            "The maximum amount of buffer memory the client can use (whether or not it is "
+            "currently used).",
+            lambda _c, _n: float(acc.buffer_memory),
+        )
+        add(
+            "buffer-available-bytes",
+            "The total amount of buffer memory that is not being used (either unallocated or in "
+            "the free list).",
+            lambda _c, _n: float(acc.available_memory),
+        )
+        add(
+            "requests-in-flight",
+            "The current number of in-flight requests awaiting a response.",
+            in_flight,
+        )
+        add(
+            "metadata-age",
+            "The age in seconds of the current producer metadata being used.",
+            metadata_age,
+        )
+
+    @contextlib.contextmanager
+    def _timed(self, what: str) -> Iterator[None]:
+        """Add the block's duration to ``<what>-time-ns-total``, also when it raises."""
+        nanos = self._metrics.nanos
+        start = nanos()
+        try:
+            yield
+        finally:
+            self._metrics.record_time_ns(what, nanos() - start)
+
+    def metrics(self, raw: bool = False) -> dict[Any, Any]:
+        """The producer's metrics under the Java client's names (see docs/metrics.md).
+
+        ``raw=False`` (as kafka-python): ``{group key: {metric name: value}}``, the group key
+        being the group and its tag values joined with "." (``"producer-metrics"``,
+        ``"producer-topic-metrics.<topic>"``, ``"producer-node-metrics.node-<id>"``).
+        ``raw=True``: ``{MetricName: KafkaMetric}``; ``KafkaMetric.value()`` measures now.
+        """
+        registered: Mapping[MetricName, KafkaMetric] = self._metrics.registry.metrics()
+        if raw:
+            return dict(registered)
+        grouped: dict[str, dict[str, float]] = {}
+        for name, metric in registered.items():
+            grouped.setdefault(name.group_key, {})[name.name] = metric.value()
+        return grouped
+
+    def metrics_snapshot(self, reset_maxima: bool = False) -> ProducerMetricsSnapshot:
+        """Cumulative totals since the producer started, per topic-partition and per request
+        (``later.minus(earlier)`` is what happened in between). ``reset_maxima`` starts the
+        latency and throttle maxima afresh after this snapshot."""
+        return self._metrics.counters.take(reset_maxima)
+
     # -- metadata -------------------------------------------------------------------------
 
     def _partitions(self, topic: str, partition: int | None) -> tuple[PartitionInfo, ...]:
@@ -276,6 +373,12 @@ class KafkaProducer:
         return self._wait_on_metadata(topic, partition, self._max_block_ms)
 
     def _wait_on_metadata(
+        self, topic: str, partition: int | None, max_block_ms: int
+    ) -> tuple[PartitionInfo, ...]:
+        with self._timed("metadata-wait"):
+            return self._await_metadata(topic, partition, max_block_ms)
+
+    def _await_metadata(
         self, topic: str, partition: int | None, max_block_ms: int
     ) -> tuple[PartitionInfo, ...]:
         if not isinstance(topic, str) or not topic:
@@ -656,14 +759,16 @@ class KafkaProducer:
         (``max.block.ms`` by default); on KafkaTimeoutError, calling again resumes the wait.
         """
         tm = self._transactional("init_transactions()")
-        self._await_transactional(tm, tm.initialize_transactions(), timeout)
+        with self._timed("txn-init"):
+            self._await_transactional(tm, tm.initialize_transactions(), timeout)
 
     def begin_transaction(self) -> None:
         """Start a transaction: records sent until ``commit_transaction()`` or
         ``abort_transaction()`` become visible to read_committed consumers all together or not
         at all. Needs ``init_transactions()`` first; does not block."""
         tm = self._transactional("begin_transaction()")
-        tm.begin_transaction(self._clock.now_ms())
+        with self._timed("txn-begin"):
+            tm.begin_transaction(self._clock.now_ms())
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Send everything queued, wait for every acknowledgement, then commit (EndTxn).
@@ -675,7 +780,8 @@ class KafkaProducer:
         background and calling ``commit_transaction()`` again resumes the wait.
         """
         tm = self._transactional("commit_transaction()")
-        self._await_transactional(tm, tm.begin_commit(), timeout)
+        with self._timed("txn-commit"):
+            self._await_transactional(tm, tm.begin_commit(), timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the open transaction: records still queued are not sent (their futures fail
@@ -683,7 +789,8 @@ class KafkaProducer:
         Also the way out of an abortable error. Waits up to ``timeout`` seconds
         (``max.block.ms`` by default); calling again after a KafkaTimeoutError resumes."""
         tm = self._transactional("abort_transaction()")
-        self._await_transactional(tm, tm.begin_abort(), timeout)
+        with self._timed("txn-abort"):
+            self._await_transactional(tm, tm.begin_abort(), timeout)
 
     def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
         """Flush, wait until every record of the open transaction is acknowledged, and return
@@ -725,12 +832,13 @@ class KafkaProducer:
         if self._thread.ident == threading.get_ident():
             raise KafkaError("flush() cannot be called from a producer callback")
         acc = self._accumulator
-        acc.begin_flush()
-        self._network.wakeup()
-        try:
-            acc.await_flush_completion(None if timeout is None else int(timeout * 1000))
-        finally:
-            acc.end_flush()
+        with self._timed("flush"):
+            acc.begin_flush()
+            self._network.wakeup()
+            try:
+                acc.await_flush_completion(None if timeout is None else int(timeout * 1000))
+            finally:
+                acc.end_flush()
 
     def close(self, timeout: float | None = None) -> None:
         """Flush and stop. After ``timeout`` seconds, records not yet delivered fail with
@@ -763,6 +871,7 @@ class KafkaProducer:
             self._interceptors.close()
         if self._custom_partitioner is not None:
             self._custom_partitioner.close()
+        self._metrics.registry.close()
 
     def __enter__(self) -> KafkaProducer:
         return self

@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from kafka_sink.clock import Clock
     from kafka_sink.net.metadata import Cluster
     from kafka_sink.producer.accumulator import RecordAccumulator
+    from kafka_sink.producer.metrics import ProducerMetrics
     from kafka_sink.producer.txn.manager import TransactionManager
 
 log = logging.getLogger(__name__)
@@ -121,8 +122,11 @@ class Sender:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
         rng: random.Random | None = None,
+        metrics: ProducerMetrics | None = None,
     ) -> None:
         self.accumulator = accumulator
+        # None records nothing (the benchmarks' A/B switch); the facade always passes one.
+        self.metrics = metrics
         self.metadata = metadata
         self.network = network
         self.clock = clock
@@ -442,6 +446,8 @@ class Sender:
         )
         in_flight = self._in_flight_batches.setdefault(node_id, [])
         in_flight.extend(batch_map.values())
+        if self.metrics is not None:
+            self.metrics.record_sent(node_id, batch_map.values(), now_ms)
 
         def on_response(response: ClientResponse) -> None:
             self._handle_produce_response(node_id, batch_map, response)
@@ -492,6 +498,10 @@ class Sender:
                 self._complete_batch(batch, -1, -1)
             return
         assert isinstance(body, ProduceResponse)
+        if self.metrics is not None:
+            self.metrics.record_answered(
+                node_id, response.request_latency_ms, body.throttle_time_ms, now_ms
+            )
         remaining = dict(batch_map)
         for topic_response in body.responses:
             for p in topic_response.partition_responses:
@@ -530,6 +540,8 @@ class Sender:
             tm.handle_completed_batch(batch)
         if batch.done(base_offset, log_append_ms, None):
             self.accumulator.deallocate(batch)
+            if self.metrics is not None:
+                self.metrics.record_acked(batch)
         if self.guarantee_message_order:
             self.accumulator.unmute(batch.tp)
 
@@ -540,7 +552,8 @@ class Sender:
         if tm is not None:
             tm.handle_failed_batch(batch, error)
         batch.in_request = False
-        batch.done(-1, -1, error)
+        if batch.done(-1, -1, error) and self.metrics is not None:
+            self.metrics.record_error(batch, self.clock.now_ms())
         # Also when it was completed elsewhere: a done batch must not stay incomplete.
         self.accumulator.deallocate(batch)
 
@@ -595,6 +608,8 @@ class Sender:
             log.debug("retrying %r after %s", batch, error)
             batch.last_error = error
             self._reenqueue(batch, now_ms)
+            if self.metrics is not None:
+                self.metrics.record_retry(batch, now_ms)
             return
         if error.retriable and now_ms - batch.created_ms >= self.delivery_timeout_ms:
             timeout = KafkaTimeoutError(
@@ -693,6 +708,8 @@ class Sender:
         for child in reversed(new_batches):
             child.attempts = batch.attempts
             self.accumulator.reenqueue_split(child, batch, now_ms)
+        if self.metrics is not None:
+            self.metrics.record_split(now_ms)
         log.info(
             "split an oversized batch of %d records for %s-%d into %d",
             len(records),

@@ -176,6 +176,10 @@ class SealedBatch:
     last_offset_delta: int
     records: bytes
     size_bytes: int
+    # The batch's size were it uncompressed, and its largest record's size (length prefix
+    # included): what the producer's compression-rate and record-size metrics report.
+    uncompressed_size_bytes: int = 0
+    max_record_size: int = 0
 
     def encode(
         self,
@@ -240,6 +244,7 @@ class RecordBatchBuilder:
         "_count",
         "_extend",
         "_limit",
+        "_max_record",
         "_max_ts",
         "_parts",
         "_sealed",
@@ -267,6 +272,7 @@ class RecordBatchBuilder:
         self._max_ts = -(1 << 63)
         self._count = 0
         self._size = 0
+        self._max_record = 0
         # Records are kept as a list of byte pieces joined once at seal(): one list.extend per
         # record is cheaper than growing a bytearray piece by piece.
         self._parts: list[bytes] = []
@@ -341,9 +347,12 @@ class RecordBatchBuilder:
             body += 1
         body += len(attr_ts) + len(offset_delta)
         length = _VARINTS[body] if body < _TABLE_SIZE else encode_varint(body)
-        size = self._size + len(length) + body
+        record_size = len(length) + body
+        size = self._size + record_size
         if size > self._limit and count:
             return None
+        if record_size > self._max_record:  # noqa: PLR1730 - a branch is cheaper than max()
+            self._max_record = record_size
         self._extend(
             (length, attr_ts, offset_delta, key_length, key, value_length, value, header_bytes)
         )
@@ -375,6 +384,8 @@ class RecordBatchBuilder:
             last_offset_delta=self._count - 1,
             records=records,
             size_bytes=BATCH_HEADER_SIZE + len(records),
+            uncompressed_size_bytes=BATCH_HEADER_SIZE + len(raw),
+            max_record_size=self._max_record,
         )
 
 

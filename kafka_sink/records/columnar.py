@@ -460,6 +460,7 @@ def iter_seal_columns(
         base_timestamps = ts[starts_arr].tolist()
         max_timestamps = np.maximum.reduceat(ts, starts_arr).tolist()
     counts_list = counts.tolist()
+    max_record_sizes = np.maximum.reduceat(sizes, starts_arr).tolist()
 
     # Encode a few MiB of whole batches at a time: the buffers stay cache-sized and get reused
     # instead of faulting in one buffer as large as the whole input.
@@ -513,6 +514,8 @@ def iter_seal_columns(
                 last_offset_delta=count - 1,
                 records=records,
                 size_bytes=BATCH_HEADER_SIZE + len(records),
+                uncompressed_size_bytes=BATCH_HEADER_SIZE + section_end - section_start,
+                max_record_size=max_record_sizes[b],
             )
         del section, record_offsets
     if ratio_estimator is not None and uncompressed_total:

@@ -17,6 +17,7 @@ from kafka_sink.clock import ManualClock
 from kafka_sink.net.metadata import Cluster, Node, PartitionInfo
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.producer.accumulator import RecordAccumulator
+from kafka_sink.producer.metrics import MetricConfig, ProducerMetrics
 from kafka_sink.producer.sender import Sender
 from kafka_sink.producer.txn.manager import TransactionManager
 from kafka_sink.records.batch import read_batches
@@ -209,6 +210,7 @@ class Harness:
     accumulator: RecordAccumulator
     sender: Sender
     tm: TransactionManager | None
+    metrics: ProducerMetrics
 
     def send(
         self,
@@ -252,6 +254,7 @@ def make_harness(
     max_in_flight: int = 5,
     acks: int = -1,
     max_request_size: int = 1 << 20,
+    metric_config: MetricConfig | None = None,
 ) -> Harness:
     import random
 
@@ -266,6 +269,8 @@ def make_harness(
         delivery_timeout_ms=delivery_timeout_ms,
     )
     tm = TransactionManager() if idempotent else None
+    metrics = ProducerMetrics(metric_config or MetricConfig(), clock)
+    acc.metrics = metrics
     sender = Sender(
         accumulator=acc,
         metadata=metadata,
@@ -279,8 +284,9 @@ def make_harness(
         max_request_size=max_request_size,
         max_in_flight=max_in_flight,
         rng=random.Random(7),
+        metrics=metrics,
     )
-    return Harness(clock, metadata, network, acc, sender, tm)
+    return Harness(clock, metadata, network, acc, sender, tm, metrics)
 
 
 # -- a broker model for fault injection ---------------------------------------------------------

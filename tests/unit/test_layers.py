@@ -109,6 +109,13 @@ ROOM_RULES = {
         "kafka_sink.producer.bulk",
         "kafka_sink.producer.accumulator",
     ),
+    "producer/metrics": (
+        "kafka_sink.producer.producer",
+        "kafka_sink.producer.sender",
+        "kafka_sink.producer.bulk",
+        "kafka_sink.producer.accumulator",
+        "kafka_sink.producer.txn",
+    ),
     "spark/eos": _EXECUTOR_SIDE,
     "spark/commit_log": (*_EXECUTOR_SIDE, "kafka_sink.spark.eos"),
     "admin": ("kafka_sink.producer", "numpy", "pyarrow"),

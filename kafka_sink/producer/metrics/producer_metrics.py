@@ -1,0 +1,345 @@
+"""The producer's sensors under the Java client's names: what the sender, accumulator and facade
+record, and the snapshot counters beside them.
+
+Role: Java's ``SenderMetricsRegistry`` and ``Sender.SenderMetrics`` (group ``producer-metrics``),
+the per-topic sensors (group ``producer-topic-metrics``, tag ``topic``), the per-node request
+sensors (group ``producer-node-metrics``, tag ``node-id`` = ``node-<id>``), and the facade's
+``*-time-ns-total`` sums (``KafkaProducerMetrics``). ``docs/metrics.md`` lists every metric.
+
+Invariants:
+- Recording is per Produce request and per batch outcome, never per record: the batches of one
+  request are folded into one ``record_many`` per sensor (same ``now``, so the same sample as
+  recording each batch: Java records each).
+- As in Java, what a request sends is recorded when it is sent (``record-send-*``, ``batch-size``,
+  ``compression-rate``, ``record-queue-time``, ``record-size``, ``records-per-request``, a retried
+  batch again), latency and throttle time when it is answered, retries and errors per batch
+  outcome. The snapshot counters (:mod:`.snapshot`) count acknowledged batches only.
+- ``record-size-avg``/``-max`` are over each batch's largest record (Java's ``maxRecordSize``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from kafka_sink.producer.metrics.registry import MetricName, Metrics, MetricsReporter, Sensor
+from kafka_sink.producer.metrics.snapshot import ERRORS, RETRIES, SnapshotCounters
+from kafka_sink.producer.metrics.stats import Avg, CumulativeSum, Max, MetricConfig
+
+if TYPE_CHECKING:
+    from kafka_sink.clock import Clock
+    from kafka_sink.producer.batch import ProducerBatch
+    from kafka_sink.producer.metrics.registry import Gauge
+
+PRODUCER_GROUP = "producer-metrics"
+TOPIC_GROUP = "producer-topic-metrics"
+NODE_GROUP = "producer-node-metrics"
+
+# The facade's time sums (Java's KafkaProducerMetrics), each a CumulativeSum of nanoseconds.
+TIME_NS_TOTALS = {
+    "flush": "Total time producer has spent in flush in nanoseconds.",
+    "metadata-wait": "Total time producer has spent waiting on topic metadata in nanoseconds.",
+    "bufferpool-wait": "The total time in nanoseconds an appender waits for space allocation.",
+    "txn-init": "Total time producer has spent in init_transactions in nanoseconds.",
+    "txn-begin": "Total time producer has spent in begin_transaction in nanoseconds.",
+    "txn-send-offsets": (
+        "Total time producer has spent in send_offsets_to_transaction in nanoseconds."
+    ),
+    "txn-commit": "Total time producer has spent in commit_transaction in nanoseconds.",
+    "txn-abort": "Total time producer has spent in abort_transaction in nanoseconds.",
+}
+
+
+def _name(name: str, description: str, group: str = PRODUCER_GROUP, **tags: str) -> MetricName:
+    return MetricName(
+        name, group, description, tuple((k.replace("_", "-"), v) for k, v in tags.items())
+    )
+
+
+def _avg_max(
+    sensor: Sensor, prefix: str, what: str, group: str = PRODUCER_GROUP, **tags: str
+) -> Sensor:
+    sensor.add(_name(f"{prefix}-avg", f"The average {what}", group, **tags), Avg())
+    return sensor.add(_name(f"{prefix}-max", f"The maximum {what}", group, **tags), Max())
+
+
+def _meter(
+    sensor: Sensor, prefix: str, what: str, group: str = PRODUCER_GROUP, **tags: str
+) -> Sensor:
+    return sensor.add_meter(
+        _name(f"{prefix}-rate", f"The average per-second number of {what}", group, **tags),
+        _name(f"{prefix}-total", f"The total number of {what}", group, **tags),
+    )
+
+
+class _TopicSensors:
+    __slots__ = ("bytes", "compression", "errors", "records", "retries")
+
+    def __init__(self, metrics: Metrics, topic: str) -> None:
+        def sensor(what: str) -> Sensor:
+            return metrics.sensor(f"topic.{topic}.{what}")
+
+        self.records = _meter(
+            sensor("records-per-batch"),
+            "record-send",
+            f"records sent for topic {topic}",
+            TOPIC_GROUP,
+            topic=topic,
+        )
+        self.bytes = _meter(
+            sensor("bytes"), "byte", f"bytes sent for topic {topic}", TOPIC_GROUP, topic=topic
+        )
+        self.compression = sensor("compression-rate").add(
+            _name(
+                "compression-rate",
+                "The average compression rate of record batches for a topic (compressed over "
+                "uncompressed size)",
+                TOPIC_GROUP,
+                topic=topic,
+            ),
+            Avg(),
+        )
+        self.retries = _meter(
+            sensor("record-retries"),
+            "record-retry",
+            f"retried record sends for topic {topic}",
+            TOPIC_GROUP,
+            topic=topic,
+        )
+        self.errors = _meter(
+            sensor("record-errors"),
+            "record-error",
+            f"record sends that failed for topic {topic}",
+            TOPIC_GROUP,
+            topic=topic,
+        )
+
+
+class _NodeSensors:
+    __slots__ = ("latency", "requests", "responses", "sent_bytes")
+
+    def __init__(self, metrics: Metrics, node_id: int) -> None:
+        node = f"node-{node_id}"
+        self.requests = metrics.sensor(f"{node}.requests-sent").add_meter(
+            _name(
+                "request-rate",
+                "The average number of Produce requests sent per second",
+                NODE_GROUP,
+                node_id=node,
+            ),
+            _name(
+                "request-total",
+                "The total number of Produce requests sent",
+                NODE_GROUP,
+                node_id=node,
+            ),
+            count=True,
+        )
+        self.sent_bytes = metrics.sensor(f"{node}.bytes-sent").add_meter(
+            _name(
+                "outgoing-byte-rate",
+                "The average number of record batch bytes sent per second",
+                NODE_GROUP,
+                node_id=node,
+            ),
+            _name(
+                "outgoing-byte-total",
+                "The total number of record batch bytes sent",
+                NODE_GROUP,
+                node_id=node,
+            ),
+        )
+        self.responses = metrics.sensor(f"{node}.responses").add_meter(
+            _name(
+                "response-rate",
+                "The average number of Produce responses received per second",
+                NODE_GROUP,
+                node_id=node,
+            ),
+            _name(
+                "response-total",
+                "The total number of Produce responses received",
+                NODE_GROUP,
+                node_id=node,
+            ),
+            count=True,
+        )
+        self.latency = _avg_max(
+            metrics.sensor(f"{node}.latency"),
+            "request-latency",
+            "request latency in ms",
+            NODE_GROUP,
+            node_id=node,
+        )
+
+
+class ProducerMetrics:
+    """One producer's metrics: the registry, its sensors, and the snapshot counters."""
+
+    def __init__(
+        self,
+        config: MetricConfig,
+        clock: Clock,
+        *,
+        reporters: Sequence[MetricsReporter] = (),
+        nanos: Callable[[], int] | None = None,
+    ) -> None:
+        self.registry = Metrics(config, clock, list(reporters))
+        self.counters = SnapshotCounters()
+        self.clock = clock
+        self.nanos = nanos if nanos is not None else (lambda: clock.now_ms() * 1_000_000)
+        m = self.registry
+        self._batch_size = _avg_max(
+            m.sensor("batch-size"), "batch-size", "number of bytes sent per partition per-request."
+        )
+        self._compression = m.sensor("compression-rate").add(
+            _name(
+                "compression-rate-avg",
+                "The average compression rate of record batches, defined as the average ratio "
+                "of the compressed batch size over the uncompressed size.",
+            ),
+            Avg(),
+        )
+        self._queue_time = _avg_max(
+            m.sensor("queue-time"),
+            "record-queue-time",
+            "time in ms record batches spent in the send buffer.",
+        )
+        self._request_time = _avg_max(
+            m.sensor("request-time"), "request-latency", "request latency in ms"
+        )
+        self._throttle = _avg_max(
+            m.sensor("produce-throttle-time"),
+            "produce-throttle-time",
+            "time in ms a request was throttled by a broker",
+        )
+        self._records_per_request = _meter(
+            m.sensor("records-per-request"), "record-send", "records sent."
+        )
+        self._records_per_request.add(
+            _name("records-per-request-avg", "The average number of records per request."), Avg()
+        )
+        self._retries = _meter(m.sensor("record-retries"), "record-retry", "retried record sends")
+        self._errors = _meter(
+            m.sensor("errors"), "record-error", "record sends that resulted in errors"
+        )
+        self._record_size = _avg_max(m.sensor("record-size"), "record-size", "record size")
+        self._splits = _meter(m.sensor("batch-split-rate"), "batch-split", "batch splits")
+        self._time_ns = {
+            what: m.sensor(f"{what}-time-ns").add(
+                _name(f"{what}-time-ns-total", description), CumulativeSum()
+            )
+            for what, description in TIME_NS_TOTALS.items()
+        }
+        self._topics: dict[str, _TopicSensors] = {}
+        self._nodes: dict[int, _NodeSensors] = {}
+
+    # -- gauges (registered by the facade, which knows the accumulator, network and metadata) --
+
+    def add_gauge(self, name: str, description: str, gauge: Gauge) -> None:
+        self.registry.add_gauge(_name(name, description), gauge)
+
+    # -- the sender --------------------------------------------------------------------------
+
+    def _topic(self, topic: str) -> _TopicSensors:
+        sensors = self._topics.get(topic)
+        if sensors is None:
+            sensors = self._topics[topic] = _TopicSensors(self.registry, topic)
+        return sensors
+
+    def _node(self, node_id: int) -> _NodeSensors:
+        sensors = self._nodes.get(node_id)
+        if sensors is None:
+            sensors = self._nodes[node_id] = _NodeSensors(self.registry, node_id)
+        return sensors
+
+    def record_sent(self, node_id: int, batches: Iterable[ProducerBatch], now_ms: int) -> None:
+        """A Produce request with ``batches`` (encoded, stamped) goes to ``node_id``."""
+        n = 0
+        records = 0
+        size_sum = size_max = 0
+        ratio_sum = 0.0
+        queue_sum = queue_max = 0
+        record_size_sum = record_size_max = 0
+        per_topic: dict[str, list[float]] = {}
+        for batch in batches:
+            sealed = batch.sealed
+            if sealed is None or batch.encoded is None:
+                continue  # failed to encode: not sent
+            size = sealed.size_bytes
+            ratio = size / (sealed.uncompressed_size_bytes or size)
+            queue = batch.drained_ms - batch.created_ms
+            largest = sealed.max_record_size
+            n += 1
+            records += batch.record_count
+            size_sum += size
+            size_max = max(size_max, size)
+            ratio_sum += ratio
+            queue_sum += queue
+            queue_max = max(queue_max, queue)
+            record_size_sum += largest
+            record_size_max = max(record_size_max, largest)
+            t = per_topic.get(batch.topic)
+            if t is None:
+                per_topic[batch.topic] = [batch.record_count, size, ratio, 1]
+            else:
+                t[0] += batch.record_count
+                t[1] += size
+                t[2] += ratio
+                t[3] += 1
+        if not n:
+            return
+        for topic, (t_records, t_bytes, t_ratio, t_batches) in per_topic.items():
+            sensors = self._topic(topic)
+            sensors.records.record_many(t_records, int(t_batches), t_records, now_ms)
+            sensors.bytes.record_many(t_bytes, int(t_batches), t_bytes, now_ms)
+            sensors.compression.record_many(t_ratio, int(t_batches), t_ratio, now_ms)
+        self._batch_size.record_many(size_sum, n, size_max, now_ms)
+        self._queue_time.record_many(queue_sum, n, queue_max, now_ms)
+        self._compression.record_many(ratio_sum, n, ratio_sum, now_ms)
+        self._record_size.record_many(record_size_sum, n, record_size_max, now_ms)
+        self._records_per_request.record(records, now_ms)
+        node = self._node(node_id)
+        node.requests.record(1.0, now_ms)
+        node.sent_bytes.record(size_sum, now_ms)
+
+    def record_answered(
+        self, node_id: int, latency_ms: int, throttle_time_ms: int, now_ms: int
+    ) -> None:
+        """A Produce request to ``node_id`` was answered (with a body)."""
+        self._request_time.record(latency_ms, now_ms)
+        self._throttle.record(throttle_time_ms, now_ms)
+        node = self._node(node_id)
+        node.responses.record(1.0, now_ms)
+        node.latency.record(latency_ms, now_ms)
+        self.counters.answered(latency_ms, throttle_time_ms)
+
+    def record_acked(self, batch: ProducerBatch) -> None:
+        sealed = batch.sealed
+        if sealed is None:
+            return
+        size = sealed.size_bytes
+        self.counters.acked(
+            batch.tp, batch.record_count, sealed.uncompressed_size_bytes or size, size
+        )
+
+    def record_retry(self, batch: ProducerBatch, now_ms: int) -> None:
+        count = batch.record_count
+        self._retries.record(count, now_ms)
+        self._topic(batch.topic).retries.record(count, now_ms)
+        self.counters.add(batch.tp, RETRIES, count)
+
+    def record_error(self, batch: ProducerBatch, now_ms: int) -> None:
+        count = batch.record_count
+        self._errors.record(count, now_ms)
+        self._topic(batch.topic).errors.record(count, now_ms)
+        self.counters.add(batch.tp, ERRORS, count)
+
+    def record_split(self, now_ms: int) -> None:
+        self._splits.record(1.0, now_ms)
+
+    # -- the facade --------------------------------------------------------------------------
+
+    def record_time_ns(self, what: str, nanoseconds: int) -> None:
+        """Add to ``<what>-time-ns-total`` (a key of TIME_NS_TOTALS)."""
+        self._time_ns[what].record(nanoseconds)

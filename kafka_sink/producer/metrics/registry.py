@@ -1,0 +1,206 @@
+"""The metrics registry: named metrics, the sensors that feed them, and the reporters told of them.
+
+Role: Java's ``org.apache.kafka.common.metrics`` core in Python. A :class:`MetricName` is
+(name, group, description, tags); a :class:`KafkaMetric` measures one stat (or reads a gauge) at
+``now``; a :class:`Sensor` records a value into each of its stats at once; :class:`Metrics` holds
+them all, keyed by name, and tells each :class:`MetricsReporter` of every metric added, changed or
+removed (``init`` with what exists, ``metric_change``, ``metric_removal``, ``close``).
+
+Invariants:
+- A metric name is registered once: a second one raises ValueError (Java's rule).
+- A sensor records under its own lock (one per sensor, as Java's synchronized ``record``), so
+  the producer's I/O thread and the user's thread can record and read concurrently; a metric
+  reads its stat under the lock of the sensor that owns it.
+- A reporter that raises is logged and never breaks the producer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from kafka_sink.producer.metrics.stats import (
+    CumulativeCount,
+    CumulativeSum,
+    MeasurableStat,
+    MetricConfig,
+    Rate,
+    SampledStat,
+    WindowedCount,
+    WindowedSum,
+)
+
+if TYPE_CHECKING:
+    from kafka_sink.clock import Clock
+
+log = logging.getLogger(__name__)
+
+Gauge = Callable[[MetricConfig, int], float]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricName:
+    """A metric's identity: Java's name, group and tags (in registration order)."""
+
+    name: str
+    group: str
+    description: str = field(default="", compare=False, hash=False)
+    tags: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def group_key(self) -> str:
+        """The group and its tag values joined with ".": kafka-python's ``metrics()`` key."""
+        return ".".join((self.group, *(value for _, value in self.tags)))
+
+
+class KafkaMetric:
+    """One metric: a stat measured, or a gauge read, at the clock's now."""
+
+    __slots__ = ("_clock", "_config", "_gauge", "_lock", "_stat", "metric_name")
+
+    def __init__(
+        self,
+        metric_name: MetricName,
+        lock: threading.Lock,
+        config: MetricConfig,
+        clock: Clock,
+        *,
+        stat: MeasurableStat | None = None,
+        gauge: Gauge | None = None,
+    ) -> None:
+        self.metric_name = metric_name
+        self._lock = lock
+        self._config = config
+        self._clock = clock
+        self._stat = stat
+        self._gauge = gauge
+
+    def value(self) -> float:
+        now_ms = self._clock.now_ms()
+        if self._gauge is not None:
+            return float(self._gauge(self._config, now_ms))
+        assert self._stat is not None
+        with self._lock:
+            return self._stat.measure(self._config, now_ms)
+
+    def __repr__(self) -> str:
+        return f"KafkaMetric({self.metric_name.group_key}/{self.metric_name.name})"
+
+
+@runtime_checkable
+class MetricsReporter(Protocol):
+    """Java's MetricsReporter, in Python: told of every metric of a producer's registry."""
+
+    def init(self, metrics: list[KafkaMetric]) -> None: ...
+    def metric_change(self, metric: KafkaMetric) -> None: ...
+    def metric_removal(self, metric: KafkaMetric) -> None: ...
+    def close(self) -> None: ...
+
+
+class Sensor:
+    """Records a value into every stat added to it, under one lock."""
+
+    __slots__ = ("_clock", "_config", "_lock", "_stats", "name", "registry")
+
+    def __init__(self, registry: Metrics, name: str) -> None:
+        self.registry = registry
+        self.name = name
+        self._config = registry.config
+        self._clock = registry.clock
+        self._lock = threading.Lock()
+        self._stats: list[MeasurableStat] = []
+
+    def add(self, metric_name: MetricName, stat: MeasurableStat) -> Sensor:
+        self.registry.register(
+            KafkaMetric(metric_name, self._lock, self._config, self._clock, stat=stat)
+        )
+        self._stats.append(stat)
+        return self
+
+    def add_meter(
+        self, rate_name: MetricName, total_name: MetricName, *, count: bool = False
+    ) -> Sensor:
+        """Java's Meter: a per-second rate and a cumulative total of what is recorded (or of
+        how many times, with ``count``)."""
+        windowed: SampledStat = WindowedCount() if count else WindowedSum()
+        total: MeasurableStat = CumulativeCount() if count else CumulativeSum()
+        return self.add(rate_name, Rate(windowed)).add(total_name, total)
+
+    def record(self, value: float = 1.0, now_ms: int | None = None) -> None:
+        self.record_many(value, 1, value, now_ms)
+
+    def record_many(
+        self, total: float, count: int, maximum: float, now_ms: int | None = None
+    ) -> None:
+        """``count`` values summing to ``total``, the largest ``maximum``, all at ``now_ms``:
+        what recording each would give (one sample holds them all), for one lock."""
+        if count <= 0:
+            return
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
+        config = self._config
+        with self._lock:
+            for stat in self._stats:
+                stat.record_many(config, total, count, maximum, now_ms)
+
+
+class Metrics:
+    """A producer's registry of metrics and sensors, and its reporters."""
+
+    def __init__(
+        self,
+        config: MetricConfig,
+        clock: Clock,
+        reporters: list[MetricsReporter] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._metrics: dict[MetricName, KafkaMetric] = {}
+        self._sensors: dict[str, Sensor] = {}
+        self._reporters = list(reporters or ())
+        for reporter in self._reporters:
+            self._tell(reporter.init, [])
+
+    def sensor(self, name: str) -> Sensor:
+        """The sensor called ``name``, created on first use."""
+        with self._lock:
+            sensor = self._sensors.get(name)
+            if sensor is None:
+                sensor = self._sensors[name] = Sensor(self, name)
+            return sensor
+
+    def get_sensor(self, name: str) -> Sensor | None:
+        return self._sensors.get(name)
+
+    def add_gauge(self, metric_name: MetricName, gauge: Gauge) -> None:
+        self.register(
+            KafkaMetric(metric_name, threading.Lock(), self.config, self.clock, gauge=gauge)
+        )
+
+    def register(self, metric: KafkaMetric) -> None:
+        with self._lock:
+            if metric.metric_name in self._metrics:
+                raise ValueError(f"a metric named {metric.metric_name} is already registered")
+            self._metrics[metric.metric_name] = metric
+        for reporter in self._reporters:
+            self._tell(reporter.metric_change, metric)
+
+    def metrics(self) -> Mapping[MetricName, KafkaMetric]:
+        with self._lock:
+            return dict(self._metrics)
+
+    def close(self) -> None:
+        reporters, self._reporters = self._reporters, []
+        for reporter in reporters:
+            self._tell(reporter.close)
+
+    @staticmethod
+    def _tell(method: Callable[..., object], *args: object) -> None:
+        try:
+            method(*args)
+        except Exception:  # a reporter's failure is its own, never the producer's
+            log.warning("metrics reporter %r failed", method, exc_info=True)

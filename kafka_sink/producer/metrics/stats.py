@@ -1,0 +1,241 @@
+"""The measurable statistics a sensor feeds, with the Java client's window semantics.
+
+Role: Java's ``org.apache.kafka.common.metrics.stats`` in Python: the sampled stats (``Avg``,
+``Max``, ``WindowedCount``, ``WindowedSum``) and ``Rate`` over ``MetricConfig.samples`` samples
+of ``time_window_ms`` each; the cumulative ones (``CumulativeSum``, ``CumulativeCount``) and
+``Value`` (the last recorded value).
+
+Invariants (each is Java's ``SampledStat`` rule):
+- ``record`` adds to the current sample; once that sample is ``time_window_ms`` old, the next
+  sample slot (round robin over ``samples`` slots) is reset and becomes current.
+- ``measure(now)`` first resets every sample whose window started ``samples * time_window_ms`` or
+  more before ``now`` (obsolete), then combines what is left: ``Avg`` is the sum of the values
+  over the number of events (NaN without any event), ``Max`` the largest value (NaN without any
+  event), ``WindowedCount``/``WindowedSum`` the sum over the samples.
+- ``Rate`` divides its windowed sum by the elapsed span from the oldest sample's start to
+  ``now``, in seconds, never less than ``samples - 1`` full windows (so a first burst is not
+  divided by a few milliseconds) and never less than 1 ms.
+- Callers hold the sensor's lock; nothing here is thread safe by itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class MetricConfig:
+    """``metrics.num.samples`` and ``metrics.sample.window.ms``."""
+
+    samples: int = 2
+    time_window_ms: int = 30000
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ValueError(f"metrics.num.samples must be at least 1, got {self.samples}")
+        if self.time_window_ms < 1:
+            raise ValueError(
+                f"metrics.sample.window.ms must be at least 1, got {self.time_window_ms}"
+            )
+
+
+class MeasurableStat:
+    """What a :class:`~kafka_sink.producer.metrics.registry.Sensor` records into."""
+
+    __slots__ = ()
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self.record_many(config, value, 1, value, now_ms)
+
+    def record_many(
+        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
+    ) -> None:
+        """``count`` events at once, summing to ``total``, the largest ``maximum``: the same
+        as recording each (they share ``now_ms``, hence one sample), for one lock and call."""
+        raise NotImplementedError
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        raise NotImplementedError
+
+
+class _Sample:
+    __slots__ = ("event_count", "last_window_ms", "value")
+
+    def __init__(self, initial: float, now_ms: int) -> None:
+        self.value = initial
+        self.event_count = 0
+        self.last_window_ms = now_ms
+
+    def reset(self, initial: float, now_ms: int) -> None:
+        self.value = initial
+        self.event_count = 0
+        self.last_window_ms = now_ms
+
+
+class SampledStat(MeasurableStat):
+    """Java's SampledStat: a ring of samples, each one ``time_window_ms`` long."""
+
+    __slots__ = ("_current", "_samples")
+    initial_value = 0.0
+
+    def __init__(self) -> None:
+        self._samples: list[_Sample] = []
+        self._current = 0
+
+    def record_many(
+        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
+    ) -> None:
+        samples = self._samples
+        if not samples:
+            samples.append(_Sample(self.initial_value, now_ms))
+        sample = samples[self._current]
+        if now_ms - sample.last_window_ms >= config.time_window_ms:
+            self._current = (self._current + 1) % config.samples
+            if self._current >= len(samples):
+                sample = _Sample(self.initial_value, now_ms)
+                samples.append(sample)
+            else:
+                sample = samples[self._current]
+                sample.reset(self.initial_value, now_ms)
+        self.update(sample, total, count, maximum)
+        sample.event_count += count
+
+    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
+        raise NotImplementedError
+
+    def purge_obsolete_samples(self, config: MetricConfig, now_ms: int) -> None:
+        expire_age = config.samples * config.time_window_ms
+        for sample in self._samples:
+            if now_ms - sample.last_window_ms >= expire_age:
+                sample.reset(self.initial_value, now_ms)
+
+    def oldest_window_ms(self, now_ms: int) -> int:
+        if not self._samples:
+            self._samples.append(_Sample(self.initial_value, now_ms))
+        return min(sample.last_window_ms for sample in self._samples)
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        self.purge_obsolete_samples(config, now_ms)
+        return self.combine()
+
+    def combine(self) -> float:
+        raise NotImplementedError
+
+
+class Avg(SampledStat):
+    """Sum of the values over the number of events in the live samples; NaN without events."""
+
+    __slots__ = ()
+
+    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
+        sample.value += total
+
+    def combine(self) -> float:
+        count = sum(s.event_count for s in self._samples)
+        if count == 0:
+            return math.nan
+        return sum(s.value for s in self._samples) / count
+
+
+class Max(SampledStat):
+    """The largest value in the live samples; NaN without events."""
+
+    __slots__ = ()
+    initial_value = -math.inf
+
+    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
+        sample.value = max(sample.value, maximum)
+
+    def combine(self) -> float:
+        if not any(s.event_count for s in self._samples):
+            return math.nan
+        return max(s.value for s in self._samples)
+
+
+class WindowedSum(SampledStat):
+    __slots__ = ()
+
+    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
+        sample.value += total
+
+    def combine(self) -> float:
+        return sum(s.value for s in self._samples)
+
+
+class WindowedCount(WindowedSum):
+    """Counts events, whatever their value."""
+
+    __slots__ = ()
+
+    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
+        sample.value += count
+
+
+class Rate(MeasurableStat):
+    """Per second: the windowed stat's sum over the elapsed window span (Java's Rate)."""
+
+    __slots__ = ("_stat",)
+
+    def __init__(self, stat: SampledStat | None = None) -> None:
+        self._stat = stat if stat is not None else WindowedSum()
+
+    def record_many(
+        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
+    ) -> None:
+        self._stat.record_many(config, total, count, maximum, now_ms)
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        value = self._stat.measure(config, now_ms)
+        return value / (self.window_size_ms(config, now_ms) / 1000.0)
+
+    def window_size_ms(self, config: MetricConfig, now_ms: int) -> int:
+        stat = self._stat
+        stat.purge_obsolete_samples(config, now_ms)
+        elapsed = now_ms - stat.oldest_window_ms(now_ms)
+        full_windows = elapsed // config.time_window_ms
+        min_full_windows = config.samples - 1
+        if full_windows < min_full_windows:
+            elapsed += (min_full_windows - full_windows) * config.time_window_ms
+        return max(elapsed, 1)
+
+
+class CumulativeSum(MeasurableStat):
+    __slots__ = ("_total",)
+
+    def __init__(self) -> None:
+        self._total = 0.0
+
+    def record_many(
+        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
+    ) -> None:
+        self._total += total
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        return self._total
+
+
+class CumulativeCount(CumulativeSum):
+    __slots__ = ()
+
+    def record_many(
+        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
+    ) -> None:
+        self._total += count
+
+
+class Value(MeasurableStat):
+    """The last recorded value (0 before any; of several at once, the largest)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value = 0.0
+
+    def record_many(
+        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
+    ) -> None:
+        self._value = maximum
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        return self._value
