@@ -37,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
         help="one row per batch, per minute, or (auto) per batch up to 60 batches",
     )
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the metrics to FILE.png")
+    parser.add_argument("--title", help="the plot's title (default: the commit log's location)")
     return parser
 
 
@@ -59,7 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(render(rows, totals(documents), per_minute=per_minute))
     if args.plot:
         try:
-            plot_rows(rows, args.plot, title=f"pykafka: {where}", per_minute=per_minute)
+            plot_rows(
+                rows, args.plot, title=args.title or f"pykafka: {where}", per_minute=per_minute
+            )
         except (PlotUnavailableError, OSError) as exc:
             print(f"report: {exc}", file=sys.stderr)
             return 2

@@ -42,6 +42,7 @@ def plot_rows(rows: Sequence[Row], path: str, *, title: str, per_minute: bool = 
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise PlotUnavailableError(
             f"--plot needs matplotlib, which is not installed. Fix: {INSTALL_HINT}"
@@ -54,6 +55,7 @@ def plot_rows(rows: Sequence[Row], path: str, *, title: str, per_minute: bool = 
             values = [float("nan") if y is None else float(y) for y in ys]
             ax.plot(xs, values, marker="o", markersize=3, label=_LABELS.get(attr, name))
         ax.set_ylabel(name)
+        ax.set_ylim(bottom=0)  # a flat series (no retries) sits on the axis, not mid-panel
         ax.grid(True, alpha=0.3)
         if len(attrs) > 1:
             ax.legend(loc="upper right")
@@ -63,6 +65,7 @@ def plot_rows(rows: Sequence[Row], path: str, *, title: str, per_minute: bool = 
         axes[-1].set_xticklabels([time.strftime("%H:%M", time.gmtime(t)) for t in ticks])
         axes[-1].set_xlabel("minute (UTC)")
     else:
+        axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
         axes[-1].set_xlabel("batch")
     fig.suptitle(title)
     fig.savefig(path, format="png", dpi=100)

@@ -35,6 +35,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -205,6 +207,18 @@ def tail(path: Path, lines: int = 40) -> str:
     except OSError:
         return f"(no log at {path})"
     return "\n".join(text.splitlines()[-lines:])
+
+
+def http_ready_problem(url: str, timeout_s: float) -> str | None:
+    """None once ``GET url`` answers 200, else what it did instead (a server's readiness)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            status = int(response.status)
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (OSError, ValueError) as exc:
+        return f"GET {url}: {type(exc).__name__}: {exc}"
+    return None if status == 200 else f"GET {url}: HTTP {status}"
 
 
 def lost_bind_race(log_text: str) -> bool:

@@ -35,12 +35,10 @@ Invariants:
 from __future__ import annotations
 
 import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Unpack
 
-from kafka_sink.testing.jvm import SMALL_SERVER_JVM_FLAGS, JvmServer
+from kafka_sink.testing.jvm import SMALL_SERVER_JVM_FLAGS, JvmServer, http_ready_problem
 from kafka_sink.testing.prerequisites import (
     FetchOptions,
     KafkaSetupError,
@@ -205,12 +203,4 @@ class LocalSchemaRegistry(JvmServer):
 
     def _ready_problem(self, log: Path) -> str | None:
         """None once ``GET {url}/subjects`` answers 200, else what it did instead."""
-        probe = f"{self.url}/subjects"
-        try:
-            with urllib.request.urlopen(probe, timeout=_PROBE_TIMEOUT_S) as response:
-                status = int(response.status)
-        except urllib.error.HTTPError as exc:
-            status = exc.code
-        except (OSError, ValueError) as exc:
-            return f"GET {probe}: {type(exc).__name__}: {exc}"
-        return None if status == 200 else f"GET {probe}: HTTP {status}"
+        return http_ready_problem(f"{self.url}/subjects", _PROBE_TIMEOUT_S)

@@ -22,13 +22,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kafka_sink.testing.jvm import JvmServer
+from kafka_sink.testing.jvm import JvmServer, http_ready_problem
 from kafka_sink.testing.prerequisites import KafkaSetupError, candidate_dirs
 
 __all__ = [
@@ -175,12 +174,4 @@ class LocalPushgateway(JvmServer):
         return [str(self._binary), f"--web.listen-address=127.0.0.1:{self._port}"]
 
     def _ready_problem(self, log: Path) -> str | None:
-        probe = f"{self.url}/-/ready"
-        try:
-            with urllib.request.urlopen(probe, timeout=_PROBE_TIMEOUT_S) as response:
-                status = int(response.status)
-        except urllib.error.HTTPError as exc:
-            status = exc.code
-        except (OSError, ValueError) as exc:
-            return f"GET {probe}: {type(exc).__name__}: {exc}"
-        return None if status == 200 else f"GET {probe}: HTTP {status}"
+        return http_ready_problem(f"{self.url}/-/ready", _PROBE_TIMEOUT_S)
