@@ -35,8 +35,11 @@ class PlotUnavailableError(RuntimeError):
     """matplotlib is not installed."""
 
 
-def plot_rows(rows: Sequence[Row], path: str, *, title: str, per_minute: bool = False) -> None:
-    """Write the picture of ``rows`` to ``path`` (PNG)."""
+def plot_rows(
+    rows: Sequence[Row], path: str, *, title: str, per_minute: bool = False
+) -> dict[str, dict[str, list[float]]]:
+    """Write the picture of ``rows`` to ``path`` (PNG); returns what each panel drew (panel ->
+    line -> values, NaN for a gap), read back from the figure's lines."""
     try:
         import matplotlib
 
@@ -69,4 +72,9 @@ def plot_rows(rows: Sequence[Row], path: str, *, title: str, per_minute: bool = 
         axes[-1].set_xlabel("batch")
     fig.suptitle(title)
     fig.savefig(path, format="png", dpi=100)
+    drawn = {
+        name: {line.get_label(): [float(y) for y in line.get_ydata()] for line in ax.get_lines()}
+        for ax, (name, _) in zip(axes, SERIES, strict=True)
+    }
     plt.close(fig)
+    return drawn

@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from sparkutil import KAFKA_OPTIONS, commit_docs
 
+from kafka_sink.report.plot import plot_rows
+from kafka_sink.report.reader import load_commits
+from kafka_sink.report.table import report_rows
 from kafka_sink.testing.oracle import read_all
 
 INPUT_SCHEMA = "id BIGINT, k STRING"
@@ -112,6 +115,17 @@ def test_commit_documents_report_and_pushgateway_carry_what_kafka_holds(
     image = matplotlib.image.imread(str(png))
     assert image.shape[0] >= 800 and image.shape[1] >= 800
     assert float(image[..., :3].std()) > 0.05  # drawn, not blank
+    # The same picture drawn here: every series, one point per batch, from the documents.
+    _, read_back = load_commits(str(checkpoint))
+    drawn = plot_rows(report_rows(read_back), str(tmp_path / "again.png"), title="t")
+    # (the documents round rows/s to 0.1)
+    assert drawn["rows/s"]["rows/s"] == pytest.approx(
+        [d["metrics"]["records_per_s"] for d in docs], abs=0.05
+    )
+    assert drawn["retries"]["retries"] == [0.0, 0.0, 0.0]
+    assert all(v > 0 for v in drawn["produce latency (ms)"]["max"])
+    assert len(drawn["commit time (ms)"]["commit time (ms)"]) == 3
+    assert all(v > 0 for v in drawn["MB/s (as sent)"]["MB/s (as sent)"])
 
     groups = [
         g

@@ -125,6 +125,17 @@ def test_an_empty_location_is_a_clear_error(tmp_path, capsys) -> None:
     assert "no pykafka commit documents in" in capsys.readouterr().err
 
 
+def test_the_plot_draws_each_series_from_the_rows(tmp_path) -> None:
+    documents = [_document(i, 1_000 * (i + 1), at_ms=(i + 1) * 60_000, retries=i) for i in range(3)]
+    rows = report_rows(documents)
+    drawn = plot_rows(rows, str(tmp_path / "p.png"), title="t")
+    assert list(drawn) == [name for name, _ in SERIES]
+    assert drawn["rows/s"]["rows/s"] == [r.records_per_s for r in rows]
+    assert drawn["retries"]["retries"] == [0.0, 1.0, 2.0]
+    assert drawn["produce latency (ms)"] == {"avg": [4.0] * 3, "max": [6.0] * 3}
+    assert drawn["commit time (ms)"]["commit time (ms)"] == [30.0] * 3
+
+
 def test_a_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     rows = report_rows([_document(0, 1, at_ms=1_000)])

@@ -379,3 +379,33 @@ def test_a_failed_push_is_a_warning_and_the_batch_is_committed(tmp_path, caplog)
     text = warning.getMessage()
     assert "pushing batch 0 to the Pushgateway" in text and "commit file" in text
     assert "pw12345" not in text
+
+
+class _Transactional:
+    """The exactly-once strategy's shape around a metered producer: a prepared transaction."""
+
+    def acquire(self, task: Any) -> MeteredFakeProducer:
+        return MeteredFakeProducer({})
+
+    def finish(self, producer: MeteredFakeProducer, bound_s: float) -> Any:
+        from kafka_sink.prepared import PreparedTransaction
+
+        return PreparedTransaction("p-0-0", 1, 0, (("t", 0),))
+
+    def fail(self, producer: MeteredFakeProducer, write: Any, exc: BaseException) -> None:
+        pass
+
+
+def test_an_exactly_once_task_carries_its_transactions_first_record_time(monkeypatch) -> None:
+    from kafka_sink.spark import task as task_module
+
+    monkeypatch.setattr(producer_cache, "release", lambda producer: None)
+    before_ms = int(time.time() * 1000)
+    write = task_module._TaskWrite(
+        _options(), LAYOUT, task_module._TaskInfo(3, 0, 9, 5), fingerprinted=True
+    )
+    message = write.run(_Transactional(), iter([_batch(2), _batch(3)]))
+    assert message.transaction is not None and message.metrics is not None
+    first = message.metrics.first_record_wall_ms
+    assert first is not None and before_ms <= first <= int(time.time() * 1000)
+    assert message.metrics.records == 5
