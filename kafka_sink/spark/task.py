@@ -423,7 +423,7 @@ class _TaskWrite:
             if producer is not None:
                 self._await_acks(producer)
                 transaction = guarantee.finish(producer, self._wait_bound()[0] / 1000)
-                metrics = meter.result(producer, transactional=self.fingerprint is not None)
+                metrics = meter.result(producer, transactional=transaction is not None)
             pause_commit(self.task.batch_id, TASK_DONE)  # test-only; see fault_hooks
         except BaseException as exc:
             if producer is not None:
