@@ -159,3 +159,10 @@ chaos: setup
 
 clean:
 	rm -rf $(VENV) $(CACHE) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
+
+# What recording the producer's metrics costs: send() and send_columns() with and without it,
+# alternating in one run (docs/metrics.md quotes the numbers).
+.PHONY: bench-producer-metrics
+bench-producer-metrics: setup
+	$(PY) benchmarks/bench_producer.py --clients ours-send,ours-send-nometrics,ours-bulk,ours-bulk-nometrics \
+		--rounds 3 --memory-mib 0

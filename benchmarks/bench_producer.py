@@ -12,6 +12,9 @@ client). Records written are checked against the topic's end offsets.
 
 ``ours-bulk-txn`` is ``ours-bulk`` inside transactions (a ``transactional.id``, one commit per
 100,000 records, the last commit inside the clock); the run prints its rate over ``ours-bulk``'s.
+``ours-send-nometrics`` and ``ours-bulk-nometrics`` are the same two clients with the producer's
+metrics recording switched off (the sender and accumulator record nothing): run beside the
+recording ones (``make bench-producer-metrics``), they are the same-run A/B of what recording costs.
 With ``--rounds R`` every client runs R times, the clients alternating within each round, and the
 table keeps each client's best run (``make bench-transactions``: the two bulk clients, 3 rounds).
 
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 VALUE_SIZE = 100
@@ -58,7 +62,20 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _run_ours_send(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
+def _without_metrics(producer: Any) -> None:
+    """The A/B's other side: nothing recorded by the sender and accumulator (they skip None)."""
+    producer._sender.metrics = None
+    producer._accumulator.metrics = None
+
+
+def _run_ours_send(
+    bootstrap: str,
+    topic: str,
+    keys: list[bytes],
+    values: list[bytes],
+    *,
+    record_metrics: bool = True,
+) -> float:
     from kafka_sink import KafkaProducer
 
     producer = KafkaProducer(
@@ -69,6 +86,8 @@ def _run_ours_send(bootstrap: str, topic: str, keys: list[bytes], values: list[b
             "linger.ms": 5,
         }
     )
+    if not record_metrics:
+        _without_metrics(producer)
     producer.partitions_for(topic)
     send = producer.send
     start = time.perf_counter()
@@ -106,7 +125,12 @@ def _run_ours_bulk_txn(bootstrap: str, topic: str, keys: list[bytes], values: li
 
 
 def _run_ours_bulk_columns(
-    bootstrap: str, topic: str, chunks: list[tuple[Any, Any]], *, transactional: bool = False
+    bootstrap: str,
+    topic: str,
+    chunks: list[tuple[Any, Any]],
+    *,
+    transactional: bool = False,
+    record_metrics: bool = True,
 ) -> float:
     from kafka_sink import KafkaProducer
 
@@ -119,6 +143,8 @@ def _run_ours_bulk_columns(
     if transactional:
         config["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
     producer = KafkaProducer(config)
+    if not record_metrics:
+        _without_metrics(producer)
     producer.partitions_for(topic)
     if transactional:
         producer.init_transactions()
@@ -198,9 +224,11 @@ def _run_kafka_python(bootstrap: str, topic: str, keys: list[bytes], values: lis
     return elapsed
 
 
-_RUNNERS = {
+_RUNNERS: dict[str, Callable[..., float] | None] = {
     "ours-send": _run_ours_send,
+    "ours-send-nometrics": lambda *a: _run_ours_send(*a, record_metrics=False),
     "ours-bulk": _run_ours_bulk,
+    "ours-bulk-nometrics": None,  # built from columns in _worker, as ours-bulk
     "ours-bulk-txn": _run_ours_bulk_txn,
     "confluent-kafka": _run_confluent,
     "kafka-python": _run_kafka_python,
@@ -208,7 +236,7 @@ _RUNNERS = {
 
 
 def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
-    if client in ("ours-bulk", "ours-bulk-txn"):
+    if client in ("ours-bulk", "ours-bulk-txn", "ours-bulk-nometrics"):
         # Arrow columns, as Spark hands them over; built chunk by chunk so the Python lists
         # the other clients need are never all alive at once.
         import pyarrow as pa
@@ -224,12 +252,18 @@ def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
         ]
         rss_data = _rss_mb()
         elapsed = _run_ours_bulk_columns(
-            bootstrap, topic, chunks, transactional=client == "ours-bulk-txn"
+            bootstrap,
+            topic,
+            chunks,
+            transactional=client == "ours-bulk-txn",
+            record_metrics=client != "ours-bulk-nometrics",
         )
     else:
         keys, values = _data(n)
         rss_data = _rss_mb()
-        elapsed = _RUNNERS[client](bootstrap, topic, keys, values)
+        runner = _RUNNERS[client]
+        assert runner is not None
+        elapsed = runner(bootstrap, topic, keys, values)
     print(
         json.dumps(
             {

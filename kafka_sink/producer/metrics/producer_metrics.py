@@ -64,11 +64,19 @@ def _avg_max(
 
 
 def _meter(
-    sensor: Sensor, prefix: str, what: str, group: str = PRODUCER_GROUP, **tags: str
+    sensor: Sensor,
+    prefix: str,
+    what: str,
+    group: str = PRODUCER_GROUP,
+    *,
+    count: bool = False,
+    **tags: str,
 ) -> Sensor:
+    """``<prefix>-rate`` and ``<prefix>-total`` of what is recorded (of events, with count)."""
     return sensor.add_meter(
         _name(f"{prefix}-rate", f"The average per-second number of {what}", group, **tags),
         _name(f"{prefix}-total", f"The total number of {what}", group, **tags),
+        count=count,
     )
 
 
@@ -120,50 +128,14 @@ class _NodeSensors:
 
     def __init__(self, metrics: Metrics, node_id: int) -> None:
         node = f"node-{node_id}"
-        self.requests = metrics.sensor(f"{node}.requests-sent").add_meter(
-            _name(
-                "request-rate",
-                "The average number of Produce requests sent per second",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            _name(
-                "request-total",
-                "The total number of Produce requests sent",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            count=True,
-        )
-        self.sent_bytes = metrics.sensor(f"{node}.bytes-sent").add_meter(
-            _name(
-                "outgoing-byte-rate",
-                "The average number of record batch bytes sent per second",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            _name(
-                "outgoing-byte-total",
-                "The total number of record batch bytes sent",
-                NODE_GROUP,
-                node_id=node,
-            ),
-        )
-        self.responses = metrics.sensor(f"{node}.responses").add_meter(
-            _name(
-                "response-rate",
-                "The average number of Produce responses received per second",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            _name(
-                "response-total",
-                "The total number of Produce responses received",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            count=True,
-        )
+
+        def meter(prefix: str, what: str, *, count: bool = False) -> Sensor:
+            sensor = metrics.sensor(f"{node}.{prefix}")
+            return _meter(sensor, prefix, what, NODE_GROUP, count=count, node_id=node)
+
+        self.requests = meter("request", "Produce requests sent", count=True)
+        self.sent_bytes = meter("outgoing-byte", "record batch bytes sent")
+        self.responses = meter("response", "Produce responses received", count=True)
         self.latency = _avg_max(
             metrics.sensor(f"{node}.latency"),
             "request-latency",
