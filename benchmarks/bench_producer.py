@@ -58,6 +58,11 @@ def _data(n: int) -> tuple[list[bytes], list[bytes]]:
     return keys, values
 
 
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -251,6 +256,7 @@ def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
             for s in range(0, n, BULK_CHUNK)
         ]
         rss_data = _rss_mb()
+        cpu_start = _cpu_s()
         elapsed = _run_ours_bulk_columns(
             bootstrap,
             topic,
@@ -261,6 +267,7 @@ def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
     else:
         keys, values = _data(n)
         rss_data = _rss_mb()
+        cpu_start = _cpu_s()
         runner = _RUNNERS[client]
         assert runner is not None
         elapsed = runner(bootstrap, topic, keys, values)
@@ -272,6 +279,9 @@ def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
                 "seconds": elapsed,
                 "peak_rss_mb": _rss_mb(),
                 "rss_after_data_mb": rss_data,
+                # Both threads' CPU time over the run: on a busy machine it varies less than
+                # the wall time (which waits for cores), so it is what an A/B compares.
+                "cpu_s": _cpu_s() - cpu_start,
             }
         ),
         flush=True,
@@ -409,7 +419,8 @@ def main() -> None:
                 result = _measure(client, bootstrap, args.records)
                 print(
                     f"  {client}: {result['records'] / result['seconds']:,.0f} records/s "
-                    f"({result['seconds']:.2f} s, peak RSS {result['peak_rss_mb']:.0f} MB)",
+                    f"({result['seconds']:.2f} s, CPU {result['cpu_s']:.2f} s, "
+                    f"peak RSS {result['peak_rss_mb']:.0f} MB)",
                     flush=True,
                 )
                 if client not in best or result["seconds"] < best[client]["seconds"]:
