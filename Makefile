@@ -169,3 +169,10 @@ setup: $(PUSHGATEWAY)/.fetched
 $(PUSHGATEWAY)/.fetched: | $(VENV)/.installed
 	$(PY) -m kafka_sink.testing fetch pushgateway --dest $(abspath $(PUSHGATEWAY)) >/dev/null
 	touch $@
+
+# What recording the producer's metrics costs: send() and send_columns() with and without it,
+# alternating in one run (docs/metrics.md quotes the numbers).
+.PHONY: bench-producer-metrics
+bench-producer-metrics: setup
+	$(PY) benchmarks/bench_producer.py --clients ours-send,ours-send-nometrics,ours-bulk,ours-bulk-nometrics \
+		--rounds 3 --memory-mib 0

@@ -12,6 +12,9 @@ client). Records written are checked against the topic's end offsets.
 
 ``ours-bulk-txn`` is ``ours-bulk`` inside transactions (a ``transactional.id``, one commit per
 100,000 records, the last commit inside the clock); the run prints its rate over ``ours-bulk``'s.
+``ours-send-nometrics`` and ``ours-bulk-nometrics`` are the same two clients with the producer's
+metrics recording switched off (the sender and accumulator record nothing): run beside the
+recording ones (``make bench-producer-metrics``), they are the same-run A/B of what recording costs.
 With ``--rounds R`` every client runs R times, the clients alternating within each round, and the
 table keeps each client's best run (``make bench-transactions``: the two bulk clients, 3 rounds).
 
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 VALUE_SIZE = 100
@@ -54,11 +58,29 @@ def _data(n: int) -> tuple[list[bytes], list[bytes]]:
     return keys, values
 
 
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _run_ours_send(bootstrap: str, topic: str, keys: list[bytes], values: list[bytes]) -> float:
+def _without_metrics(producer: Any) -> None:
+    """The A/B's other side: nothing recorded by the sender and accumulator (they skip None)."""
+    producer._sender.metrics = None
+    producer._accumulator.metrics = None
+
+
+def _run_ours_send(
+    bootstrap: str,
+    topic: str,
+    keys: list[bytes],
+    values: list[bytes],
+    *,
+    record_metrics: bool = True,
+) -> float:
     from kafka_sink import KafkaProducer
 
     producer = KafkaProducer(
@@ -69,6 +91,8 @@ def _run_ours_send(bootstrap: str, topic: str, keys: list[bytes], values: list[b
             "linger.ms": 5,
         }
     )
+    if not record_metrics:
+        _without_metrics(producer)
     producer.partitions_for(topic)
     send = producer.send
     start = time.perf_counter()
@@ -106,7 +130,12 @@ def _run_ours_bulk_txn(bootstrap: str, topic: str, keys: list[bytes], values: li
 
 
 def _run_ours_bulk_columns(
-    bootstrap: str, topic: str, chunks: list[tuple[Any, Any]], *, transactional: bool = False
+    bootstrap: str,
+    topic: str,
+    chunks: list[tuple[Any, Any]],
+    *,
+    transactional: bool = False,
+    record_metrics: bool = True,
 ) -> float:
     from kafka_sink import KafkaProducer
 
@@ -119,6 +148,8 @@ def _run_ours_bulk_columns(
     if transactional:
         config["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
     producer = KafkaProducer(config)
+    if not record_metrics:
+        _without_metrics(producer)
     producer.partitions_for(topic)
     if transactional:
         producer.init_transactions()
@@ -198,9 +229,11 @@ def _run_kafka_python(bootstrap: str, topic: str, keys: list[bytes], values: lis
     return elapsed
 
 
-_RUNNERS = {
+_RUNNERS: dict[str, Callable[..., float] | None] = {
     "ours-send": _run_ours_send,
+    "ours-send-nometrics": lambda *a: _run_ours_send(*a, record_metrics=False),
     "ours-bulk": _run_ours_bulk,
+    "ours-bulk-nometrics": None,  # built from columns in _worker, as ours-bulk
     "ours-bulk-txn": _run_ours_bulk_txn,
     "confluent-kafka": _run_confluent,
     "kafka-python": _run_kafka_python,
@@ -208,7 +241,7 @@ _RUNNERS = {
 
 
 def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
-    if client in ("ours-bulk", "ours-bulk-txn"):
+    if client in ("ours-bulk", "ours-bulk-txn", "ours-bulk-nometrics"):
         # Arrow columns, as Spark hands them over; built chunk by chunk so the Python lists
         # the other clients need are never all alive at once.
         import pyarrow as pa
@@ -223,13 +256,21 @@ def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
             for s in range(0, n, BULK_CHUNK)
         ]
         rss_data = _rss_mb()
+        cpu_start = _cpu_s()
         elapsed = _run_ours_bulk_columns(
-            bootstrap, topic, chunks, transactional=client == "ours-bulk-txn"
+            bootstrap,
+            topic,
+            chunks,
+            transactional=client == "ours-bulk-txn",
+            record_metrics=client != "ours-bulk-nometrics",
         )
     else:
         keys, values = _data(n)
         rss_data = _rss_mb()
-        elapsed = _RUNNERS[client](bootstrap, topic, keys, values)
+        cpu_start = _cpu_s()
+        runner = _RUNNERS[client]
+        assert runner is not None
+        elapsed = runner(bootstrap, topic, keys, values)
     print(
         json.dumps(
             {
@@ -238,6 +279,9 @@ def _worker(client: str, bootstrap: str, topic: str, n: int) -> None:
                 "seconds": elapsed,
                 "peak_rss_mb": _rss_mb(),
                 "rss_after_data_mb": rss_data,
+                # Both threads' CPU time over the run: on a busy machine it varies less than
+                # the wall time (which waits for cores), so it is what an A/B compares.
+                "cpu_s": _cpu_s() - cpu_start,
             }
         ),
         flush=True,
@@ -375,7 +419,8 @@ def main() -> None:
                 result = _measure(client, bootstrap, args.records)
                 print(
                     f"  {client}: {result['records'] / result['seconds']:,.0f} records/s "
-                    f"({result['seconds']:.2f} s, peak RSS {result['peak_rss_mb']:.0f} MB)",
+                    f"({result['seconds']:.2f} s, CPU {result['cpu_s']:.2f} s, "
+                    f"peak RSS {result['peak_rss_mb']:.0f} MB)",
                     flush=True,
                 )
                 if client not in best or result["seconds"] < best[client]["seconds"]:

@@ -8,7 +8,8 @@ Theory of operation (Java's RecordAccumulator, simplified to one lock):
   caller blocks up to ``max.block.ms`` and then gets BufferExhaustedError. ``batch.size`` is
   capped at ``buffer.memory``: a reservation above the whole budget could never be granted, and
   this sink's own ``batch.size`` default is larger than settings of ``buffer.memory`` that Java's
-  producer (whose default ``batch.size`` is 16384) serves. The reservation is
+  producer (whose default ``batch.size`` is 16384) serves. The time blocked is added to
+  ``bufferpool-wait-time-ns-total`` (when ``metrics`` is set). The reservation is
   returned when the batch completes (``deallocate``), so the bound covers queued *and* in-flight
   data, as Java's BufferPool does. ``try_append_to_open`` is ``send()``'s common case: a record
   without headers into the partition's open batch if it has room, else nothing changes and the

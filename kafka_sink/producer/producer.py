@@ -39,6 +39,10 @@ Invariants:
   topic (not on every ``send()``: that would take the metadata lock per record); an open batch
   is drained within ``linger.ms`` once its leader is reachable, and the sender re-adds a topic
   it holds records for, so a topic in use is never lost.
+- Metrics (``producer.metrics``, docs/metrics.md): ``metrics()`` under the Java client's names;
+  the sender records per request and per batch outcome, this facade the ``*-time-ns-total``
+  sums of its blocking calls, nothing per record; ``metrics_snapshot()`` copies cumulative
+  counters; ``metrics.reporter`` is told of every metric and closed with the producer.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ record the broker already holds is never resent under new sequence numbers. What
 outcome of an attempt, its partition is unmuted at the end of its handling (Java's
 completeBatch), so ``max.in.flight.requests.per.connection=1`` never stalls a partition.
 
+Metrics (``producer.metrics``): each Produce request's batches are recorded when it is sent,
+its latency and throttle time when it is answered, and each batch's outcome (acknowledged,
+retried, failed for good, split) where it is decided; ``metrics=None`` records nothing.
+
 The Sender reads the TransactionManager and reports to it through its methods (id and epoch
 from InitProducerId, batch outcomes, fatal errors); it never assigns the manager's fields.
 

@@ -10,6 +10,10 @@ Invariants:
 - Recording is per Produce request and per batch outcome, never per record: the batches of one
   request are folded into one ``record_many`` per sensor (same ``now``, so the same sample as
   recording each batch: Java records each).
+- The I/O thread only sums a request's batches and appends the sums to a queue; they reach the
+  sensors, in the order recorded and with their own times (so with the same windows as if
+  recorded at once), when any metric is read or once ``_FOLD_AT`` wait. Retries, errors and
+  splits (rare) and the snapshot counters are recorded at once.
 - As in Java, what a request sends is recorded when it is sent (``record-send-*``, ``batch-size``,
   ``compression-rate``, ``record-queue-time``, ``record-size``, ``records-per-request``, a retried
   batch again), latency and throttle time when it is answered, retries and errors per batch
@@ -19,6 +23,8 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -30,6 +36,11 @@ if TYPE_CHECKING:
     from kafka_sink.clock import Clock
     from kafka_sink.producer.batch import ProducerBatch
     from kafka_sink.producer.metrics.registry import Gauge
+
+# Deferred request records applied by the I/O thread itself once this many are waiting, so
+# memory stays bounded when nobody reads the metrics, and one catch-up (about 40 us a request)
+# never holds the I/O thread for more than about 10 ms.
+_FOLD_AT = 256
 
 PRODUCER_GROUP = "producer-metrics"
 TOPIC_GROUP = "producer-topic-metrics"
@@ -64,11 +75,19 @@ def _avg_max(
 
 
 def _meter(
-    sensor: Sensor, prefix: str, what: str, group: str = PRODUCER_GROUP, **tags: str
+    sensor: Sensor,
+    prefix: str,
+    what: str,
+    group: str = PRODUCER_GROUP,
+    *,
+    count: bool = False,
+    **tags: str,
 ) -> Sensor:
+    """``<prefix>-rate`` and ``<prefix>-total`` of what is recorded (of events, with count)."""
     return sensor.add_meter(
         _name(f"{prefix}-rate", f"The average per-second number of {what}", group, **tags),
         _name(f"{prefix}-total", f"The total number of {what}", group, **tags),
+        count=count,
     )
 
 
@@ -120,50 +139,14 @@ class _NodeSensors:
 
     def __init__(self, metrics: Metrics, node_id: int) -> None:
         node = f"node-{node_id}"
-        self.requests = metrics.sensor(f"{node}.requests-sent").add_meter(
-            _name(
-                "request-rate",
-                "The average number of Produce requests sent per second",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            _name(
-                "request-total",
-                "The total number of Produce requests sent",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            count=True,
-        )
-        self.sent_bytes = metrics.sensor(f"{node}.bytes-sent").add_meter(
-            _name(
-                "outgoing-byte-rate",
-                "The average number of record batch bytes sent per second",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            _name(
-                "outgoing-byte-total",
-                "The total number of record batch bytes sent",
-                NODE_GROUP,
-                node_id=node,
-            ),
-        )
-        self.responses = metrics.sensor(f"{node}.responses").add_meter(
-            _name(
-                "response-rate",
-                "The average number of Produce responses received per second",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            _name(
-                "response-total",
-                "The total number of Produce responses received",
-                NODE_GROUP,
-                node_id=node,
-            ),
-            count=True,
-        )
+
+        def meter(prefix: str, what: str, *, count: bool = False) -> Sensor:
+            sensor = metrics.sensor(f"{node}.{prefix}")
+            return _meter(sensor, prefix, what, NODE_GROUP, count=count, node_id=node)
+
+        self.requests = meter("request", "Produce requests sent", count=True)
+        self.sent_bytes = meter("outgoing-byte", "record batch bytes sent")
+        self.responses = meter("response", "Produce responses received", count=True)
         self.latency = _avg_max(
             metrics.sensor(f"{node}.latency"),
             "request-latency",
@@ -233,6 +216,13 @@ class ProducerMetrics:
         }
         self._topics: dict[str, _TopicSensors] = {}
         self._nodes: dict[int, _NodeSensors] = {}
+        # What each request recorded, applied to the sensors when a metric is read (or every
+        # _FOLD_AT entries): the I/O thread only appends (deque appends are thread safe).
+        self._deferred: deque[tuple[Callable[..., None], tuple[object, ...]]] = deque()
+        # One reentrant lock for folding and for creating a topic's or node's sensors: a
+        # reporter told of a new metric may read it (and so fold) from inside either.
+        self._fold_lock = threading.RLock()
+        self.registry.before_read = self.fold
 
     # -- gauges (registered by the facade, which knows the accumulator, network and metadata) --
 
@@ -244,14 +234,33 @@ class ProducerMetrics:
     def _topic(self, topic: str) -> _TopicSensors:
         sensors = self._topics.get(topic)
         if sensors is None:
-            sensors = self._topics[topic] = _TopicSensors(self.registry, topic)
+            with self._fold_lock:  # the I/O thread and a reader's fold may both get here
+                sensors = self._topics.get(topic)
+                if sensors is None:
+                    sensors = self._topics[topic] = _TopicSensors(self.registry, topic)
         return sensors
 
     def _node(self, node_id: int) -> _NodeSensors:
         sensors = self._nodes.get(node_id)
         if sensors is None:
-            sensors = self._nodes[node_id] = _NodeSensors(self.registry, node_id)
+            with self._fold_lock:
+                sensors = self._nodes.get(node_id)
+                if sensors is None:
+                    sensors = self._nodes[node_id] = _NodeSensors(self.registry, node_id)
         return sensors
+
+    def fold(self) -> None:
+        """Apply the deferred per-request records to their sensors, in the order recorded."""
+        deferred = self._deferred
+        with self._fold_lock:
+            while deferred:
+                apply, args = deferred.popleft()
+                apply(*args)
+
+    def _defer(self, apply: Callable[..., None], args: tuple[object, ...]) -> None:
+        self._deferred.append((apply, args))
+        if len(self._deferred) >= _FOLD_AT:
+            self.fold()
 
     def record_sent(self, node_id: int, batches: Iterable[ProducerBatch], now_ms: int) -> None:
         """A Produce request with ``batches`` (encoded, stamped) goes to ``node_id``."""
@@ -287,8 +296,40 @@ class ProducerMetrics:
                 t[1] += size
                 t[2] += ratio
                 t[3] += 1
-        if not n:
-            return
+        if n:
+            self._defer(
+                self._apply_sent,
+                (
+                    node_id,
+                    now_ms,
+                    n,
+                    records,
+                    size_sum,
+                    size_max,
+                    ratio_sum,
+                    queue_sum,
+                    queue_max,
+                    record_size_sum,
+                    record_size_max,
+                    per_topic,
+                ),
+            )
+
+    def _apply_sent(  # noqa: PLR0917 - one deferred request's folded numbers
+        self,
+        node_id: int,
+        now_ms: int,
+        n: int,
+        records: int,
+        size_sum: int,
+        size_max: int,
+        ratio_sum: float,
+        queue_sum: int,
+        queue_max: int,
+        record_size_sum: int,
+        record_size_max: int,
+        per_topic: dict[str, list[float]],
+    ) -> None:
         for topic, (t_records, t_bytes, t_ratio, t_batches) in per_topic.items():
             sensors = self._topic(topic)
             sensors.records.record_many(t_records, int(t_batches), t_records, now_ms)
@@ -307,12 +348,17 @@ class ProducerMetrics:
         self, node_id: int, latency_ms: int, throttle_time_ms: int, now_ms: int
     ) -> None:
         """A Produce request to ``node_id`` was answered (with a body)."""
+        self.counters.answered(latency_ms, throttle_time_ms)
+        self._defer(self._apply_answered, (node_id, latency_ms, throttle_time_ms, now_ms))
+
+    def _apply_answered(
+        self, node_id: int, latency_ms: int, throttle_time_ms: int, now_ms: int
+    ) -> None:
         self._request_time.record(latency_ms, now_ms)
         self._throttle.record(throttle_time_ms, now_ms)
         node = self._node(node_id)
         node.responses.record(1.0, now_ms)
         node.latency.record(latency_ms, now_ms)
-        self.counters.answered(latency_ms, throttle_time_ms)
 
     def record_acked(self, batch: ProducerBatch) -> None:
         sealed = batch.sealed

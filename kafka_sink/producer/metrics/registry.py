@@ -12,6 +12,8 @@ Invariants:
   the producer's I/O thread and the user's thread can record and read concurrently; a metric
   reads its stat under the lock of the sensor that owns it.
 - A reporter that raises is logged and never breaks the producer.
+- Reading a metric first calls ``before_read`` (when set), so records an owner defers are in
+  the sensors before anything is measured.
 """
 
 from __future__ import annotations
@@ -59,26 +61,29 @@ class MetricName:
 class KafkaMetric:
     """One metric: a stat measured, or a gauge read, at the clock's now."""
 
-    __slots__ = ("_clock", "_config", "_gauge", "_lock", "_stat", "metric_name")
+    __slots__ = ("_clock", "_config", "_gauge", "_lock", "_registry", "_stat", "metric_name")
 
     def __init__(
         self,
         metric_name: MetricName,
+        registry: Metrics,
         lock: threading.Lock,
-        config: MetricConfig,
-        clock: Clock,
         *,
         stat: MeasurableStat | None = None,
         gauge: Gauge | None = None,
     ) -> None:
         self.metric_name = metric_name
+        self._registry = registry
         self._lock = lock
-        self._config = config
-        self._clock = clock
+        self._config = registry.config
+        self._clock = registry.clock
         self._stat = stat
         self._gauge = gauge
 
     def value(self) -> float:
+        before_read = self._registry.before_read
+        if before_read is not None:
+            before_read()
         now_ms = self._clock.now_ms()
         if self._gauge is not None:
             return float(self._gauge(self._config, now_ms))
@@ -114,9 +119,7 @@ class Sensor:
         self._stats: list[MeasurableStat] = []
 
     def add(self, metric_name: MetricName, stat: MeasurableStat) -> Sensor:
-        self.registry.register(
-            KafkaMetric(metric_name, self._lock, self._config, self._clock, stat=stat)
-        )
+        self.registry.register(KafkaMetric(metric_name, self.registry, self._lock, stat=stat))
         self._stats.append(stat)
         return self
 
@@ -162,6 +165,8 @@ class Metrics:
         self._metrics: dict[MetricName, KafkaMetric] = {}
         self._sensors: dict[str, Sensor] = {}
         self._reporters = list(reporters or ())
+        # Called before any metric is measured: brings deferred records into the sensors.
+        self.before_read: Callable[[], None] | None = None
         for reporter in self._reporters:
             self._tell(reporter.init, [])
 
@@ -177,9 +182,7 @@ class Metrics:
         return self._sensors.get(name)
 
     def add_gauge(self, metric_name: MetricName, gauge: Gauge) -> None:
-        self.register(
-            KafkaMetric(metric_name, threading.Lock(), self.config, self.clock, gauge=gauge)
-        )
+        self.register(KafkaMetric(metric_name, self, threading.Lock(), gauge=gauge))
 
     def register(self, metric: KafkaMetric) -> None:
         with self._lock:
@@ -190,6 +193,9 @@ class Metrics:
             self._tell(reporter.metric_change, metric)
 
     def metrics(self) -> Mapping[MetricName, KafkaMetric]:
+        """Every metric registered, after ``before_read`` (which may register more)."""
+        if self.before_read is not None:
+            self.before_read()
         with self._lock:
             return dict(self._metrics)
 

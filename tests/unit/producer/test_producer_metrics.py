@@ -232,3 +232,36 @@ def test_bufferpool_wait_time_is_the_time_an_append_blocked_for_memory() -> None
     assert appended.wait(5.0)
     waiter.join(5.0)
     assert _values(h)["producer-metrics"]["bufferpool-wait-time-ns-total"] == 7_000_000
+
+
+def test_deferred_request_records_keep_their_own_times_and_are_bounded() -> None:
+    # The I/O thread queues each request's sums; read later, they land in the samples of the
+    # times they were recorded at (a request two windows old is purged, as if recorded at once).
+    h = make_harness(idempotent=False, linger_ms=0, metric_config=WINDOW)
+    _send_and_ack(h, 2)
+    h.clock.advance(2500)
+    _send_and_ack(h, 3)
+    assert len(h.metrics._deferred) == 2
+    m = _values(h)["producer-metrics"]
+    assert not h.metrics._deferred
+    assert m["record-send-total"] == 5
+    assert m["records-per-request-avg"] == 3  # the first request's sample is obsolete
+    for _ in range(5000):
+        h.metrics.record_answered(0, 1, 0, h.clock.now_ms())
+    assert len(h.metrics._deferred) < 256
+
+
+def test_a_reporter_reading_values_as_metrics_appear_does_not_deadlock() -> None:
+    h = make_harness(idempotent=False, linger_ms=0, metric_config=WINDOW)
+    seen: dict[str, float] = {}
+
+    class Reading:
+        def metric_change(self, metric: KafkaMetric) -> None:
+            seen[metric.metric_name.name] = metric.value()
+
+    h.metrics.registry._reporters.append(Reading())  # type: ignore[arg-type]
+    sent = _send_and_ack(h, 2)
+    h.network.respond(sent, produce_response(sent))
+    h.run()
+    assert _values(h)["producer-topic-metrics.t"]["record-send-total"] == 2
+    assert "byte-total" in seen
