@@ -6,7 +6,8 @@ independent reader, confluent-kafka's ``DeserializingConsumer`` with its
 ``ProtobufDeserializer`` (read_committed) against the same registry, decodes every record and
 every field must equal the input row. The reader's message class is generated from the
 ``.proto`` the registry holds under the subject (protoc and protobuf's descriptor pool); the
-header's schema id must be the subject's registered id.
+header's schema id must be the subject's registered id. An explicit ``.proto`` the column does
+not fit is refused on the driver, naming the field path, before any record is written.
 """
 
 from __future__ import annotations
@@ -152,3 +153,27 @@ def test_streaming_write_reads_back_field_for_field(
     assert _read(kafka_bootstrap, topic, schema_registry.url, 100) == [
         _expected(i) for i in range(100)
     ]
+
+
+def test_a_proto_the_column_does_not_fit_is_refused_before_any_record(
+    spark: Any,
+    kafka_bootstrap: str,
+    topic_factory: Any,
+    schema_registry: LocalSchemaRegistry,
+) -> None:
+    topic = topic_factory(partitions=1)
+    proto = (
+        'syntax = "proto3";\n'
+        "message Order {\n"
+        "  int64 id = 1;\n"
+        "  Where where = 2;\n"
+        "  message Where { string zip = 1; }\n"
+        "}\n"
+    )
+    df = spark.range(0, 5).selectExpr(
+        "named_struct('id', id, 'where', named_struct('zip', CAST(id AS INT))) AS value"
+    )
+    options = {**_options(kafka_bootstrap, topic, schema_registry), "value.schema": proto}
+    with pytest.raises(Exception, match=r"value\.where\.zip: Spark type int cannot be written"):
+        df.write.format("pykafka").mode("append").options(**options).save()
+    assert read_all(kafka_bootstrap, topic) == []  # read_uncommitted: nothing at all
