@@ -15,6 +15,9 @@ Two call forms, the same bytes:
 - ``serialize_column(array)``: a whole Arrow struct column, encoded in bulk by
   ``protobuf_columnar``; hand the result to ``send_columns`` as its values or keys.
 
+The schema is a ``ProtoSchema`` (``derive_protobuf_schema``) or ``.proto`` text (compiled by
+protoc, its first message written; see ``protobuf_descriptor.parse_protobuf_schema``).
+
 Usage::
 
     from kafka_sink.spark.formats.protobuf_schema import derive_protobuf_schema
@@ -43,15 +46,19 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 class ProtobufSerializer(FramedSerializer[ProtoSchema]):
     """Protobuf payloads of one schema's first message, framed with ``schema_id`` when given."""
 
-    def __init__(self, schema: ProtoSchema, schema_id: int | None = None) -> None:
+    def __init__(self, schema: ProtoSchema | str, schema_id: int | None = None) -> None:
         super().__init__(schema, schema_id)
         self._class: Any = None
 
     def _parse(self, schema: Any) -> ProtoSchema:
+        if isinstance(schema, str):
+            from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+
+            return parse_protobuf_schema(schema)
         if not isinstance(schema, ProtoSchema):
             raise TypeError(
-                "ProtobufSerializer takes a ProtoSchema (derive_protobuf_schema), not "
-                f"{type(schema).__name__}"
+                "ProtobufSerializer takes a ProtoSchema (derive_protobuf_schema) or .proto "
+                f"text, not {type(schema).__name__}"
             )
         return schema
 
@@ -60,6 +67,9 @@ class ProtobufSerializer(FramedSerializer[ProtoSchema]):
 
     def _column_encoder(self, schema: ProtoSchema) -> ProtobufColumnEncoder:
         return ProtobufColumnEncoder(schema)
+
+    def __repr__(self) -> str:
+        return f"ProtobufSerializer({self.schema.full_name}, schema_id={self.schema_id})"
 
     def message_class(self) -> Any:
         """The generated class of the schema's message (built once, from its ``.proto``)."""

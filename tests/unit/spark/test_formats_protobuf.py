@@ -423,3 +423,39 @@ def test_confluents_message_indexes_for_a_nested_and_a_second_message() -> None:
         reference = io.BytesIO()
         Confluent._encode_varints(reference, indexes, zigzag=True)
         assert message_indexes(indexes) == reference.getvalue()
+
+
+def test_the_serializer_takes_proto_text_and_writes_its_first_message() -> None:
+    text = (
+        'syntax = "proto3";\npackage shop;\n'
+        "message Order { int64 id = 2; optional string note = 1; repeated Line lines = 3; }\n"
+        "message Line { string sku = 1; int32 qty = 2; }\n"
+    )
+    serializer = ProtobufSerializer(text, schema_id=9)
+    assert repr(serializer) == "ProtobufSerializer(shop.Order, schema_id=9)"
+    row = {"id": 5, "note": "", "lines": [{"sku": "a", "qty": 0}, {"sku": "", "qty": -1}]}
+    t = pa.struct(
+        [
+            pa.field("note", pa.string()),
+            pa.field("id", pa.int64(), False),
+            pa.field(
+                "lines",
+                pa.list_(
+                    pa.field(
+                        "element",
+                        pa.struct(
+                            [
+                                pa.field("sku", pa.string(), False),
+                                pa.field("qty", pa.int32(), False),
+                            ]
+                        ),
+                        False,
+                    )
+                ),
+            ),
+        ]
+    )
+    order = serializer.message_class()
+    expected = order(id=5, note="", lines=[{"sku": "a"}, {"qty": -1}]).SerializeToString()
+    assert serializer(row) == b"\x00\x00\x00\x00\x09\x00" + expected
+    assert serializer.serialize_column(pa.array([row], t)).to_pylist() == [serializer(row)]
