@@ -17,6 +17,15 @@ JSON Schema:
 * ``confluent-kafka``: confluent-kafka's ``JSONSerializer`` (validating each dict against the
   derived schema, as it always does) on each dict.
 
+Protobuf:
+
+* ``columnar``: ``ProtobufSerializer.serialize_column`` (``ProtobufColumnEncoder`` and the
+  framing with the message-index list), the same batches;
+* ``protobuf-per-row (dicts)``: ``ProtobufSerializer`` on each row's dict (the ``protobuf``
+  library's message filled and serialized per row);
+* ``confluent-kafka``: confluent-kafka's ``ProtobufSerializer`` on each row's message object
+  (built beforehand, untimed).
+
 The per-row routes get their rows as ready Python dicts (converting the Arrow batch to dicts,
 which a Spark UDF route also pays, is not timed; for JSON the dicts are JSON-ready already:
 decimals as floats, timestamps as strings), so the ratios favour them. Each route runs
@@ -25,7 +34,8 @@ are shown per 1M rows. Before timing, every route's payloads of the first batch 
 equal: Avro byte for byte, JSON parsed (key order and spacing may differ) and its header byte
 for byte.
 
-    python benchmarks/bench_formats.py [--rows 200000] [--repeat 3] [--format avro|json|all]
+    python benchmarks/bench_formats.py [--rows 200000] [--repeat 3]
+                                       [--format avro|json|protobuf|all]
                                        [--out results/bench_formats.md]
 """
 
@@ -48,6 +58,8 @@ from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
 from kafka_sink.spark.formats.avro_schema import derive_avro_schema
 from kafka_sink.spark.formats.json_columnar import JsonColumnEncoder
 from kafka_sink.spark.formats.json_schema import derive_json_schema
+from kafka_sink.spark.formats.protobuf_schema import derive_protobuf_schema
+from kafka_sink.spark.formats.protobuf_serializer import ProtobufSerializer
 from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
 from kafka_sink.spark.formats.wire_format import frame_column, header
 
@@ -206,6 +218,42 @@ def json_routes(batches: list[pa.RecordBatch]) -> tuple[Routes, float]:
     return routes, sum(len(p) for p in first) / len(first)
 
 
+def protobuf_routes(batches: list[pa.RecordBatch]) -> tuple[Routes, float]:
+    """The Protobuf routes, checked equal byte for byte on the first batch."""
+    from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
+        MockSchemaRegistryClient,
+    )
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer as Confluent
+
+    schema = derive_protobuf_schema(sql_type_from_arrow(ROW_TYPE), "Order")
+    ours = ProtobufSerializer(schema, SCHEMA_ID)
+    dict_batches = [b.column(0).to_pylist() for b in batches]
+    message = ours.message_class()
+    # confluent-kafka registers the schema from the generated class (its mock registry reads no
+    # .proto text): the first registration, id 1.
+    registry = MockSchemaRegistryClient({"url": "mock://bench"})
+    confluent = Confluent(message, registry, {"use.deprecated.format": False})
+    context = _context()
+    # confluent-kafka takes message objects: built here, untimed (a UDF route would pay it).
+    message_batches = [[message.FromString(ours(r)[6:]) for r in rows] for rows in dict_batches]
+
+    def per_row(rows_of: list[list[Any]]) -> list[list[bytes | None]]:
+        return [[ours(row) for row in rows] for rows in rows_of]
+
+    def confluent_kafka(rows_of: list[list[Any]]) -> list[list[bytes]]:
+        return [[confluent(m, context) for m in messages] for messages in rows_of]
+
+    first = ours.serialize_column(batches[0].column(0)).to_pylist()
+    assert per_row(dict_batches[:1])[0] == first, "protobuf's payloads differ from the columnar"
+    assert confluent_kafka(message_batches[:1])[0] == first, "confluent-kafka's payloads differ"
+    routes: Routes = {
+        "columnar": lambda: [ours.serialize_column(b.column(0)) for b in batches],
+        "protobuf-per-row (dicts)": lambda: per_row(dict_batches),
+        "confluent-kafka ProtobufSerializer": lambda: confluent_kafka(message_batches),
+    }
+    return routes, sum(len(p) for p in first) / len(first)
+
+
 def _mock_registry(schema_text: str, kind: str) -> Any:
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
@@ -258,12 +306,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--format", choices=["avro", "json", "all"], default="all")
+    parser.add_argument("--format", choices=["avro", "json", "protobuf", "all"], default="all")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
     batches = make_batches(args.rows)
-    formats = {"avro": ("Avro", avro_routes), "json": ("JSON Schema", json_routes)}
+    formats = {
+        "avro": ("Avro", avro_routes),
+        "json": ("JSON Schema", json_routes),
+        "protobuf": ("Protobuf", protobuf_routes),
+    }
     chosen = list(formats) if args.format == "all" else [args.format]
     lines: list[str] = []
     for key in chosen:

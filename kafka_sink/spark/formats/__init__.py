@@ -1,4 +1,4 @@
-"""Registry formats: Spark columns as Avro and JSON Schema (and later Protobuf) payloads in
+"""Registry formats: Spark columns as Avro, Protobuf and JSON Schema payloads in
 Confluent's wire format, and the driver's Schema Registry client.
 
 Role: turn Arrow columns into framed payloads before the producer sees them (the producer stays
@@ -20,6 +20,14 @@ Modules and who uses them:
 - ``json_columnar`` (executor): ``JsonColumnEncoder`` / ``encode_column``, a whole Arrow column
   to UTF-8 JSON payloads in bulk with ``pyarrow.compute``; ``iso_text``, its dates and
   timestamps as ISO-8601 text built with numpy.
+- ``protobuf_schema`` (driver): ``derive_protobuf_schema`` (a documented proto3 mapping),
+  ``bind_protobuf`` (is the Spark type writable with the message; the encoder's plan). No numpy,
+  no protobuf library. ``protobuf_descriptor``: ``.proto`` text compiled by protoc
+  (``grpcio-tools``) into descriptors, ``parse_protobuf_schema`` and generated message classes.
+- ``protobuf_columnar`` (executor): ``ProtobufColumnEncoder`` / ``encode_column``, a whole Arrow
+  struct column to serialized messages in bulk.
+- ``protobuf_serializer``: ``ProtobufSerializer``, the producer's serializer for Protobuf (per
+  record over the ``protobuf`` library, in bulk with ``serialize_column``).
 - ``base``: ``ColumnEncoder`` (a schema bound once per Arrow type) and ``FramedSerializer``
   (the producer serializer's shape), which each format fills in.
 - ``columnar``: the numpy primitives the encoders share (varints, joining and grouping per-row
@@ -48,7 +56,9 @@ id in the picklable writer (``plan``); each task builds a ``BatchEncoder`` once,
 ``frame_column(encoder.encode(column), schema_id)`` per Arrow batch (``batch_encoder``).
 JSON has the same pieces (``derive_json_schema`` / ``parse_json_schema``, ``bind_json``,
 ``JsonColumnEncoder``; the schema's ``title`` is the record name of the ``record`` strategies);
-the data source accepts ``avro`` only so far.
+the data source accepts ``avro`` and ``protobuf`` so far (Protobuf: ``derive_protobuf_schema`` /
+``parse_protobuf_schema``, ``bind_protobuf``, ``ProtobufColumnEncoder``, framed with the
+message-index list ``[0]``).
 
 Invariants: registry calls are made by the driver only, before any task runs (the encoders
 take the id as an input); a null row is never encoded (it stays a

@@ -55,10 +55,12 @@ from kafka_sink.spark.formats.avro_schema import (
 from kafka_sink.spark.formats.base import ColumnEncoder
 from kafka_sink.spark.formats.columnar import (
     as_pieces,
+    boolean_bytes,
     fixed_width_pieces,
     group_pieces,
     join_pieces,
     list_offsets,
+    little_endian_floats,
     micros,
     only_rows,
     pieces_from_buffers,
@@ -153,11 +155,11 @@ def _value(arr: Any, b: Binding, live: _Mask) -> _Parts:
     if kind == "null":
         return []
     if kind == "boolean":
-        return [_booleans(arr)]
+        return [boolean_bytes(arr)]
     if kind in ("int", "long"):
         return [zigzag_varints(_integers(arr, avro))]
     if kind in ("float", "double"):
-        return [_floats(arr, 4 if kind == "float" else 8)]
+        return [little_endian_floats(arr, 4 if kind == "float" else 8)]
     return _length_prefixed(arr)  # string, bytes
 
 
@@ -210,22 +212,6 @@ def _integers(arr: Any, avro: AvroPrimitive) -> npt.NDArray[np.int64]:
     if pa.types.is_duration(t):
         return micros(arr)
     return int_column(arr, 0, np.int64)
-
-
-def _booleans(arr: Any) -> Any:
-    n = len(arr)
-    bits = np.unpackbits(
-        np.frombuffer(arr.buffers()[1], dtype=np.uint8), count=arr.offset + n, bitorder="little"
-    )[arr.offset :]
-    return fixed_width_pieces(bits, n, 1)
-
-
-def _floats(arr: Any, width: int) -> Any:
-    n = len(arr)
-    source = np.dtype(np.float32 if pa.types.is_float32(arr.type) else np.float64)
-    values = np.frombuffer(arr.buffers()[1], dtype=source, count=arr.offset + n)[arr.offset :]
-    target = np.dtype("<f4" if width == 4 else "<f8")
-    return fixed_width_pieces(values.astype(target, copy=False).view(np.uint8), n, width)
 
 
 def _enum(arr: Any, b: Binding, live: _Mask) -> Any:

@@ -67,7 +67,7 @@ class FramedSerializer(Generic[SchemaT]):
     def __init__(self, schema: Any, schema_id: int | None = None) -> None:
         self.schema: SchemaT = self._parse(schema)
         self.schema_id = schema_id
-        self._header = b"" if schema_id is None else header(schema_id)
+        self._header = b"" if schema_id is None else header(schema_id, self._indexes())
         self._columns = self._column_encoder(self.schema)
 
     def __call__(self, value: Any) -> bytes | None:
@@ -82,7 +82,13 @@ class FramedSerializer(Generic[SchemaT]):
     def serialize_column(self, array: Any) -> Any:
         """Every row of an Arrow column as a payload (``large_binary``); null rows stay null."""
         payloads = self._columns.encode(array)
-        return payloads if self.schema_id is None else frame_column(payloads, self.schema_id)
+        if self.schema_id is None:
+            return payloads
+        return frame_column(payloads, self.schema_id, self._indexes())
+
+    def _indexes(self) -> tuple[int, ...] | None:
+        """Protobuf's message-index list in the header; None for the other formats."""
+        return None
 
     def _parse(self, schema: Any) -> SchemaT:
         raise NotImplementedError

@@ -3,8 +3,9 @@
 Role: the executor half of :mod:`kafka_sink.spark.formats.plan`. A task builds one
 :class:`BatchEncoder` from the write's :class:`~kafka_sink.spark.formats.plan.FormatPlan` and
 hands it every Arrow batch before the batch is split by topic: the ``value`` (and ``key``)
-column is replaced by its Avro payloads (``AvroColumnEncoder``, a whole column at a time),
-framed in Confluent's wire format when the plan has a schema id. Everything after it (columns,
+column is replaced by its Avro or Protobuf payloads (``AvroColumnEncoder``,
+``ProtobufColumnEncoder``, a whole column at a time), framed in Confluent's wire format (with
+Protobuf's message-index list) when the plan has a schema id. Everything after it (columns,
 the producer's ``send_columns``) sees binary columns, as for a write without a format.
 
 Invariants: no registry call and no per-row Python; a null row stays null (a tombstone); the
@@ -15,10 +16,15 @@ the field path and the row.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
+from kafka_sink.spark.formats.base import ColumnEncoder
 from kafka_sink.spark.formats.plan import ColumnFormat, FormatPlan
+from kafka_sink.spark.formats.protobuf_columnar import ProtobufColumnEncoder
+from kafka_sink.spark.formats.protobuf_schema import ProtoSchema
 from kafka_sink.spark.formats.wire_format import frame_column
 
 __all__ = ["BatchEncoder"]
@@ -28,11 +34,19 @@ class _ColumnEncoder:
     def __init__(self, column: ColumnFormat) -> None:
         self.name = column.side
         self.schema_id = column.schema_id
-        self._avro = AvroColumnEncoder(column.schema, column.side)
+        self._encoder: ColumnEncoder[Any, Any]
+        self._indexes: tuple[int, ...] | None = None
+        if isinstance(column.schema, ProtoSchema):
+            self._encoder = ProtobufColumnEncoder(column.schema, column.side)
+            self._indexes = column.schema.message_indexes
+        else:
+            self._encoder = AvroColumnEncoder(column.schema, column.side)
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> pa.Array:
-        payloads = self._avro.encode(array)
-        return payloads if self.schema_id is None else frame_column(payloads, self.schema_id)
+        payloads = self._encoder.encode(array)
+        if self.schema_id is None:
+            return payloads
+        return frame_column(payloads, self.schema_id, self._indexes)
 
 
 class BatchEncoder:

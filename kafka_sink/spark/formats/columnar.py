@@ -11,6 +11,8 @@ them row by row. Nothing here loops over rows in Python:
 - ``fixed_width_pieces``: a numpy (n x width) byte matrix, or a raw buffer of n equal-width
   values, as a piece column without copying the buffer.
 - ``as_pieces``: a binary or string column as a piece column (the same bytes).
+- ``boolean_bytes``, ``little_endian_floats``: booleans as one byte 0/1, floats and doubles as
+  their little-endian IEEE bytes (Avro's and Protobuf's encodings alike).
 - ``join_pieces``: several piece columns (or constant byte strings) concatenated per row.
 - ``only_rows``: a piece column with the rows outside a mask made null (nothing when joined).
 - ``group_pieces``: the pieces of a child column concatenated per parent row, by list offsets;
@@ -41,12 +43,14 @@ __all__ = [
     "NULL_PIECE",
     "PIECES",
     "as_pieces",
+    "boolean_bytes",
     "constant_pieces",
     "fixed_width_pieces",
     "group_pieces",
     "join_pieces",
     "length_prefixed",
     "list_offsets",
+    "little_endian_floats",
     "micros",
     "only_rows",
     "pieces_from_buffers",
@@ -154,6 +158,10 @@ def join_pieces(parts: Sequence[Any], n: int) -> Any:
         return constant_pieces(b"".join(parts), n)
     if len(columns) == 1:
         return pc.fill_null(arrays[0], _EMPTY) if arrays[0].null_count else arrays[0]
+    if all(a.null_count for a in arrays):
+        # pyarrow (26) drops the trailing rows where every input is null when skipping nulls;
+        # one input without nulls (empty pieces: only an offsets buffer) keeps every row.
+        columns.append(constant_pieces(b"", n))
     return pc.binary_join_element_wise(*columns, _EMPTY, null_handling="skip")
 
 
@@ -227,3 +235,21 @@ def micros(arr: Any) -> _I64:
     """A timestamp or duration column as int64 microseconds (floored, as Spark does)."""
     multiplier, divisor = _TO_MICROS[arr.type.unit]
     return int_column(arr.view(pa.int64()), 0, np.int64) * multiplier // divisor
+
+
+def boolean_bytes(arr: Any) -> Any:
+    """A boolean column as one byte (0 or 1) per row; null rows read as 0."""
+    n = len(arr)
+    bits = np.unpackbits(
+        np.frombuffer(arr.buffers()[1], dtype=np.uint8), count=arr.offset + n, bitorder="little"
+    )[arr.offset :]
+    return fixed_width_pieces(bits, n, 1)
+
+
+def little_endian_floats(arr: Any, width: int) -> Any:
+    """A float or double column as ``width``-byte little-endian IEEE values (4 or 8)."""
+    n = len(arr)
+    source = np.dtype(np.float32 if pa.types.is_float32(arr.type) else np.float64)
+    values = np.frombuffer(arr.buffers()[1], dtype=source, count=arr.offset + n)[arr.offset :]
+    target = np.dtype("<f4" if width == 4 else "<f8")
+    return fixed_width_pieces(values.astype(target, copy=False).view(np.uint8), n, width)

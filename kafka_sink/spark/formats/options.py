@@ -7,11 +7,12 @@ Role: parse, on the driver, the options that say how the sink serializes the ``v
 
 Keys (Spark lower-cases them; names as documented in README.md and docs/formats.md):
 
-- ``valueFormat`` / ``keyFormat``: ``avro``; unset, the column is written as bytes (a string or
-  binary column, as Spark's Kafka sink does). ``protobuf`` and ``jsonschema`` are refused for
+- ``valueFormat`` / ``keyFormat``: ``avro`` or ``protobuf``; unset, the column is written as
+  bytes (a string or binary column, as Spark's Kafka sink does). ``jsonschema`` is refused for
   now, naming what is supported.
-- ``value.schema`` / ``key.schema``: an explicit Avro schema (JSON text); unset, the schema is
-  derived from the column's Spark type as Spark's ``to_avro`` derives it.
+- ``value.schema`` / ``key.schema``: an explicit schema (Avro JSON, or ``.proto`` text); unset,
+  the schema is derived from the column's Spark type (Avro as Spark's ``to_avro`` derives it,
+  Protobuf as ``protobuf_schema`` documents).
 - ``recordName`` / ``recordNamespace``: the derived top-level record's name and namespace
   (Spark's ``to_avro`` options; defaults ``topLevelRecord`` and none).
 - ``value.subject.name.strategy`` / ``key.subject.name.strategy``: ``topic`` (default),
@@ -20,7 +21,8 @@ Keys (Spark lower-cases them; names as documented in README.md and docs/formats.
   ``use.latest.version`` (default false): write with the subject's latest registered schema.
 - ``schema.registry.*``: the registry connection (``registry.py``'s
   :class:`SchemaRegistryConfig`); without ``schema.registry.url`` Avro is written as plain Avro
-  binary, with no wire-format header.
+  binary, with no wire-format header, and Protobuf (which then needs ``<side>.schema``) as plain
+  Protobuf payloads.
 
 Invariants: every key here is applied or refused with a
 :class:`~kafka_sink.spark.errors.SinkOptionError` naming it and the fix: a side's options
@@ -57,9 +59,11 @@ __all__ = [
 ]
 
 #: The formats ``valueFormat`` / ``keyFormat`` take today.
-FORMATS = ("avro",)
+FORMATS = ("avro", "protobuf")
 # Named by the options but not written yet: refused with what is supported.
-_PLANNED_FORMATS = ("protobuf", "jsonschema")
+_PLANNED_FORMATS = ("jsonschema",)
+# Formats with no plain form of their own: without a registry they need an explicit schema.
+_NEEDS_SCHEMA_WITHOUT_REGISTRY = ("protobuf",)
 SIDES: tuple[Side, ...] = ("value", "key")
 
 #: This module's options, spelled as documented (``schema.registry.*`` aside).
@@ -149,7 +153,15 @@ class FormatOptions:
         if any(k.startswith(REGISTRY_PREFIX) for k in given):
             with _as_option_error():
                 registry = SchemaRegistryConfig.from_options(given)
-        elif use_latest:
+        else:
+            for s in sides.values():
+                if s and s.format in _NEEDS_SCHEMA_WITHOUT_REGISTRY and s.schema is None:
+                    raise SinkOptionError(
+                        f"option '{s.side}Format={s.format}' without '{REGISTRY_PREFIX}url' "
+                        f"needs '{s.side}.schema' (the .proto text). Fix: set "
+                        f"'{REGISTRY_PREFIX}url', or give '{s.side}.schema'"
+                    )
+        if registry is None and use_latest:
             raise SinkOptionError(
                 "option 'use.latest.version=true' reads the schema from a Schema Registry, but "
                 f"'{REGISTRY_PREFIX}url' is not set. Fix: set it, or remove use.latest.version"
@@ -187,8 +199,8 @@ def _side(given: Mapping[str, str], side: Side) -> SideFormat | None:
         )
     if schema is not None and not schema.strip():
         raise SinkOptionError(
-            f"option '{side}.schema' is empty: give an Avro schema (JSON), or remove it to "
-            "derive the schema from the column's Spark type"
+            f"option '{side}.schema' is empty: give the schema (Avro JSON, .proto text), or "
+            "remove it to derive the schema from the column's Spark type"
         )
     with _as_option_error():
         strategy = parse_strategy(strategy_raw, side)

@@ -4,10 +4,12 @@ Role: from the parsed :class:`~kafka_sink.spark.formats.options.FormatOptions` a
 types of the ``value`` / ``key`` columns (their ``jsonValue()`` form), build the picklable
 :class:`FormatPlan` the tasks follow. Per column:
 
-1. the Avro schema: ``<side>.schema`` parsed, or derived from the Spark type as ``to_avro``
-   derives it (``recordName`` / ``recordNamespace``), or, with ``use.latest.version``, the
-   subject's latest registered schema;
-2. ``bind``: the Spark type must be writable with it; a mismatch names the field path;
+1. the schema (Avro, or Protobuf with ``valueFormat=protobuf``, registered as schemaType
+   ``PROTOBUF``): ``<side>.schema`` parsed, or derived from the Spark type (Avro as
+   ``to_avro`` derives it; ``recordName`` / ``recordNamespace``), or, with
+   ``use.latest.version``, the subject's latest registered schema;
+2. ``bind`` / ``bind_protobuf``: the Spark type must be writable with it; a mismatch names the
+   field path;
 3. with a registry: the subject under the column's strategy, then the id: the latest version's,
    or the schema checked against the subject's compatibility level and registered
    (``auto.register.schemas``), or looked up (and refused, naming the subject, when it is not
@@ -42,13 +44,18 @@ from kafka_sink.spark.formats.avro_schema import (
     parse_avro_schema,
 )
 from kafka_sink.spark.formats.options import FormatOptions, SideFormat
+from kafka_sink.spark.formats.protobuf_schema import (
+    ProtoSchema,
+    bind_protobuf,
+    derive_protobuf_schema,
+)
 from kafka_sink.spark.formats.registry import (
     Schema,
     SchemaNotFoundError,
     SchemaRegistryClient,
     SchemaRegistryConfig,
 )
-from kafka_sink.spark.formats.sql_types import sql_type_from_json
+from kafka_sink.spark.formats.sql_types import SqlType, sql_type_from_json
 from kafka_sink.spark.formats.subjects import Side, strategy_option, subject_name
 
 __all__ = ["ColumnFormat", "FormatPlan", "resolve_formats"]
@@ -64,7 +71,7 @@ class ColumnFormat:
     """How a task serializes one column: the schema and, with a registry, its id and subject."""
 
     side: Side
-    schema: AvroSchema
+    schema: AvroSchema | ProtoSchema
     schema_id: int | None = None
     subject: str | None = None
 
@@ -115,6 +122,8 @@ def _resolve(
 ) -> ColumnFormat:
     sql_type = sql_type_from_json(spark_type)
     path = side.side
+    if side.format == "protobuf":
+        return _resolve_protobuf(formats, side, sql_type, topic, client)
     if formats.use_latest_version:
         assert client is not None  # FormatOptions refuses use.latest.version without a URL
         subject = _subject(side, topic, record_name=None)
@@ -132,7 +141,40 @@ def _resolve(
         return ColumnFormat(side.side, schema)
     root = schema.root
     subject = _subject(side, topic, root.name if isinstance(root, AvroRecord) else None)
-    return ColumnFormat(side.side, schema, _schema_id(formats, client, subject, schema), subject)
+    wanted = Schema(schema.text)
+    return ColumnFormat(side.side, schema, _schema_id(formats, client, subject, wanted), subject)
+
+
+def _resolve_protobuf(
+    formats: FormatOptions,
+    side: SideFormat,
+    sql_type: SqlType,
+    topic: str | None,
+    client: SchemaRegistryClient | None,
+) -> ColumnFormat:
+    # Imported here: protoc (grpcio-tools) is needed only to read a .proto text.
+    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+
+    path = side.side
+    if formats.use_latest_version:
+        assert client is not None  # FormatOptions refuses use.latest.version without a URL
+        subject = _subject(side, topic, record_name=None)
+        text, schema_id = _latest_text(client, subject, "PROTOBUF")
+        schema = parse_protobuf_schema(text, path)
+        bind_protobuf(sql_type, schema, path)
+        return ColumnFormat(side.side, schema, schema_id, subject)
+    if side.schema is not None:
+        schema = parse_protobuf_schema(side.schema, path)
+    else:
+        schema = derive_protobuf_schema(
+            sql_type, formats.record_name, formats.record_namespace, path=path
+        )
+    bind_protobuf(sql_type, schema, path)
+    if client is None:
+        return ColumnFormat(side.side, schema)
+    subject = _subject(side, topic, schema.full_name)
+    wanted = Schema(schema.text, "PROTOBUF")
+    return ColumnFormat(side.side, schema, _schema_id(formats, client, subject, wanted), subject)
 
 
 def _subject(side: SideFormat, topic: str | None, record_name: str | None) -> str:
@@ -155,6 +197,12 @@ def _subject(side: SideFormat, topic: str | None, record_name: str | None) -> st
 
 
 def _latest(client: SchemaRegistryClient, subject: str) -> tuple[AvroSchema, int]:
+    text, schema_id = _latest_text(client, subject, "AVRO")
+    return parse_avro_schema(text), schema_id
+
+
+def _latest_text(client: SchemaRegistryClient, subject: str, kind: str) -> tuple[str, int]:
+    """The text and id of the subject's latest version, which must be a ``kind`` schema."""
     try:
         latest = client.latest_version(subject)
     except SchemaNotFoundError:
@@ -163,22 +211,21 @@ def _latest(client: SchemaRegistryClient, subject: str) -> tuple[AvroSchema, int
             f"Registry {', '.join(client.config.urls)}. Fix: register a schema under it, or "
             "remove use.latest.version (the schema is then derived and registered)"
         ) from None
-    if latest.schema.schema_type != "AVRO":
+    if latest.schema.schema_type != kind:
         raise SinkSchemaError(
             f"the latest version of subject {subject!r} is a {latest.schema.schema_type} "
-            "schema, not Avro. Fix: use the format of the subject, or another subject"
+            f"schema, not {kind}. Fix: use the format of the subject, or another subject"
         )
-    return parse_avro_schema(latest.schema.schema_str), latest.schema_id
+    return latest.schema.schema_str, latest.schema_id
 
 
 def _schema_id(
-    formats: FormatOptions, client: SchemaRegistryClient, subject: str, schema: AvroSchema
+    formats: FormatOptions, client: SchemaRegistryClient, subject: str, wanted: Schema
 ) -> int:
-    key = (client.config.urls, subject, schema.text)
+    key = (client.config.urls, subject, wanted.schema_str)
     known = _REGISTERED.get(key)
     if known is not None:
         return known
-    wanted = Schema(schema.text)
     if formats.auto_register:
         if not client.check_compatibility(subject, wanted).is_compatible:
             # Some registries (Apicurio) answer the check without its reasons and give them

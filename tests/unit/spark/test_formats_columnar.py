@@ -78,6 +78,12 @@ def test_join_skips_null_pieces_and_takes_constants_and_any_binary_type() -> Non
     assert constant_pieces(b"", 2).to_pylist() == [b"", b""]
 
 
+def test_join_keeps_trailing_rows_where_every_piece_is_null() -> None:
+    a = pa.array([b"a", None, None], type=pa.large_binary())
+    b = pa.array([b"b", None, None], type=pa.large_binary())
+    assert join_pieces([a, b], 3).to_pylist() == [b"ab", b"", b""]
+
+
 def test_group_concatenates_each_parents_items_without_copying() -> None:
     items = pa.array([b"1", b"22", b"", b"333"], type=pa.large_binary())
     grouped = group_pieces(items, np.array([0, 2, 2, 4]))

@@ -160,7 +160,7 @@ def test_without_a_format_nothing_changes() -> None:
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        ({"valueformat": "protobuf"}, "supported: avro"),
+        ({"valueformat": "protobuf"}, "without 'schema.registry.url' needs 'value.schema'"),
         ({"keyformat": "json"}, "option 'keyFormat'"),
         ({"value.schema": "{}"}, "need 'valueFormat'"),
         ({"key.subject.name.strategy": "record"}, "need 'keyFormat'"),
