@@ -7,20 +7,25 @@ Role: parse, on the driver, the options that say how the sink serializes the ``v
 
 Keys (Spark lower-cases them; names as documented in README.md and docs/formats.md):
 
-- ``valueFormat`` / ``keyFormat``: ``avro``; unset, the column is written as bytes (a string or
-  binary column, as Spark's Kafka sink does). ``protobuf`` and ``jsonschema`` are refused for
+- ``valueFormat`` / ``keyFormat``: ``avro`` or ``jsonschema``; unset, the column is written as
+  bytes (a string or binary column, as Spark's Kafka sink does). ``protobuf`` is refused for
   now, naming what is supported.
-- ``value.schema`` / ``key.schema``: an explicit Avro schema (JSON text); unset, the schema is
-  derived from the column's Spark type as Spark's ``to_avro`` derives it.
+- ``value.schema`` / ``key.schema``: an explicit schema (Avro JSON, or a JSON Schema); unset,
+  the schema is derived from the column's Spark type (Avro as Spark's ``to_avro`` derives it).
 - ``recordName`` / ``recordNamespace``: the derived top-level record's name and namespace
-  (Spark's ``to_avro`` options; defaults ``topLevelRecord`` and none).
+  (Spark's ``to_avro`` options; defaults ``topLevelRecord`` and none); a derived JSON Schema's
+  ``title`` is ``recordName`` (JSON Schema has no namespace: ``recordNamespace`` with no Avro
+  column is refused).
+- ``topics``: with a ``topic`` column, the comma-separated topics the column may hold, so that
+  the driver resolves one subject per topic before any task runs (``plan.py``).
 - ``value.subject.name.strategy`` / ``key.subject.name.strategy``: ``topic`` (default),
   ``record``, ``topic_record`` (``subjects.py``).
 - ``auto.register.schemas`` (default true): register the schema on first use;
   ``use.latest.version`` (default false): write with the subject's latest registered schema.
 - ``schema.registry.*``: the registry connection (``registry.py``'s
   :class:`SchemaRegistryConfig`); without ``schema.registry.url`` Avro is written as plain Avro
-  binary, with no wire-format header.
+  binary, with no wire-format header, and ``jsonschema`` is refused unless ``<side>.schema`` is
+  given (then plain JSON payloads).
 
 Invariants: every key here is applied or refused with a
 :class:`~kafka_sink.spark.errors.SinkOptionError` naming it and the fix: a side's options
@@ -31,7 +36,7 @@ their :class:`SchemaRegistryConfig`, whose ``repr`` shows no secret; no pyspark 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -57,9 +62,9 @@ __all__ = [
 ]
 
 #: The formats ``valueFormat`` / ``keyFormat`` take today.
-FORMATS = ("avro",)
+FORMATS = ("avro", "jsonschema")
 # Named by the options but not written yet: refused with what is supported.
-_PLANNED_FORMATS = ("protobuf", "jsonschema")
+_PLANNED_FORMATS = ("protobuf",)
 SIDES: tuple[Side, ...] = ("value", "key")
 
 #: This module's options, spelled as documented (``schema.registry.*`` aside).
@@ -74,6 +79,7 @@ FORMAT_OPTION_NAMES = (
     "use.latest.version",
     "recordName",
     "recordNamespace",
+    "topics",
 )
 _KEYS = frozenset(name.lower() for name in FORMAT_OPTION_NAMES)
 
@@ -93,7 +99,7 @@ class SideFormat:
 
     side: Side
     format: str
-    #: ``<side>.schema`` as given (Avro JSON text); None: derived from the Spark type.
+    #: ``<side>.schema`` as given (Avro JSON or JSON Schema text); None: derived.
     schema: str | None
     strategy: SubjectNameStrategy
 
@@ -109,6 +115,8 @@ class FormatOptions:
     use_latest_version: bool = False
     record_name: str = DEFAULT_RECORD_NAME
     record_namespace: str = ""
+    #: The ``topics`` option: the topics a ``topic`` column may hold; None when not given.
+    topics: tuple[str, ...] | None = None
 
     @property
     def sides(self) -> tuple[SideFormat, ...]:
@@ -154,6 +162,14 @@ class FormatOptions:
                 "option 'use.latest.version=true' reads the schema from a Schema Registry, but "
                 f"'{REGISTRY_PREFIX}url' is not set. Fix: set it, or remove use.latest.version"
             )
+        _refuse_plain_json(sides.values(), registry)
+        namespace = given.get("recordnamespace", "").strip()
+        if namespace and not any(s and s.format == "avro" for s in sides.values()):
+            raise SinkOptionError(
+                "option 'recordNamespace' names an Avro record's namespace, but no column is "
+                "written as avro (a JSON Schema's title is 'recordName' alone). Fix: remove it, "
+                "or put the namespace into recordName"
+            )
         return cls(
             value=sides["value"],
             key=sides["key"],
@@ -161,7 +177,8 @@ class FormatOptions:
             auto_register=auto_register,
             use_latest_version=use_latest,
             record_name=given.get("recordname", "").strip() or DEFAULT_RECORD_NAME,
-            record_namespace=given.get("recordnamespace", "").strip(),
+            record_namespace=namespace,
+            topics=_topics(given.get("topics")),
         )
 
 
@@ -187,12 +204,40 @@ def _side(given: Mapping[str, str], side: Side) -> SideFormat | None:
         )
     if schema is not None and not schema.strip():
         raise SinkOptionError(
-            f"option '{side}.schema' is empty: give an Avro schema (JSON), or remove it to "
-            "derive the schema from the column's Spark type"
+            f"option '{side}.schema' is empty: give a schema ({_SCHEMA_KINDS[name]}), or "
+            "remove it to derive the schema from the column's Spark type"
         )
     with _as_option_error():
         strategy = parse_strategy(strategy_raw, side)
     return SideFormat(side, name, schema, strategy)
+
+
+_SCHEMA_KINDS = {"avro": "Avro JSON", "jsonschema": "a JSON Schema"}
+
+
+def _refuse_plain_json(
+    sides: Iterable[SideFormat | None], registry: SchemaRegistryConfig | None
+) -> None:
+    """A derived JSON Schema written with no registry would leave readers with no schema."""
+    for side in sides:
+        if side and side.format == "jsonschema" and registry is None and side.schema is None:
+            raise SinkOptionError(
+                f"option '{side.side}Format=jsonschema' needs '{REGISTRY_PREFIX}url' (the "
+                f"payloads are framed with the registered schema's id) or '{side.side}.schema' "
+                "(then plain JSON is written, as the schema given). Fix: set one of them"
+            )
+
+
+def _topics(raw: str | None) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    topics = tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
+    if not topics:
+        raise SinkOptionError(
+            "option 'topics' is empty: list the topics the 'topic' column may hold, "
+            "comma-separated (e.g. 'orders,refunds'), or remove it"
+        )
+    return topics
 
 
 @contextmanager
