@@ -161,6 +161,14 @@ def test_an_incompatible_json_schema_is_refused_before_any_record(
         second.schema_id
     ] * 5
 
+    # Under FORWARD the same removal is refused: an old reader requires 'note'.
+    forward = topic_factory(partitions=1)
+    _write(first, _options(kafka_bootstrap, schema_registry, topic=forward))
+    client.set_compatibility("FORWARD", f"{forward}-value")
+    with pytest.raises(Exception, match=rf"(?s)incompatible.*{forward}-value.*FORWARD"):
+        _write(fewer, _options(kafka_bootstrap, schema_registry, topic=forward))
+    assert len(read_all(kafka_bootstrap, forward)) == 5
+
 
 def test_a_mismatched_explicit_json_schema_is_refused_naming_the_field_path(
     spark: Any, kafka_bootstrap: str, topic_factory: Any, schema_registry: LocalSchemaRegistry
