@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkutil import KAFKA_OPTIONS
+from sparkutil import KAFKA_OPTIONS, id_stream
 
 from kafka_sink.spark.formats.json_schema import DRAFT_07
 from kafka_sink.spark.formats.registry import Schema, SchemaRegistryClient
@@ -103,6 +103,7 @@ def test_batch_write_reads_back_field_for_field(
     assert _ids(kafka_bootstrap, topic, 300) == {registered.schema_id}
 
 
+@pytest.mark.slow
 def test_streaming_write_reads_back_field_for_field(
     spark: Any,
     kafka_bootstrap: str,
@@ -111,13 +112,7 @@ def test_streaming_write_reads_back_field_for_field(
     tmp_path: Path,
 ) -> None:
     topic = topic_factory(partitions=2)
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    for name, ids in (("a", range(0, 60)), ("b", range(60, 100))):
-        lines = "".join(json.dumps({"id": i}) + "\n" for i in ids)
-        (inputs / f".{name}.tmp").write_text(lines, encoding="utf-8")
-        (inputs / f".{name}.tmp").rename(inputs / f"{name}.json")
-    stream = spark.readStream.schema("id BIGINT").option("maxFilesPerTrigger", 1).json(str(inputs))
+    stream = id_stream(spark, tmp_path / "in", {"a": range(0, 60), "b": range(60, 100)})
     query = (
         stream.selectExpr(VALUE_SQL)
         .writeStream.format("pykafka")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from sparkutil import KAFKA_OPTIONS
+from test_spark_formats_avro import VALUE_SQL
 
 from kafka_sink.spark.formats.registry import SchemaRegistryClient
 from kafka_sink.spark.formats.wire_format import parse_header
@@ -21,15 +22,6 @@ from kafka_sink.testing import LocalSchemaRegistry
 from kafka_sink.testing.oracle import read_all
 
 ROWS = 200
-VALUE_SQL = (
-    "named_struct("
-    "'id', id, "
-    "'name', IF(id % 3 = 0, NULL, concat('naïve café ', id, ' ✓')), "
-    "'amount', CAST(id * 1234.57 - 99999 AS DECIMAL(12, 2)), "
-    "'at', timestamp_micros(1709208000000000 + id * 1000001), "
-    "'tags', slice(array('t0', 't1'), 1, CAST(id % 3 AS INT))"
-    ") AS value"
-)
 
 
 @pytest.mark.slow

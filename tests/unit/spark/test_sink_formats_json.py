@@ -16,7 +16,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from kafka_sink.spark import producer_cache
 from kafka_sink.spark.errors import SinkDataError, SinkOptionError, SinkSchemaError
 from kafka_sink.spark.formats.json_schema import DRAFT_07
 from kafka_sink.spark.formats.options import FormatOptions
@@ -27,7 +26,13 @@ from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter
 from tests.fakes.spark import FakeProducer
-from tests.unit.spark.test_sink_formats import URL, FakeClient
+from tests.unit.spark.test_sink_formats import (  # the fixtures apply here too
+    URL,
+    FakeClient,
+    _fresh_cache,  # noqa: F401
+    _plan,
+    fake_producers,  # noqa: F401
+)
 
 ORDER = StructType(
     [StructField("id", IntegerType(), False), StructField("name", StringType(), True)]
@@ -43,40 +48,6 @@ DERIVED = {
     },
     "required": ["id"],
 }
-
-
-def _plan(
-    options: dict[str, str], topic: str | None = "orders", client: FakeClient | None = None
-) -> tuple[FormatPlan | None, FakeClient | None]:
-    made: list[FakeClient] = []
-
-    def factory(config: SchemaRegistryConfig) -> Any:
-        made.append(client or FakeClient(config))
-        return made[-1]
-
-    plan = resolve_formats(
-        FormatOptions.from_options(options),
-        {"value": ORDER.jsonValue()},
-        topic,
-        client_factory=factory,
-    )
-    return plan, (made[0] if made else None)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafka_sink.spark.formats import plan
-
-    monkeypatch.setattr(plan, "_REGISTERED", {})
-
-
-@pytest.fixture
-def fake_producers(monkeypatch: pytest.MonkeyPatch) -> Any:
-    FakeProducer.instances = []
-    producer_cache.close_all()
-    monkeypatch.setattr(producer_cache, "_create", FakeProducer)
-    yield FakeProducer.instances
-    producer_cache.close_all()
 
 
 def _write(plan: FormatPlan, batch: pa.RecordBatch, topic: str | None) -> list[dict[str, Any]]:
@@ -170,12 +141,18 @@ def test_an_explicit_json_schema_the_column_does_not_fit_is_refused_naming_the_p
 
 def test_use_latest_version_refuses_a_subject_of_another_type() -> None:
     client = FakeClient(SchemaRegistryConfig.from_options({"schema.registry.url": URL}))
-    client.subjects["orders-value"] = [(7, Schema('"long"'))]
-    options = {"valueformat": "jsonschema", "schema.registry.url": URL}
+    options = FormatOptions.from_options(
+        {"valueformat": "jsonschema", "schema.registry.url": URL, "use.latest.version": "true"}
+    )
+
+    def plan_with(latest: Schema) -> FormatPlan | None:
+        client.subjects["orders-value"] = [(8, latest)]
+        types = {"value": ORDER.jsonValue()}
+        return resolve_formats(options, types, "orders", client_factory=lambda _: client)
+
     with pytest.raises(SinkSchemaError, match="is a AVRO schema, not JSON"):
-        _plan({**options, "use.latest.version": "true"}, client=client)
-    client.subjects["orders-value"] = [(8, Schema(json.dumps(DERIVED), "JSON"))]
-    plan, _ = _plan({**options, "use.latest.version": "true"}, client=client)
+        plan_with(Schema('"long"'))
+    plan = plan_with(Schema(json.dumps(DERIVED), "JSON"))
     assert plan is not None and plan.value is not None
     assert (plan.value.schema_id, plan.value.schema.json) == (8, DERIVED)
 
@@ -210,7 +187,8 @@ def test_topics_with_the_topic_option_is_refused() -> None:
 ROWS = [{"id": 1, "name": 'zoë "q"\n'}, {"id": -(2**31), "name": None}]
 
 
-def test_a_task_sends_framed_json_of_the_rows(fake_producers: Any) -> None:
+@pytest.mark.usefixtures("fake_producers")
+def test_a_task_sends_framed_json_of_the_rows() -> None:
     plan, _ = _plan({"valueformat": "jsonschema", "schema.registry.url": URL})
     assert plan is not None and plan.value is not None
     values = pa.array([*ROWS, None], ARROW_ORDER)
@@ -219,14 +197,16 @@ def test_a_task_sends_framed_json_of_the_rows(fake_producers: Any) -> None:
     assert call["values"][2] is None
 
 
-def test_without_a_registry_a_given_schema_writes_plain_json(fake_producers: Any) -> None:
+@pytest.mark.usefixtures("fake_producers")
+def test_without_a_registry_a_given_schema_writes_plain_json() -> None:
     plan, _ = _plan({"valueformat": "jsonschema", "value.schema": json.dumps(DERIVED)})
     assert plan is not None and plan.value is not None and plan.value.schema_id is None
     [call] = _write(plan, pa.record_batch({"value": pa.array(ROWS, ARROW_ORDER)}), "orders")
     assert [json.loads(v) for v in call["values"]] == ROWS
 
 
-def test_each_topics_rows_are_framed_with_its_subjects_id(fake_producers: Any) -> None:
+@pytest.mark.usefixtures("fake_producers")
+def test_each_topics_rows_are_framed_with_its_subjects_id() -> None:
     options = {"valueformat": "avro", "schema.registry.url": URL, "topics": "a,b,c"}
     plan, client = _plan(options, topic=None)
     assert plan is not None and plan.value is not None and client is not None
@@ -242,7 +222,8 @@ def test_each_topics_rows_are_framed_with_its_subjects_id(fake_producers: Any) -
     assert sent == {(t, ids[t], str(i).encode()) for i, t in enumerate(topics)}
 
 
-def test_a_row_whose_topic_is_not_listed_fails_the_task_naming_it(fake_producers: Any) -> None:
+@pytest.mark.usefixtures("fake_producers")
+def test_a_row_whose_topic_is_not_listed_fails_the_task_naming_it() -> None:
     options = {"valueformat": "jsonschema", "schema.registry.url": URL, "topics": "a,b"}
     plan, _ = _plan(options, topic=None)
     assert plan is not None
