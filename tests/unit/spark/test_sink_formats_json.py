@@ -232,3 +232,10 @@ def test_a_row_whose_topic_is_not_listed_fails_the_task_naming_it() -> None:
     )
     with pytest.raises(SinkDataError, match=r"topic 'elsewhere' is not in option 'topics'"):
         _write(plan, batch, None)
+
+
+def test_a_derived_key_schema_error_names_the_key_column() -> None:
+    options = {"keyformat": "jsonschema", "schema.registry.url": URL}
+    key = {"type": "map", "keyType": "integer", "valueType": "string", "valueContainsNull": True}
+    with pytest.raises(SinkSchemaError, match=r"^key: Spark type map<int,string>"):
+        _plan(options, {"value": "binary", "key": key})
