@@ -28,7 +28,8 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 .PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
 	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-formats bench-eos-commit bench-eos-acquire bench-eos-scale bench-fingerprint chaos clean
 
-setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched $(REGISTRY)/.fetched
+setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched $(REGISTRY)/.fetched \
+	$(SPARK_KAFKA)/.fetched
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -3,6 +3,10 @@
 ``local[2,2]``: two task threads, and a failed task is retried once (the retry test relies on
 it). Shuffle partitions are 2 and the UI is off: this machine has two cores shared with Kafka.
 Python workers run the interpreter running the tests, unless PYSPARK_PYTHON says otherwise.
+The session's JVM gets Spark's own Avro functions (the spark-avro jar of
+``$SPARK_KAFKA_JARS_DIR``, fetched by ``make setup``) when the jar is there, so that the tests
+reading the sink's Avro back with ``from_avro`` need no SparkSession of their own;
+``spark_avro`` is that session, and fails (naming the make target) when the jar is missing.
 
 ``local_s3`` (session, started only by the tests that ask for it): a real S3-compatible server
 (S3Proxy, ``kafka_sink.testing.s3``), with a ``bucket`` and ``aws`` (this process's AWS
@@ -19,12 +23,23 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kafka_sink.testing.local_kafka import KafkaSetupError
 from kafka_sink.testing.s3 import LocalS3, S3SetupError, S3StartError
+
+_SPARK_AVRO_GLOB = "spark-avro_*.jar"
+_SPARK_JARS_TARGET = "make setup (target .cache/spark-kafka/lib/.fetched)"
+
+
+def _spark_avro_jars() -> list[str]:
+    """The spark-avro jar of ``$SPARK_KAFKA_JARS_DIR`` (or the checkout's cache), if fetched."""
+    root = Path(__file__).resolve().parents[2]
+    folder = Path(os.environ.get("SPARK_KAFKA_JARS_DIR") or root / ".cache/spark-kafka/lib")
+    return [str(p) for p in sorted(folder.glob(_SPARK_AVRO_GLOB))]
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +58,7 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
+        .config("spark.jars", ",".join(_spark_avro_jars()))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -51,6 +67,18 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture
+def spark_avro(request: pytest.FixtureRequest) -> Any:
+    """The shared session, with Spark's ``from_avro`` / ``to_avro`` (the spark-avro jar)."""
+    if not _spark_avro_jars():
+        pytest.fail(
+            f"no {_SPARK_AVRO_GLOB} in $SPARK_KAFKA_JARS_DIR: Spark's Avro functions are "
+            f"missing. Fix: {_SPARK_JARS_TARGET}",
+            pytrace=False,
+        )
+    return request.getfixturevalue("spark")
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ the server's start time and each step's time.
 Steps run in the plan's order:
 
 - ``write``: a batch ``df.write.format("pykafka")`` of ``rows`` (key, value) pairs.
+- ``write_sql``: a batch write of ``spark.range(rows).selectExpr(*exprs)`` (for a struct
+  ``value`` of a registry format) with ``options``.
 - ``register``: ``spark.dataSource.register(PyKafkaDataSource)`` from the client.
 - ``check_workers``: ``kafka_sink.spark.register(spark)``, which also checks the server's workers.
 - ``stream``: ``readStream.json(input_dir)`` -> ``writeStream.format("pykafka")`` with
@@ -50,6 +52,12 @@ def _write(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
     writer = writer.option("kafka.bootstrap.servers", step["bootstrap"])
     writer = writer.option("topic", step["topic"]).options(**step.get("options", {}))
     writer.save()
+    return {"ok": True}
+
+
+def _write_sql(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
+    df = spark.range(0, step["rows"]).selectExpr(*step["exprs"])
+    df.write.format("pykafka").mode("append").options(**step["options"]).save()
     return {"ok": True}
 
 
@@ -97,6 +105,7 @@ def _stream(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
 
 STEPS = {
     "write": _write,
+    "write_sql": _write_sql,
     "register": _register,
     "check_workers": _check_workers,
     "stream": _stream,

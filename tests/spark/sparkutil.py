@@ -1,5 +1,5 @@
 """Helpers for the Spark tests: commit-log files and Kafka read-back, compared; what
-exactly-once leaves open."""
+exactly-once leaves open; a file stream of ids."""
 
 from __future__ import annotations
 
@@ -96,3 +96,17 @@ def child_session(app_name: str, master: str = "local[2]") -> Any:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(PyKafkaDataSource)
     return spark
+
+
+def id_stream(spark: Any, directory: Path, files: dict[str, range]) -> Any:
+    """A streaming DataFrame of one ``id BIGINT`` column, one micro-batch per file of ``files``.
+
+    Each file is written aside and renamed in, so the file source never reads a partial one.
+    """
+    directory.mkdir()
+    for name, ids in files.items():
+        lines = "".join(json.dumps({"id": i}) + "\n" for i in ids)
+        (directory / f".{name}.tmp").write_text(lines, encoding="utf-8")
+        (directory / f".{name}.tmp").rename(directory / f"{name}.json")
+    reader = spark.readStream.schema("id BIGINT").option("maxFilesPerTrigger", 1)
+    return reader.json(str(directory))

@@ -1,8 +1,8 @@
-"""format("pykafka") from a Spark Connect client: discovery, register(), streaming, errors.
+"""format("pykafka") from a Spark Connect client: discovery, register(), streaming, errors, formats.
 
 Each run is one Python process (``connect_client.py``) whose ``SparkSession.builder
 .remote("local[2]")`` starts a local Connect server in-process, so the Connect session never
-meets the classic SparkSession the other Spark tests share. Two runs, one server each:
+meets the classic SparkSession the other Spark tests share. Three runs, one server each:
 
 - ``discovered``: the source tree on PYTHONPATH, which is what a normal install amounts to for
   PySpark's ``pyspark_*`` discovery (see test_spark_discovery.py); no register() call. Batch and
@@ -10,8 +10,10 @@ meets the classic SparkSession the other Spark tests share. Two runs, one server
 - ``registered``: no PYTHONPATH, run from a scratch directory, so (with the editable install the
   suite runs from) discovery cannot see ``pyspark_pykafka``: the write fails until the client
   calls ``spark.dataSource.register(PyKafkaDataSource)``, then succeeds.
+- ``test_connect_writes_registry_formats``: ``valueFormat=avro`` and ``jsonschema`` with a real
+  Schema Registry, read back by confluent-kafka's deserializers against it.
 
-The registered run is marked slow (a second server start); ``-m "not slow"`` keeps one run.
+The last two runs are marked slow (a server start each); ``-m "not slow"`` keeps one run.
 
 A local Connect server always listens on port 15002; the client takes a machine-wide lock file
 for it (see connect_client.py).
@@ -209,3 +211,48 @@ def test_connect_bad_option_error_reaches_client(discovered, kafka_bootstrap) ->
     assert "SinkOptionError" in stream["error"]
     # Refused on the server's driver before any task ran: nothing reached the topic.
     assert set(end_offsets(kafka_bootstrap, discovered["topics"]["bad"]).values()) == {0}
+
+
+# Its own server start, as test_connect_register_from_client.
+@pytest.mark.slow
+def test_connect_writes_registry_formats(
+    kafka_bootstrap: str, schema_registry: Any, tmp_path: Path
+) -> None:
+    """valueFormat=avro and =jsonschema through a Connect session, read back by confluent-kafka."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentRegistry
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+
+    from kafka_sink.testing.registry_oracle import read_deserialized
+
+    rows = 40
+    value = "named_struct('id', id, 'name', IF(id % 2 = 0, NULL, concat('é', id))) AS value"
+    registry = ConfluentRegistry({"url": schema_registry.url})
+    readers = {
+        "avro": AvroDeserializer(registry),
+        "jsonschema": JSONDeserializer(None, None, registry),
+    }
+    topics = {fmt: _topic(kafka_bootstrap, fmt, 2) for fmt in readers}
+    plan = [
+        (
+            fmt,
+            {
+                "kind": "write_sql",
+                "rows": rows,
+                "exprs": [value],
+                "options": {
+                    "kafka.bootstrap.servers": kafka_bootstrap,
+                    "topic": topic,
+                    "valueFormat": fmt,
+                    "schema.registry.url": schema_registry.url,
+                },
+            },
+        )
+        for fmt, topic in topics.items()
+    ]
+    result = _run(plan, tmp_path, on_path=True)
+    expected = [{"id": i, "name": None if i % 2 == 0 else f"é{i}"} for i in range(rows)]
+    for fmt, topic in topics.items():
+        assert result[fmt] == {"ok": True}, result
+        read = read_deserialized(kafka_bootstrap, topic, readers[fmt], rows, timeout_s=60)
+        assert sorted(read, key=lambda v: v["id"]) == expected

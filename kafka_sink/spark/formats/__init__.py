@@ -44,11 +44,13 @@ Modules and who uses them:
   ``json``).
 - ``options`` (driver): ``FormatOptions``, the data source's ``valueFormat`` / ``keyFormat``,
   ``<side>.schema``, subject strategy, ``recordName`` / ``recordNamespace``,
-  ``auto.register.schemas`` / ``use.latest.version`` and ``schema.registry.*`` options.
+  ``auto.register.schemas`` / ``use.latest.version``, ``topics`` and ``schema.registry.*``
+  options.
 - ``plan`` (driver): ``resolve_formats``, the registry work of a write before any task runs,
-  giving the picklable ``FormatPlan`` (schema JSON and id per serialized column).
+  giving the picklable ``FormatPlan`` (schema JSON and id per serialized column; with
+  ``topics``, per listed topic).
 - ``batch_encoder`` (executor): ``BatchEncoder``, a task's Arrow batches with their planned
-  columns encoded and framed.
+  columns encoded (Avro or JSON) and framed, each topic's rows with its subject's id.
 
 The flow in the sink: the driver derives or parses the schema, binds it to the column's Spark
 type (refusing a mismatch before any task runs), registers it and ships the schema JSON and its
@@ -56,9 +58,9 @@ id in the picklable writer (``plan``); each task builds a ``BatchEncoder`` once,
 ``frame_column(encoder.encode(column), schema_id)`` per Arrow batch (``batch_encoder``).
 JSON has the same pieces (``derive_json_schema`` / ``parse_json_schema``, ``bind_json``,
 ``JsonColumnEncoder``; the schema's ``title`` is the record name of the ``record`` strategies);
-the data source accepts ``avro`` and ``protobuf`` so far (Protobuf: ``derive_protobuf_schema`` /
-``parse_protobuf_schema``, ``bind_protobuf``, ``ProtobufColumnEncoder``, framed with the
-message-index list ``[0]``).
+and so has Protobuf (``derive_protobuf_schema`` / ``parse_protobuf_schema``, ``bind_protobuf``,
+``ProtobufColumnEncoder``, framed with the message-index list ``[0]``). The data source accepts
+all three.
 
 Invariants: registry calls are made by the driver only, before any task runs (the encoders
 take the id as an input); a null row is never encoded (it stays a

@@ -101,9 +101,14 @@ class JsonSchema:
 # ---- deriving a schema from a Spark type ---------------------------------------------------
 
 
-def derive_json_schema(sql_type: SqlType, title: str = DEFAULT_TITLE) -> JsonSchema:
-    """The draft-07 schema this module documents for ``sql_type``, titled ``title``."""
-    return JsonSchema({"$schema": DRAFT_07, "title": title, **_derive(sql_type, "value")})
+def derive_json_schema(
+    sql_type: SqlType, title: str = DEFAULT_TITLE, path: str = "value"
+) -> JsonSchema:
+    """The draft-07 schema this module documents for ``sql_type``, titled ``title``.
+
+    ``path`` names the column in errors (``value`` or ``key``).
+    """
+    return JsonSchema({"$schema": DRAFT_07, "title": title, **_derive(sql_type, path)})
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:

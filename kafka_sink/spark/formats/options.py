@@ -7,22 +7,26 @@ Role: parse, on the driver, the options that say how the sink serializes the ``v
 
 Keys (Spark lower-cases them; names as documented in README.md and docs/formats.md):
 
-- ``valueFormat`` / ``keyFormat``: ``avro`` or ``protobuf``; unset, the column is written as
-  bytes (a string or binary column, as Spark's Kafka sink does). ``jsonschema`` is refused for
-  now, naming what is supported.
-- ``value.schema`` / ``key.schema``: an explicit schema (Avro JSON, or ``.proto`` text); unset,
-  the schema is derived from the column's Spark type (Avro as Spark's ``to_avro`` derives it,
-  Protobuf as ``protobuf_schema`` documents).
+- ``valueFormat`` / ``keyFormat``: ``avro``, ``protobuf`` or ``jsonschema``; unset, the column
+  is written as bytes (a string or binary column, as Spark's Kafka sink does).
+- ``value.schema`` / ``key.schema``: an explicit schema (Avro JSON, ``.proto`` text, or a JSON
+  Schema); unset, the schema is derived from the column's Spark type (Avro as Spark's
+  ``to_avro`` derives it, Protobuf as ``protobuf_schema`` and JSON Schema as ``json_schema``
+  document).
 - ``recordName`` / ``recordNamespace``: the derived top-level record's name and namespace
-  (Spark's ``to_avro`` options; defaults ``topLevelRecord`` and none).
+  (Spark's ``to_avro`` options; defaults ``topLevelRecord`` and none); a derived JSON Schema's
+  ``title`` is ``recordName`` (JSON Schema has no namespace: ``recordNamespace`` with no Avro
+  column is refused).
+- ``topics``: with a ``topic`` column, the comma-separated topics the column may hold, so that
+  the driver resolves one subject per topic before any task runs (``plan.py``).
 - ``value.subject.name.strategy`` / ``key.subject.name.strategy``: ``topic`` (default),
   ``record``, ``topic_record`` (``subjects.py``).
 - ``auto.register.schemas`` (default true): register the schema on first use;
   ``use.latest.version`` (default false): write with the subject's latest registered schema.
 - ``schema.registry.*``: the registry connection (``registry.py``'s
   :class:`SchemaRegistryConfig`); without ``schema.registry.url`` Avro is written as plain Avro
-  binary, with no wire-format header, and Protobuf (which then needs ``<side>.schema``) as plain
-  Protobuf payloads.
+  binary, with no wire-format header; ``protobuf`` and ``jsonschema`` are then refused unless
+  ``<side>.schema`` is given (then plain Protobuf or JSON payloads).
 
 Invariants: every key here is applied or refused with a
 :class:`~kafka_sink.spark.errors.SinkOptionError` naming it and the fix: a side's options
@@ -33,7 +37,7 @@ their :class:`SchemaRegistryConfig`, whose ``repr`` shows no secret; no pyspark 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -59,11 +63,7 @@ __all__ = [
 ]
 
 #: The formats ``valueFormat`` / ``keyFormat`` take today.
-FORMATS = ("avro", "protobuf")
-# Named by the options but not written yet: refused with what is supported.
-_PLANNED_FORMATS = ("jsonschema",)
-# Formats with no plain form of their own: without a registry they need an explicit schema.
-_NEEDS_SCHEMA_WITHOUT_REGISTRY = ("protobuf",)
+FORMATS = ("avro", "protobuf", "jsonschema")
 SIDES: tuple[Side, ...] = ("value", "key")
 
 #: This module's options, spelled as documented (``schema.registry.*`` aside).
@@ -78,6 +78,7 @@ FORMAT_OPTION_NAMES = (
     "use.latest.version",
     "recordName",
     "recordNamespace",
+    "topics",
 )
 _KEYS = frozenset(name.lower() for name in FORMAT_OPTION_NAMES)
 
@@ -97,7 +98,7 @@ class SideFormat:
 
     side: Side
     format: str
-    #: ``<side>.schema`` as given (Avro JSON text); None: derived from the Spark type.
+    #: ``<side>.schema`` as given (Avro JSON or JSON Schema text); None: derived.
     schema: str | None
     strategy: SubjectNameStrategy
 
@@ -113,6 +114,8 @@ class FormatOptions:
     use_latest_version: bool = False
     record_name: str = DEFAULT_RECORD_NAME
     record_namespace: str = ""
+    #: The ``topics`` option: the topics a ``topic`` column may hold; None when not given.
+    topics: tuple[str, ...] | None = None
 
     @property
     def sides(self) -> tuple[SideFormat, ...]:
@@ -153,18 +156,18 @@ class FormatOptions:
         if any(k.startswith(REGISTRY_PREFIX) for k in given):
             with _as_option_error():
                 registry = SchemaRegistryConfig.from_options(given)
-        else:
-            for s in sides.values():
-                if s and s.format in _NEEDS_SCHEMA_WITHOUT_REGISTRY and s.schema is None:
-                    raise SinkOptionError(
-                        f"option '{s.side}Format={s.format}' without '{REGISTRY_PREFIX}url' "
-                        f"needs '{s.side}.schema' (the .proto text). Fix: set "
-                        f"'{REGISTRY_PREFIX}url', or give '{s.side}.schema'"
-                    )
         if registry is None and use_latest:
             raise SinkOptionError(
                 "option 'use.latest.version=true' reads the schema from a Schema Registry, but "
                 f"'{REGISTRY_PREFIX}url' is not set. Fix: set it, or remove use.latest.version"
+            )
+        _refuse_plain_derived(sides.values(), registry)
+        namespace = given.get("recordnamespace", "").strip()
+        if namespace and not any(s and s.format == "avro" for s in sides.values()):
+            raise SinkOptionError(
+                "option 'recordNamespace' names an Avro record's namespace, but no column is "
+                "written as avro (a JSON Schema's title is 'recordName' alone). Fix: remove it, "
+                "or put the namespace into recordName"
             )
         return cls(
             value=sides["value"],
@@ -173,7 +176,8 @@ class FormatOptions:
             auto_register=auto_register,
             use_latest_version=use_latest,
             record_name=given.get("recordname", "").strip() or DEFAULT_RECORD_NAME,
-            record_namespace=given.get("recordnamespace", "").strip(),
+            record_namespace=namespace,
+            topics=_topics(given.get("topics")),
         )
 
 
@@ -192,19 +196,50 @@ def _side(given: Mapping[str, str], side: Side) -> SideFormat | None:
         return None
     name = raw.strip().lower()
     if name not in FORMATS:
-        soon = " is not supported yet" if name in _PLANNED_FORMATS else " is not a format"
         raise SinkOptionError(
-            f"option '{option}': {raw.strip()!r}{soon}; supported: {', '.join(FORMATS)} "
+            f"option '{option}': {raw.strip()!r} is not a format; supported: {', '.join(FORMATS)} "
             f"(or leave '{option}' unset to write a string or binary column as bytes)"
         )
     if schema is not None and not schema.strip():
         raise SinkOptionError(
-            f"option '{side}.schema' is empty: give the schema (Avro JSON, .proto text), or "
+            f"option '{side}.schema' is empty: give a schema ({_SCHEMA_KINDS[name]}), or "
             "remove it to derive the schema from the column's Spark type"
         )
     with _as_option_error():
         strategy = parse_strategy(strategy_raw, side)
     return SideFormat(side, name, schema, strategy)
+
+
+_SCHEMA_KINDS = {"avro": "Avro JSON", "protobuf": ".proto text", "jsonschema": "a JSON Schema"}
+# Formats whose payloads are unreadable without their schema at hand (unlike Avro, which
+# Spark's to_avro writes plain): with no registry to hold it, the schema must be given.
+_PLAIN = {"protobuf": "plain Protobuf", "jsonschema": "plain JSON"}
+
+
+def _refuse_plain_derived(
+    sides: Iterable[SideFormat | None], registry: SchemaRegistryConfig | None
+) -> None:
+    """A derived Protobuf or JSON schema written with no registry leaves readers with none."""
+    for side in sides:
+        if side and side.format in _PLAIN and registry is None and side.schema is None:
+            raise SinkOptionError(
+                f"option '{side.side}Format={side.format}' needs '{REGISTRY_PREFIX}url' (the "
+                f"payloads are framed with the registered schema's id) or '{side.side}.schema' "
+                f"({_SCHEMA_KINDS[side.format]}; then {_PLAIN[side.format]} is written, as "
+                "the schema given). Fix: set one of them"
+            )
+
+
+def _topics(raw: str | None) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    topics = tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
+    if not topics:
+        raise SinkOptionError(
+            "option 'topics' is empty: list the topics the 'topic' column may hold, "
+            "comma-separated (e.g. 'orders,refunds'), or remove it"
+        )
+    return topics
 
 
 @contextmanager

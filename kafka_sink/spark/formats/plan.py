@@ -4,16 +4,25 @@ Role: from the parsed :class:`~kafka_sink.spark.formats.options.FormatOptions` a
 types of the ``value`` / ``key`` columns (their ``jsonValue()`` form), build the picklable
 :class:`FormatPlan` the tasks follow. Per column:
 
-1. the schema (Avro, or Protobuf with ``valueFormat=protobuf``, registered as schemaType
-   ``PROTOBUF``): ``<side>.schema`` parsed, or derived from the Spark type (Avro as
-   ``to_avro`` derives it; ``recordName`` / ``recordNamespace``), or, with
-   ``use.latest.version``, the subject's latest registered schema;
-2. ``bind`` / ``bind_protobuf``: the Spark type must be writable with it; a mismatch names the
+1. the schema of the column's format (Avro, Protobuf or JSON Schema: ``_KINDS``; registered as
+   schemaType ``AVRO``, ``PROTOBUF``, ``JSON``): ``<side>.schema`` parsed, or derived from the
+   Spark type (Avro as ``to_avro`` derives it, with ``recordName`` / ``recordNamespace``;
+   Protobuf's message named likewise; JSON Schema titled ``recordName``), or, with
+   ``use.latest.version``, the subject's latest registered schema (of the same type);
+2. ``bind`` / ``bind_protobuf`` / ``bind_json``: the Spark type must be writable with it; a
+   mismatch names the
    field path;
 3. with a registry: the subject under the column's strategy, then the id: the latest version's,
    or the schema checked against the subject's compatibility level and registered
    (``auto.register.schemas``), or looked up (and refused, naming the subject, when it is not
-   registered). Without a registry the id is None: plain Avro binary, no header.
+   registered), with the registry's ``schemaType`` (``AVRO``, ``JSON``). Without a registry the
+   id is None: plain Avro binary or plain JSON, no header.
+
+With a ``topic`` column (no ``topic`` option) the topics are only known to the tasks, which
+never call the registry; so the ``topics`` option lists the topics the column may hold and each
+is resolved here, in order, as if it were the ``topic`` option: the column's ``by_topic`` holds
+one :class:`ColumnFormat` per listed topic (its subject under the strategy, its id), and a row
+whose topic is not listed fails its task naming the topic and the option (``batch_encoder``).
 
 Invariants:
 - Only the driver calls the registry, and only here; the plan carries schema JSON and ids,
@@ -24,8 +33,9 @@ Invariants:
 - An incompatible schema fails before any task runs, naming the subject, the registry's reason
   and the fix (:class:`~kafka_sink.spark.formats.registry.IncompatibleSchemaError`); a registry
   that does not answer fails in the client's bounded time, naming the URLs.
-- With a ``topic`` column, a subject that depends on the topic (the ``topic`` and
-  ``topic_record`` strategies) is refused for now: one subject per topic is not resolved yet.
+- With a ``topic`` column and no ``topics`` option, a subject that depends on the topic (the
+  ``topic`` and ``topic_record`` strategies) is refused, naming ``topics``; ``topics`` with the
+  ``topic`` option is refused too (the option overrides the column: one topic).
 - No pyspark import (the Spark types come as JSON) and no numpy: the encoders are the tasks'.
 """
 
@@ -43,6 +53,12 @@ from kafka_sink.spark.formats.avro_schema import (
     derive_avro_schema,
     parse_avro_schema,
 )
+from kafka_sink.spark.formats.json_schema import (
+    JsonSchema,
+    bind_json,
+    derive_json_schema,
+    parse_json_schema,
+)
 from kafka_sink.spark.formats.options import FormatOptions, SideFormat
 from kafka_sink.spark.formats.protobuf_schema import (
     ProtoSchema,
@@ -54,6 +70,7 @@ from kafka_sink.spark.formats.registry import (
     SchemaNotFoundError,
     SchemaRegistryClient,
     SchemaRegistryConfig,
+    SchemaType,
 )
 from kafka_sink.spark.formats.sql_types import SqlType, sql_type_from_json
 from kafka_sink.spark.formats.subjects import Side, strategy_option, subject_name
@@ -65,15 +82,68 @@ ClientFactory = Callable[[SchemaRegistryConfig], SchemaRegistryClient]
 # (registry URLs, subject, schema text) -> schema id, for this driver process.
 _REGISTERED: dict[tuple[tuple[str, ...], str, str], int] = {}
 
+FormatSchema = AvroSchema | ProtoSchema | JsonSchema
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What differs between formats in the resolution: schema parsing, deriving, binding."""
+
+    schema_type: SchemaType
+    parse: Callable[[str, str], FormatSchema]
+    derive: Callable[[SqlType, FormatOptions, str], FormatSchema]
+    bind: Callable[[SqlType, Any, str], object]
+    record_name: Callable[[Any], str | None]
+
+
+def _avro_record_name(schema: AvroSchema) -> str | None:
+    return schema.root.name if isinstance(schema.root, AvroRecord) else None
+
+
+def _parse_proto(text: str, path: str) -> ProtoSchema:
+    # Imported here: protoc (grpcio-tools) is needed only to read a .proto text.
+    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+
+    return parse_protobuf_schema(text, path)
+
+
+_KINDS: dict[str, _Kind] = {
+    "avro": _Kind(
+        "AVRO",
+        lambda text, _path: parse_avro_schema(text),
+        lambda t, f, path: derive_avro_schema(t, f.record_name, f.record_namespace, path=path),
+        bind,
+        _avro_record_name,
+    ),
+    "protobuf": _Kind(
+        "PROTOBUF",
+        _parse_proto,
+        lambda t, f, path: derive_protobuf_schema(t, f.record_name, f.record_namespace, path=path),
+        bind_protobuf,
+        lambda schema: schema.full_name,
+    ),
+    "jsonschema": _Kind(
+        "JSON",
+        lambda text, _path: parse_json_schema(text),
+        lambda t, f, path: derive_json_schema(t, f.record_name, path=path),
+        bind_json,
+        lambda schema: schema.title,
+    ),
+}
+
 
 @dataclass(frozen=True)
 class ColumnFormat:
     """How a task serializes one column: the schema and, with a registry, its id and subject."""
 
     side: Side
-    schema: AvroSchema | ProtoSchema
+    schema: FormatSchema
     schema_id: int | None = None
     subject: str | None = None
+    #: ``avro``, ``protobuf`` or ``jsonschema`` (``valueFormat`` / ``keyFormat``).
+    format: str = "avro"
+    #: With the ``topics`` option: (topic, that topic's format) per listed topic, in order.
+    by_topic: tuple[tuple[str, ColumnFormat], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +171,12 @@ def resolve_formats(
     """
     if not formats.sides:
         return None
+    if topic is not None and formats.topics is not None:
+        raise SinkOptionError(
+            "option 'topics' lists the topics of a 'topic' column, but the 'topic' option is "
+            "set, which overrides the column: every record goes to "
+            f"{topic!r}. Fix: remove one of them"
+        )
     client = client_factory(formats.registry) if formats.registry is not None else None
     resolved: dict[str, ColumnFormat] = {}
     for side in formats.sides:
@@ -109,8 +185,25 @@ def resolve_formats(
                 f"option '{side.side}Format' is set but the DataFrame has no '{side.side}' "
                 f"column. Fix: add a column named '{side.side}', or remove the option"
             )
-        resolved[side.side] = _resolve(formats, side, column_types[side.side], topic, client)
+        spark_type = column_types[side.side]
+        if formats.topics is None:
+            resolved[side.side] = _resolve(formats, side, spark_type, topic, client)
+        else:
+            resolved[side.side] = _per_topic(formats, side, spark_type, formats.topics, client)
     return FormatPlan(value=resolved.get("value"), key=resolved.get("key"))
+
+
+def _per_topic(
+    formats: FormatOptions,
+    side: SideFormat,
+    spark_type: Any,
+    topics: tuple[str, ...],
+    client: SchemaRegistryClient | None,
+) -> ColumnFormat:
+    """One resolution per listed topic; the first topic's schema stands for the column."""
+    by_topic = tuple((t, _resolve(formats, side, spark_type, t, client)) for t in topics)
+    first = by_topic[0][1]
+    return ColumnFormat(side.side, first.schema, format=side.format, by_topic=by_topic)
 
 
 def _resolve(
@@ -122,59 +215,25 @@ def _resolve(
 ) -> ColumnFormat:
     sql_type = sql_type_from_json(spark_type)
     path = side.side
-    if side.format == "protobuf":
-        return _resolve_protobuf(formats, side, sql_type, topic, client)
+    kind = _KINDS[side.format]
+    schema: FormatSchema
     if formats.use_latest_version:
         assert client is not None  # FormatOptions refuses use.latest.version without a URL
         subject = _subject(side, topic, record_name=None)
-        schema, schema_id = _latest(client, subject)
-        bind(sql_type, schema, path)
-        return ColumnFormat(side.side, schema, schema_id, subject)
+        schema, schema_id = _latest(client, subject, side.format, path)
+        kind.bind(sql_type, schema, path)
+        return ColumnFormat(side.side, schema, schema_id, subject, side.format)
     if side.schema is not None:
-        schema = parse_avro_schema(side.schema)
+        schema = kind.parse(side.schema, path)
     else:
-        schema = derive_avro_schema(
-            sql_type, formats.record_name, formats.record_namespace, path=path
-        )
-    bind(sql_type, schema, path)
+        schema = kind.derive(sql_type, formats, path)
+    kind.bind(sql_type, schema, path)
     if client is None:
-        return ColumnFormat(side.side, schema)
-    root = schema.root
-    subject = _subject(side, topic, root.name if isinstance(root, AvroRecord) else None)
-    wanted = Schema(schema.text)
-    return ColumnFormat(side.side, schema, _schema_id(formats, client, subject, wanted), subject)
-
-
-def _resolve_protobuf(
-    formats: FormatOptions,
-    side: SideFormat,
-    sql_type: SqlType,
-    topic: str | None,
-    client: SchemaRegistryClient | None,
-) -> ColumnFormat:
-    # Imported here: protoc (grpcio-tools) is needed only to read a .proto text.
-    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
-
-    path = side.side
-    if formats.use_latest_version:
-        assert client is not None  # FormatOptions refuses use.latest.version without a URL
-        subject = _subject(side, topic, record_name=None)
-        text, schema_id = _latest_text(client, subject, "PROTOBUF")
-        schema = parse_protobuf_schema(text, path)
-        bind_protobuf(sql_type, schema, path)
-        return ColumnFormat(side.side, schema, schema_id, subject)
-    if side.schema is not None:
-        schema = parse_protobuf_schema(side.schema, path)
-    else:
-        schema = derive_protobuf_schema(
-            sql_type, formats.record_name, formats.record_namespace, path=path
-        )
-    bind_protobuf(sql_type, schema, path)
-    if client is None:
-        return ColumnFormat(side.side, schema)
-    subject = _subject(side, topic, schema.full_name)
-    wanted = Schema(schema.text, "PROTOBUF")
-    return ColumnFormat(side.side, schema, _schema_id(formats, client, subject, wanted), subject)
+        return ColumnFormat(side.side, schema, format=side.format)
+    subject = _subject(side, topic, kind.record_name(schema))
+    wanted = Schema(schema.text, kind.schema_type)
+    schema_id = _schema_id(formats, client, subject, wanted)
+    return ColumnFormat(side.side, schema, schema_id, subject, side.format)
 
 
 def _subject(side: SideFormat, topic: str | None, record_name: str | None) -> str:
@@ -182,9 +241,10 @@ def _subject(side: SideFormat, topic: str | None, record_name: str | None) -> st
         if side.strategy != "record":
             raise SinkOptionError(
                 f"{strategy_option(side.side)}={side.strategy} names the subject after the "
-                "topic, but the topics come from the 'topic' column: one subject per topic is "
-                "not supported yet. Fix: set the 'topic' option, or use "
-                f"{strategy_option(side.side)}=record"
+                "topic, but the topics come from the 'topic' column and are not known before "
+                "the tasks run. Fix: list the topics the column may hold with "
+                ".option('topics', 'a,b') (one subject per topic, resolved on the driver), set "
+                f"the 'topic' option, or use {strategy_option(side.side)}=record"
             )
         if record_name is None:
             raise SinkOptionError(
@@ -196,13 +256,9 @@ def _subject(side: SideFormat, topic: str | None, record_name: str | None) -> st
     return subject_name(side.strategy, topic, side.side, record_name)
 
 
-def _latest(client: SchemaRegistryClient, subject: str) -> tuple[AvroSchema, int]:
-    text, schema_id = _latest_text(client, subject, "AVRO")
-    return parse_avro_schema(text), schema_id
-
-
-def _latest_text(client: SchemaRegistryClient, subject: str, kind: str) -> tuple[str, int]:
-    """The text and id of the subject's latest version, which must be a ``kind`` schema."""
+def _latest(
+    client: SchemaRegistryClient, subject: str, fmt: str, path: str
+) -> tuple[FormatSchema, int]:
     try:
         latest = client.latest_version(subject)
     except SchemaNotFoundError:
@@ -211,12 +267,14 @@ def _latest_text(client: SchemaRegistryClient, subject: str, kind: str) -> tuple
             f"Registry {', '.join(client.config.urls)}. Fix: register a schema under it, or "
             "remove use.latest.version (the schema is then derived and registered)"
         ) from None
-    if latest.schema.schema_type != kind:
+    kind = _KINDS[fmt]
+    if latest.schema.schema_type != kind.schema_type:
         raise SinkSchemaError(
             f"the latest version of subject {subject!r} is a {latest.schema.schema_type} "
-            f"schema, not {kind}. Fix: use the format of the subject, or another subject"
+            f"schema, not {kind.schema_type}. Fix: use the format of the subject, or another "
+            "subject"
         )
-    return latest.schema.schema_str, latest.schema_id
+    return kind.parse(latest.schema.schema_str, path), latest.schema_id
 
 
 def _schema_id(

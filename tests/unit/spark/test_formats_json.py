@@ -273,7 +273,9 @@ def _as_confluent(value: Any, t: pa.DataType) -> Any:
     if pa.types.is_float32(t):
         return float(str(np.float32(value)))  # the float32's shortest text, as written
     if pa.types.is_decimal(t):
-        return float(value)
+        # Ours writes a decimal's exact digits: past 2**53 an integral one reads back as an int,
+        # which a float would not equal.
+        return int(value) if t.scale == 0 else float(value)
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         return json.loads(JsonSchemaSerializer().serialize(value) or b"")
     if pa.types.is_binary(t):

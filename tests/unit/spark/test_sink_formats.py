@@ -160,7 +160,7 @@ def test_without_a_format_nothing_changes() -> None:
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        ({"valueformat": "protobuf"}, "without 'schema.registry.url' needs 'value.schema'"),
+        ({"valueformat": "protobuf"}, "'valueFormat=protobuf' needs 'schema.registry.url'"),
         ({"keyformat": "json"}, "option 'keyFormat'"),
         ({"value.schema": "{}"}, "need 'valueFormat'"),
         ({"key.subject.name.strategy": "record"}, "need 'keyFormat'"),
