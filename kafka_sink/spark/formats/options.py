@@ -16,7 +16,7 @@ Keys (Spark lower-cases them; names as documented in README.md and docs/formats.
 - ``recordName`` / ``recordNamespace``: the derived top-level record's name and namespace
   (Spark's ``to_avro`` options; defaults ``topLevelRecord`` and none); a derived JSON Schema's
   ``title`` is ``recordName`` (JSON Schema has no namespace: ``recordNamespace`` with no Avro
-  column is refused).
+  or Protobuf column is refused).
 - ``topics``: with a ``topic`` column, the comma-separated topics the column may hold, so that
   the driver resolves one subject per topic before any task runs (``plan.py``).
 - ``value.subject.name.strategy`` / ``key.subject.name.strategy``: ``topic`` (default),
@@ -163,11 +163,12 @@ class FormatOptions:
             )
         _refuse_plain_derived(sides.values(), registry)
         namespace = given.get("recordnamespace", "").strip()
-        if namespace and not any(s and s.format == "avro" for s in sides.values()):
+        if namespace and not any(s and s.format in ("avro", "protobuf") for s in sides.values()):
             raise SinkOptionError(
-                "option 'recordNamespace' names an Avro record's namespace, but no column is "
-                "written as avro (a JSON Schema's title is 'recordName' alone). Fix: remove it, "
-                "or put the namespace into recordName"
+                "option 'recordNamespace' names an Avro record's namespace (a Protobuf "
+                "message's package), but no column is written as avro or protobuf (a JSON "
+                "Schema's title is 'recordName' alone). Fix: remove it, or put the namespace "
+                "into recordName"
             )
         return cls(
             value=sides["value"],
