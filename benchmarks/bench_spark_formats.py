@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import bench_spark
 from bench_spark import (
     KEY_SIZE,
     PARTITIONS,
@@ -550,6 +551,10 @@ def main() -> int:
 
     results: list[Result] = []
     os.environ["TZ"] = "UTC"  # the Python workers' datetimes, as the session's
+    # The ceiling's data source lives in bench_spark, which Spark's workers cannot import.
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(bench_spark)
     with kafka(args.bootstrap) as bootstrap, registry() as registry_url:
         spark = spark_session(args.jars_dir, True, conf={"spark.sql.session.timeZone": "UTC"})
         meter = ClientMeter(jvm_pid())
