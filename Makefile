@@ -177,3 +177,12 @@ $(PUSHGATEWAY)/.fetched: | $(VENV)/.installed
 bench-producer-metrics: setup
 	$(PY) benchmarks/bench_producer.py --clients ours-send,ours-send-nometrics,ours-bulk,ours-bulk-nometrics \
 		--rounds 3 --memory-mib 0
+
+# Registry formats through Spark: valueFormat=avro|jsonschema|protobuf against Spark's sink fed by
+# to_avro / to_json and foreachPartition with confluent-kafka's serializers, against a local
+# registry (results/bench_spark_formats.*; about 10 minutes). A quick run:
+# make bench-spark-formats BENCH_SPARK_FORMATS_ARGS="--rows 20000 --runs 1 --out /tmp/bsf"
+.PHONY: bench-spark-formats
+BENCH_SPARK_FORMATS_ARGS ?=
+bench-spark-formats: setup $(SPARK_KAFKA)/.fetched
+	$(PY) benchmarks/bench_spark_formats.py $(BENCH_SPARK_FORMATS_ARGS)

@@ -149,13 +149,21 @@ class DiscardDataSource(DataSource):
         return _DiscardWriter()
 
 
-def confluent_partition(conf: dict[str, str], topic: str) -> Callable[[Iterator[Any]], None]:
-    """The hand-written baseline: one confluent-kafka Producer per partition."""
+def confluent_partition(
+    conf: dict[str, str],
+    topic: str,
+    value_of: Callable[[], Callable[[Any], Any]] | None = None,
+) -> Callable[[Iterator[Any]], None]:
+    """The hand-written baseline: one confluent-kafka Producer per partition.
+
+    ``value_of``, called once per partition, gives what turns a row into its value (a
+    serializer); without it the row's ``value`` column is sent as it is."""
 
     def send(rows: Iterator[Any]) -> None:
         from confluent_kafka import Producer
 
         producer = Producer(conf)
+        value = value_of() if value_of is not None else lambda row: row.value
         errors: list[Any] = []
 
         def on_delivery(err: Any, _msg: Any) -> None:
@@ -165,7 +173,7 @@ def confluent_partition(conf: dict[str, str], topic: str) -> Callable[[Iterator[
         for row in rows:
             while True:
                 try:
-                    producer.produce(topic, value=row.value, key=row.key, on_delivery=on_delivery)
+                    producer.produce(topic, value=value(row), key=row.key, on_delivery=on_delivery)
                     break
                 except BufferError:  # local queue full: serve callbacks and try again
                     producer.poll(0.1)
@@ -643,6 +651,19 @@ def plot(results: list[Result], writers: list[str], path: str, title: str) -> No
     plt.close(fig)
 
 
+def save(stem: str, md: str, doc: dict[str, Any], draw: Callable[[str], None]) -> None:
+    """``stem``.md, .json and .png (the plot is left out without matplotlib)."""
+    with open(stem + ".md", "w") as f:
+        f.write(md)
+    with open(stem + ".json", "w") as f:
+        json.dump(doc, f, indent=1)
+    try:
+        draw(stem + ".png")
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install -e '.[dev]')")
+    print(f"\nwrote {stem}.md, .json and .png")
+
+
 def parse_args() -> argparse.Namespace:
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -805,24 +826,13 @@ def main() -> int:
             f"{header}; load average {load:.1f} at the end. Client CPU is the Spark JVM plus "
             "its Python workers, from the OS (median over the runs); the broker is apart."
         )
-        stem = os.path.join(out, args.stem)
-        with open(stem + ".md", "w") as f:
-            f.write(note + "\n\n" + md + "\n" + ratios(results))
-        with open(stem + ".json", "w") as f:
-            json.dump(
-                {
-                    "header": note,
-                    "results": [asdict(r) for r in results],
-                    "encoding": [asdict(c) for c in costs],
-                },
-                f,
-                indent=1,
-            )
-        try:
-            plot(results, writers, stem + ".png", header)
-        except ImportError:
-            print("matplotlib is not installed: no plot (pip install -e '.[dev]')")
-        print(f"\nwrote {stem}.md, .json and .png")
+        save(
+            os.path.join(out, args.stem),
+            note + "\n\n" + md + "\n" + ratios(results),
+            {"header": note, "results": [asdict(r) for r in results]}
+            | {"encoding": [asdict(c) for c in costs]},
+            lambda path: plot(results, writers, path, header),
+        )
     return 0
 
 
