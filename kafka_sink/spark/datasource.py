@@ -241,6 +241,7 @@ def _exactly_once_plan(
         transactional_id=transactional_id(eos.prefix, 0, 0),
         timeout_ms=options.preflight_timeout_ms,
         streaming=streaming,
+        generated_prefix=identity is None and not options.transactional_id_prefix,
     )
     # Opening the store creates or checks the intent topic before any task runs.
     if streaming or identity is not None:
