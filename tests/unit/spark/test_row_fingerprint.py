@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -196,13 +197,7 @@ PINNED = {
     "short-sliced": "200:69d3d58b45ef302b",
     "short-large": "300:5f42dfc65bd6a9d8",
 }
-_PINNED_LAYOUT = InputLayout(
-    topic_column=False,
-    key_column=True,
-    partition_column=False,
-    headers_column=False,
-    timestamp="timestamp",
-)
+_PINNED_LAYOUT = replace(FULL, topic_column=False, partition_column=False)
 _PINNED_LENGTHS = {
     "long-varied": (512, 1600),
     "long-fixed": (1024, 1024),
