@@ -34,7 +34,9 @@ write id and planned by ``eos/idempotency.py`` (a key already completed writes n
 recorded commit is finished; its prefix's lingering transactions are aborted); a streaming write
 refuses the key. Intents are
 kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
-created or checked here, so a missing ACL fails before any task runs), or with
+created or checked here, so a missing ACL fails before any task runs; a batch job's plan also
+carries the topic's end offset, below which its new write id has no record, so that its commit
+reads only what follows: ``EosPlan.new_key_from``), or with
 ``intentStore=checkpoint`` under ``<checkpointLocation>/pykafka-intents`` (streaming, local
 checkpoint only) or ``<commitLog>/pykafka-intents`` (batch, local ``commitLog``), else in the
 commit process only. The checkpoint may be remote with the Kafka store: the query id is read
@@ -241,6 +243,7 @@ def _exactly_once_plan(
         transactional_id=transactional_id(eos.prefix, 0, 0),
         timeout_ms=options.preflight_timeout_ms,
         streaming=streaming,
+        generated_prefix=identity is None and not options.transactional_id_prefix,
     )
     # Opening the store creates or checks the intent topic before any task runs.
     if streaming or identity is not None:
@@ -260,10 +263,15 @@ def _exactly_once_plan(
         finally:
             committer.close()
     elif in_kafka:
+        from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+
         store = eos.open_store(options.producer_config)
         try:
             if options.transactional_id_prefix:
                 refuse_foreign_claim(store, eos.prefix, query_key)
+            if isinstance(store, KafkaIntentStore):
+                # The write id is new: its commit need not search the topic for a record of it.
+                eos = replace(eos, new_key_from=store.new_key_from(query_key))
         finally:
             store.close()
     return options, eos

@@ -41,7 +41,13 @@ Invariants:
   partitions.
 - A batch job is checked on every ``writer()`` call; a streaming query once per driver-side
   Python process and configuration (Spark builds the writer twice per micro-batch): a
-  configuration that passed is not asked again.
+  configuration that passed is not asked again. A batch job's transactional ids are the
+  exception: a pass stands for ``TRANSACTIONAL_CHECK_MAX_AGE_MS`` (5 minutes) for the same
+  configuration and prefix in that process, all generated default prefixes counting as one (a
+  job's default prefix is new with every job, so only a prefixed or wildcard ACL can grant it,
+  and the next job's ids match it as well). The check is a round of its own (a connection,
+  FindCoordinator, an EndTxn probe) on the path of every job; an ACL revoked within the
+  5 minutes is found by the tasks' InitProducerId instead.
 - Messages never carry a password (the config's secrets stay in the admin client).
 """
 
@@ -52,6 +58,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from kafka_sink.admin.client import AdminClient, AdminConfig, Deadline
+from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
     AuthenticationError,
     ClusterAuthorizationFailedError,
@@ -82,6 +89,10 @@ _CREATE_DEFAULTS = ("num.partitions", "default.replication.factor")
 
 # Configurations (hashed) a streaming query's preflight passed in this process.
 _PASSED: set[str] = set()
+#: How long a batch job's passed transactional-id check stands for the next jobs of the process.
+TRANSACTIONAL_CHECK_MAX_AGE_MS = 300_000
+# Batch jobs' transactional-id checks (hashed) that passed, by when (monotonic ms).
+_TRANSACTIONAL_PASSED_MS: dict[str, int] = {}
 
 
 def check_write(
@@ -115,15 +126,24 @@ def check_transactional_ids(
     transactional_id: str,
     timeout_ms: int,
     streaming: bool,
+    generated_prefix: bool = False,
     client_factory: ClientFactory = AdminClient.from_config,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> None:
     """Refuse an exactly-once write whose principal may not use the prefix's transactional ids.
 
-    ``transactional_id`` is one of the ids the write's tasks will use.
+    ``transactional_id`` is one of the ids the write's tasks will use. ``generated_prefix``: the
+    prefix is the sink's default for a batch job (new with every job), so a pass for an earlier
+    generated prefix stands for it (see the module docstring).
     """
-    key = _key("transactional", producer_config, prefix)
+    key = _key("transactional", producer_config, None if generated_prefix else prefix)
     if streaming and key in _PASSED:
         return
+    now_ms = clock.now_ms()
+    if not streaming:
+        passed_ms = _TRANSACTIONAL_PASSED_MS.get(key)
+        if passed_ms is not None and now_ms - passed_ms < TRANSACTIONAL_CHECK_MAX_AGE_MS:
+            return
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
         _brokers(client, cfg, deadline)
         try:
@@ -143,6 +163,8 @@ def check_transactional_ids(
             raise SinkOptionError(_transactional_message(cfg, prefix)) from None
     if streaming:
         _PASSED.add(key)
+    else:
+        _TRANSACTIONAL_PASSED_MS[key] = now_ms
 
 
 # -- the steps ----------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ two batches add up to that of both (``Fingerprint.plus``).
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import crc32c
@@ -115,12 +116,16 @@ def _bytes_hash(column: Any, n: int) -> U64:
     lengths = np.maximum(column_bytes.lengths, 0)  # null (-1): empty, then _NULL
     out: U64 = _mixed(lengths.astype(np.uint64))
     long_rows = lengths >= LONG_VALUE_BYTES
-    if long_rows.any():
+    any_long = bool(long_rows.any())
+    if any_long and long_rows.all():
+        # JSON documents of a kilobyte and more: every row checksummed, no index arrays.
+        out += _checksums(column_bytes.offsets, column_bytes.data, None) * _CHECKSUM
+    elif any_long:
         rows = np.flatnonzero(long_rows)
         out[rows] += _checksums(column_bytes.offsets, column_bytes.data, rows) * _CHECKSUM
     short_rows = ~long_rows
     first = int(lengths[0])
-    if not long_rows.any() and (lengths == first).all():
+    if not any_long and (lengths == first).all():
         out += _fixed_width_hash(column_bytes.offsets, column_bytes.data, n, first)
     elif short_rows.any():
         # Rows of similar lengths are padded with zero bytes to one width (at most a quarter
@@ -168,13 +173,21 @@ def _fixed_width_hash(
 
 
 def _checksums(
-    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], rows: npt.NDArray[np.intp]
+    offsets: npt.NDArray[np.int64],
+    data: npt.NDArray[np.uint8],
+    rows: npt.NDArray[np.intp] | None,
 ) -> U64:
-    """CRC-32C of each of ``rows``' bytes: one native call per row beats numpy's word sums
-    from about 512 bytes on (``benchmarks/bench_row_fingerprint.py``)."""
+    """CRC-32C of each of ``rows``' bytes (None: of every row): one native call per row beats
+    numpy's word sums from about 512 bytes on (``benchmarks/bench_row_fingerprint.py``). The
+    call itself is a small part (CRC-32C runs at tens of GB/s); the loop around it is kept to
+    a slice and a call per row."""
     view = memoryview(data.data)
     bounds = offsets.tolist()
-    sums = [crc32c.crc32c(view[bounds[r] : bounds[r + 1]]) for r in rows.tolist()]
+    crc = crc32c.crc32c
+    if rows is None:
+        sums = [crc(view[begin:end]) for begin, end in pairwise(bounds)]
+    else:
+        sums = [crc(view[bounds[r] : bounds[r + 1]]) for r in rows.tolist()]
     return np.array(sums, dtype=np.uint64)
 
 

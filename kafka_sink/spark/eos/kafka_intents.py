@@ -46,9 +46,11 @@ Invariants:
   growing windows from the end of the partition, so finding a recent record costs one or two
   small fetches however long the log is; in a process that has read or written the key before,
   it reads only what was appended since (the position is cached per cluster, topic and key).
-  A key with no record costs one pass over the partition. The client (its connections and
-  metadata) is kept for the next store the process opens with the same config, unless a call
-  failed; one store uses it at a time.
+  A key with no record costs one pass over the partition, except a batch job's new write id:
+  its planning notes the end offset (``new_key_from``), the plan carries it to the commit's
+  process (``known_new_from``), and the commit reads only what was appended since. The client
+  (its connections and metadata) is kept for the next store the process opens with the same
+  config, unless a call failed; one store uses it at a time.
 - A query has one writer at a time (Spark refuses to run two instances of a query id); the
   cached position never hides a newer record, since every ``last`` reads up to the end offset.
 - ``last`` never returns a record older than one this process has seen or one the listed end
@@ -216,6 +218,25 @@ class KafkaIntentStore:
 
     def last(self, query_key: str) -> BatchRecord | None:
         return _decode(self._latest(query_key))
+
+    def new_key_from(self, query_key: str) -> int:
+        """The partition's end offset now, for a key no record can have yet (a batch job's new
+        write id): every record of it lies at or above the offset returned."""
+        try:
+            end = self.log.end_offset(self.topic, PARTITION)
+        except KafkaError as exc:
+            self._healthy = False
+            raise IntentStoreError(self._failure("read", exc)) from exc
+        self.known_new_from(query_key, end)
+        return end
+
+    def known_new_from(self, query_key: str, offset: int) -> None:
+        """Take ``query_key`` as having no record below ``offset`` (from
+        :meth:`new_key_from`, maybe in another process): its ``last`` then reads only from
+        there, not the partition back to its start. What this process knows already stands."""
+        slot = (self.cluster, self.topic, PARTITION, query_key)
+        with _lock:
+            _POSITIONS.setdefault(slot, _Position(offset, None))
 
     def delete(self, query_key: str) -> None:
         """Drop ``query_key``'s state (a tombstone; compaction then removes the key)."""

@@ -169,6 +169,9 @@ class EosPlan:
     #: The query's last batch, when Kafka committed it only in part (its re-run's tasks of the
     #: committed partitions write nothing).
     partial: PartialBatch | None = None
+    #: A batch job's new write id in the intent topic: no record of it lies below this offset
+    #: (the partition's end when the job was planned), so its commit reads only from there.
+    new_key_from: int | None = None
 
     def with_last_record(self, record: BatchRecord | None) -> EosPlan:
         """This plan, carrying ``record``'s batch to its tasks when the record is partial."""
@@ -194,7 +197,10 @@ class EosPlan:
             # intents live on disk or in memory does not load it in the driver's workers.
             from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 
-            return KafkaIntentStore.open(producer_config, self.intent_topic, fence=fence)
+            kafka_store = KafkaIntentStore.open(producer_config, self.intent_topic, fence=fence)
+            if self.new_key_from is not None:
+                kafka_store.known_new_from(self.query_key, self.new_key_from)
+            return kafka_store
         store: IntentStore
         if self.intent_dir is not None:
             store = FileIntentStore(self.intent_dir)

@@ -21,6 +21,7 @@ from tests.unit.spark.eos_support import FaultyStore
 def live_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
     """The data source's preflight runs, as a new driver process's would."""
     monkeypatch.setattr(preflight, "_PASSED", set())
+    monkeypatch.setattr(preflight, "_TRANSACTIONAL_PASSED_MS", {})
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos import kafka_intents
 from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord
 from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore, topic_settings
+from kafka_sink.spark.eos.plan import EosPlan
 
 
 @dataclass
@@ -388,3 +389,40 @@ def test_a_process_reuses_its_client_unless_a_call_failed(monkeypatch: pytest.Mo
         assert KafkaIntentStore.open(config, "intents").log is not failed.log
     finally:
         kafka_intents.close_idle()
+
+
+def test_a_batch_jobs_new_key_is_read_only_from_where_its_planning_found_the_end() -> None:
+    log = FakeTopicLog()
+    _others(log, 1_000)
+    planned_at = _store(log).new_key_from("job-1")
+    assert planned_at == 1_000 and log.reads == []
+    _others(log, 3)  # other writes between the planning and the commit
+    kafka_intents._POSITIONS.clear()  # the commit runs in another process
+    store = _store(log)
+    store.known_new_from("job-1", planned_at)
+    assert store.last("job-1") is None
+    assert log.reads == [(1_000, 1_003)]
+    store.write(_record("job-1", 0))
+    assert store.last("job-1") == _record("job-1", 0)
+
+
+def test_what_a_process_knows_of_a_key_stands_over_a_planned_offset() -> None:
+    log = FakeTopicLog()
+    store = _store(log)
+    store.write(_record("job-1", 0))
+    store.known_new_from("job-1", 1)  # a stale hint never hides a record this process saw
+    log.reads.clear()
+    assert store.last("job-1") == _record("job-1", 0)
+    assert log.reads == []
+
+
+def test_the_plan_carries_the_offset_to_the_commits_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = FakeTopicLog()
+    _others(log, 1_000)
+    monkeypatch.setattr(
+        KafkaIntentStore, "open", classmethod(lambda cls, config, topic, **_: _store(log))
+    )
+    plan = EosPlan("pykafka-job-1", "job-1", None, "intents", new_key_from=1_000)
+    store = plan.open_store({"bootstrap.servers": "c:9092"})
+    assert store.last("job-1") is None
+    assert log.reads == []  # nothing appended since the planning: not one record read

@@ -179,6 +179,7 @@ class Cluster(FakeNetworkClient):
 @pytest.fixture(autouse=True)
 def _fresh_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preflight, "_PASSED", set())
+    monkeypatch.setattr(preflight, "_TRANSACTIONAL_PASSED_MS", {})
     monkeypatch.setattr(logs, "_WARNED", set())
 
 
@@ -369,15 +370,53 @@ def test_a_streaming_query_is_checked_once_per_configuration() -> None:
     assert len(cluster.bodies(MetadataRequest)) == 3
 
 
-def check_ids(cluster: Cluster, config: Mapping[str, str] = SASL) -> None:
+def check_ids(
+    cluster: Cluster,
+    config: Mapping[str, str] = SASL,
+    *,
+    prefix: str = "etl",
+    generated_prefix: bool = False,
+) -> None:
     preflight.check_transactional_ids(
         config,
-        prefix="etl",
-        transactional_id="etl-0-0",
+        prefix=prefix,
+        transactional_id=f"{prefix}-0-0",
         timeout_ms=15_000,
         streaming=False,
+        generated_prefix=generated_prefix,
         client_factory=connect(cluster),
+        clock=cluster.clock,
     )
+
+
+def test_a_batch_jobs_passed_transactional_check_stands_for_a_bounded_age() -> None:
+    cluster = new_cluster()
+    check_ids(cluster, prefix="pykafka-job1", generated_prefix=True)
+    cluster.clock.advance(preflight.TRANSACTIONAL_CHECK_MAX_AGE_MS - 1_000)
+    # The next jobs of the process: a new generated prefix, and the same explicit one again.
+    check_ids(cluster, prefix="pykafka-job2", generated_prefix=True)
+    check_ids(cluster, prefix="etl")
+    check_ids(cluster, prefix="etl")
+    assert [p.transactional_id for p in cluster.bodies(EndTxnRequest)] == [
+        "pykafka-job1-0-0",
+        "etl-0-0",
+    ]
+    cluster.clock.advance(2_000)  # the first pass has aged out; the explicit prefix's has not
+    check_ids(cluster, prefix="pykafka-job3", generated_prefix=True)
+    check_ids(cluster, prefix="etl")
+    check_ids(cluster, prefix="other")  # another explicit prefix is its own check
+    assert [p.transactional_id for p in cluster.bodies(EndTxnRequest)][2:] == [
+        "pykafka-job3-0-0",
+        "other-0-0",
+    ]
+
+
+def test_a_refused_transactional_check_is_asked_again() -> None:
+    cluster = new_cluster(transactional_ops=set())
+    for _ in range(2):
+        with pytest.raises(SinkOptionError):
+            check_ids(cluster, prefix="pykafka-job", generated_prefix=True)
+    assert len(cluster.bodies(FindCoordinatorRequest)) == 2
 
 
 @pytest.mark.parametrize("granted", [set(), {DESCRIBE}])
