@@ -476,6 +476,8 @@ class Sender:
         response: ClientResponse,
     ) -> None:
         now_ms = response.received_ms
+        if self.metrics is not None:
+            self.metrics.record_completed()
         in_flight = self._in_flight_batches.get(node_id)
         if in_flight:
             ids = {id(b) for b in batch_map.values()}

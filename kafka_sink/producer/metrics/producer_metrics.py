@@ -229,6 +229,14 @@ class ProducerMetrics:
         # Sensors holding sums ``fold`` has yet to record (Sensor.accumulate).
         self._dirty: list[Sensor] = []
         self.registry.before_read = self.fold
+        # Produce requests sent and not yet completed: written by the I/O thread only (one int,
+        # so a reader on another thread never sees a map change under it).
+        self.requests_in_flight = 0
+        self.add_gauge(
+            "requests-in-flight",
+            "The current number of in-flight requests awaiting a response.",
+            lambda _config, _now_ms: float(self.requests_in_flight),
+        )
 
     # -- gauges (registered by the facade, which knows the accumulator, network and metadata) --
 
@@ -275,6 +283,7 @@ class ProducerMetrics:
 
     def record_sent(self, node_id: int, batches: Iterable[ProducerBatch], now_ms: int) -> None:
         """A Produce request with ``batches`` (encoded, stamped) goes to ``node_id``."""
+        self.requests_in_flight += 1
         n = 0
         records = 0
         size_sum = size_max = 0
@@ -372,6 +381,10 @@ class ProducerMetrics:
             dirty.append(node.requests)
         if node.sent_bytes.accumulate(size_sum, 1, size_sum, now_ms):
             dirty.append(node.sent_bytes)
+
+    def record_completed(self) -> None:
+        """A Produce request left flight: answered, failed, timed out, or written (acks=0)."""
+        self.requests_in_flight -= 1
 
     def record_answered(
         self, node_id: int, latency_ms: int, throttle_time_ms: int, now_ms: int

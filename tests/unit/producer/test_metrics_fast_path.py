@@ -1,6 +1,7 @@
 """The cheap recording paths give exactly what the plain definitions give: a sensor's summed
-records (``Sensor.accumulate``) against recording each, and the acknowledged batches counted
-once per response, before any of them completes."""
+records (``Sensor.accumulate``) against recording each, the acknowledged batches counted once
+per response before any of them completes, ``requests-in-flight`` as a counter; and Java's
+``metric.reporters`` and ``metrics.recording.level`` applied or refused, never ignored."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ from typing import Any
 import pytest
 
 from kafka_sink.clock import ManualClock
-from kafka_sink.producer.metrics import Avg, Max, MetricConfig, MetricName, Metrics, Value
+from kafka_sink.errors import ConfigError
+from kafka_sink.producer.metrics import (
+    Avg,
+    KafkaMetric,
+    Max,
+    MetricConfig,
+    MetricName,
+    Metrics,
+    Value,
+)
+from kafka_sink.producer.producer import KafkaProducer
 from tests.fakes.producer import make_harness, produce_response
 
 CONFIG = MetricConfig(samples=3, time_window_ms=100)
@@ -99,3 +110,74 @@ def test_a_batch_is_in_the_snapshot_when_its_callback_runs() -> None:
     h.network.respond(sent, produce_response(sent))
     h.run()
     assert seen == [2]
+
+
+def _in_flight(h: Any) -> float:
+    (metric,) = (
+        m for n, m in h.metrics.registry.metrics().items() if n.name == "requests-in-flight"
+    )
+    return float(metric.value())
+
+
+def test_requests_in_flight_counts_produce_requests_until_they_complete() -> None:
+    # A counter the I/O thread keeps, not a count of the network client's maps (which that
+    # thread changes while a reader would iterate them).
+    h = make_harness(idempotent=False, linger_ms=0)
+    assert _in_flight(h) == 0
+    h.send(partition=0)
+    h.send(partition=1)
+    h.run()
+    first, second = h.network.produce_requests()
+    assert _in_flight(h) == 2
+    h.network.respond(first, produce_response(first))
+    h.run()
+    assert _in_flight(h) == 1
+    h.network.disconnect(second)
+    h.run()
+    assert _in_flight(h) == 0
+
+
+def test_metric_reporters_is_java_s_list_of_reporters() -> None:
+    Recorder.instances.clear()
+    path = f"{__name__}:Recorder"
+    producer = KafkaProducer(
+        {"bootstrap.servers": "127.0.0.1:1", "metric.reporters": f"{path}, {path}"}
+    )
+    try:
+        assert len(Recorder.instances) == 2
+        assert all("requests-in-flight" in r.names for r in Recorder.instances)
+    finally:
+        producer.close(0)
+    assert all(r.closed for r in Recorder.instances)
+    # A Java class name cannot be loaded here: refused up front, naming the key.
+    with pytest.raises(ConfigError, match=r"metric\.reporters"):
+        KafkaProducer(
+            {
+                "bootstrap.servers": "127.0.0.1:1",
+                "metric.reporters": "org.apache.kafka.common.metrics.JmxReporter",
+            }
+        )
+
+
+def test_metrics_recording_level_takes_java_s_levels_only() -> None:
+    for level in ("INFO", "debug", "TRACE"):
+        KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "metrics.recording.level": level}).close(
+            0
+        )
+    with pytest.raises(ConfigError, match=r"metrics\.recording\.level.*INFO, DEBUG, TRACE"):
+        KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "metrics.recording.level": "ALL"})
+
+
+class Recorder:
+    instances: list[Recorder] = []  # noqa: RUF012 - the test reads what the producer made
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.closed = False
+        Recorder.instances.append(self)
+
+    def metric_change(self, metric: KafkaMetric) -> None:
+        self.names.append(metric.metric_name.name)
+
+    def close(self) -> None:
+        self.closed = True
