@@ -226,8 +226,6 @@ class ProducerMetrics:
         # sensors: a reporter told of a new metric may read it (and so fold) from inside either,
         # and a fold takes it once for all the sensors it records.
         self._fold_lock = self.registry.lock
-        # Sensors holding sums ``fold`` has yet to record (Sensor.accumulate).
-        self._dirty: list[Sensor] = []
         self.registry.before_read = self.fold
         # Produce requests sent and not yet completed: written by the I/O thread only (one int,
         # so a reader on another thread never sees a map change under it).
@@ -266,15 +264,13 @@ class ProducerMetrics:
     def fold(self) -> None:
         """Apply the deferred per-request records to their sensors, in the order recorded."""
         deferred = self._deferred
-        dirty = self._dirty
         with self._fold_lock:
             while deferred:
                 apply, args = deferred.popleft()
                 apply(*args)
             # Pending sums reach the stats before anything reads them (a reporter reading from
             # inside a fold flushes what the outer fold summed so far, too).
-            while dirty:
-                dirty.pop().flush()
+            self.registry.flush_pending()
 
     def _defer(self, apply: Callable[..., None], args: tuple[object, ...]) -> None:
         self._deferred.append((apply, args))
@@ -356,31 +352,20 @@ class ProducerMetrics:
     ) -> None:
         # Under registry.lock (fold): summed per sensor while no window moves, recorded at
         # the end of the fold.
-        dirty = self._dirty
         for topic, (t_records, t_bytes, t_ratio, t_batches) in per_topic.items():
             sensors = self._topic(topic)
             batches = int(t_batches)
-            if sensors.records.accumulate(t_records, batches, t_records, now_ms):
-                dirty.append(sensors.records)
-            if sensors.bytes.accumulate(t_bytes, batches, t_bytes, now_ms):
-                dirty.append(sensors.bytes)
-            if sensors.compression.accumulate(t_ratio, batches, t_ratio, now_ms):
-                dirty.append(sensors.compression)
-        if self._batch_size.accumulate(size_sum, n, size_max, now_ms):
-            dirty.append(self._batch_size)
-        if self._queue_time.accumulate(queue_sum, n, queue_max, now_ms):
-            dirty.append(self._queue_time)
-        if self._compression.accumulate(ratio_sum, n, ratio_sum, now_ms):
-            dirty.append(self._compression)
-        if self._record_size.accumulate(record_size_sum, n, record_size_max, now_ms):
-            dirty.append(self._record_size)
-        if self._records_per_request.accumulate(records, 1, records, now_ms):
-            dirty.append(self._records_per_request)
+            sensors.records.accumulate(t_records, batches, t_records, now_ms)
+            sensors.bytes.accumulate(t_bytes, batches, t_bytes, now_ms)
+            sensors.compression.accumulate(t_ratio, batches, t_ratio, now_ms)
+        self._batch_size.accumulate(size_sum, n, size_max, now_ms)
+        self._queue_time.accumulate(queue_sum, n, queue_max, now_ms)
+        self._compression.accumulate(ratio_sum, n, ratio_sum, now_ms)
+        self._record_size.accumulate(record_size_sum, n, record_size_max, now_ms)
+        self._records_per_request.accumulate(records, 1, records, now_ms)
         node = self._node(node_id)
-        if node.requests.accumulate(1.0, 1, 1.0, now_ms):
-            dirty.append(node.requests)
-        if node.sent_bytes.accumulate(size_sum, 1, size_sum, now_ms):
-            dirty.append(node.sent_bytes)
+        node.requests.accumulate(1.0, 1, 1.0, now_ms)
+        node.sent_bytes.accumulate(size_sum, 1, size_sum, now_ms)
 
     def record_completed(self) -> None:
         """A Produce request left flight: answered, failed, timed out, or written (acks=0)."""
@@ -396,16 +381,11 @@ class ProducerMetrics:
     def _apply_answered(
         self, node_id: int, latency_ms: int, throttle_time_ms: int, now_ms: int
     ) -> None:
-        dirty = self._dirty
-        if self._request_time.accumulate(latency_ms, 1, latency_ms, now_ms):
-            dirty.append(self._request_time)
-        if self._throttle.accumulate(throttle_time_ms, 1, throttle_time_ms, now_ms):
-            dirty.append(self._throttle)
+        self._request_time.accumulate(latency_ms, 1, latency_ms, now_ms)
+        self._throttle.accumulate(throttle_time_ms, 1, throttle_time_ms, now_ms)
         node = self._node(node_id)
-        if node.responses.accumulate(1.0, 1, 1.0, now_ms):
-            dirty.append(node.responses)
-        if node.latency.accumulate(latency_ms, 1, latency_ms, now_ms):
-            dirty.append(node.latency)
+        node.responses.accumulate(1.0, 1, 1.0, now_ms)
+        node.latency.accumulate(latency_ms, 1, latency_ms, now_ms)
 
     def record_acked_many(self, batches: Iterable[ProducerBatch]) -> None:
         """The broker acknowledged ``batches`` (one response's): one lock for all of them."""

@@ -176,28 +176,26 @@ class Sensor:
         for stat in self._stats:
             stat.record_many(config, total, count, maximum, now_ms)
 
-    def accumulate(self, total: float, count: int, maximum: float, now_ms: int) -> bool:
+    def accumulate(self, total: float, count: int, maximum: float, now_ms: int) -> None:
         """``record_locked``, summed with the sensor's other pending records while no window of
         its stats can move, so a run of records costs a few additions each and one record.
-        The caller holds ``registry.lock`` and calls :meth:`flush` before releasing it (and
-        before anything reads the stats). True when the sensor had nothing pending (the caller
-        remembers to flush it)."""
+        The caller holds ``registry.lock`` and calls ``registry.flush_pending()`` before
+        releasing it (and before anything reads the stats)."""
         if now_ms < self._window_end_ms:
-            first = not self._pending
-            if first:
+            if not self._pending:
                 self._pending_ms = now_ms
+                self.registry.pending.append(self)
             self._pending += count
             self._pending_total += total
             if maximum > self._pending_max:  # noqa: PLR1730 - a branch is cheaper than max()
                 self._pending_max = maximum
-            return first
+            return
         self.flush()
         self.record_locked(total, count, maximum, now_ms)
         config = self._config
         self._window_end_ms = min(
             (stat.window_end_ms(config) for stat in self._stats), default=math.inf
         )
-        return False
 
     def flush(self) -> None:
         """Record what ``accumulate`` summed (under ``registry.lock``)."""
@@ -227,6 +225,8 @@ class Metrics:
         self._metrics: dict[MetricName, KafkaMetric] = {}
         self._sensors: dict[str, Sensor] = {}
         self._reporters = list(reporters or ())
+        # Sensors holding sums ``Sensor.accumulate`` has yet to record (under ``lock``).
+        self.pending: list[Sensor] = []
         # Called before any metric is measured: brings deferred records into the sensors.
         self.before_read: Callable[[], None] | None = None
         for reporter in self._reporters:
@@ -239,6 +239,12 @@ class Metrics:
             if sensor is None:
                 sensor = self._sensors[name] = Sensor(self, name)
             return sensor
+
+    def flush_pending(self) -> None:
+        """Record every sensor's accumulated sums (under ``lock``)."""
+        pending = self.pending
+        while pending:
+            pending.pop().flush()
 
     def get_sensor(self, name: str) -> Sensor | None:
         return self._sensors.get(name)

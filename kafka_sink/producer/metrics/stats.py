@@ -93,15 +93,33 @@ class _Sample:
 class SampledStat(MeasurableStat):
     """Java's SampledStat: a ring of samples, each one ``time_window_ms`` long.
 
-    ``record_many`` is on the I/O thread's path: each subclass updates the current sample inline
-    and calls :meth:`_roll` only when the window moves (once per ``time_window_ms``)."""
+    ``record_many`` is on the I/O thread's path: it updates the current sample inline and calls
+    :meth:`_roll` only when the window moves (once per ``time_window_ms``)."""
 
     __slots__ = ("_current", "_samples")
     initial_value = 0.0
+    keeps_max = False  # a sample keeps the largest value recorded, not their sum
 
     def __init__(self) -> None:
         self._samples: list[_Sample] = []
         self._current = 0
+
+    def record_many(
+        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
+    ) -> None:
+        samples = self._samples
+        if samples:
+            sample = samples[self._current]
+            if now_ms - sample.last_window_ms >= config.time_window_ms:
+                sample = self._roll(config, now_ms)
+        else:
+            sample = self._roll(config, now_ms)
+        if self.keeps_max:
+            if maximum > sample.value:  # noqa: PLR1730 - a branch is cheaper than max()
+                sample.value = maximum
+        else:
+            sample.value += total
+        sample.event_count += count
 
     def _roll(self, config: MetricConfig, now_ms: int) -> _Sample:
         """The sample ``now_ms`` records into when the current one is a window old (or none
@@ -148,26 +166,7 @@ class SampledStat(MeasurableStat):
         raise NotImplementedError
 
 
-class _SumStat(SampledStat):
-    """A sampled stat that adds what is recorded to its current sample."""
-
-    __slots__ = ()
-
-    def record_many(
-        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
-    ) -> None:
-        samples = self._samples
-        if samples:
-            sample = samples[self._current]
-            if now_ms - sample.last_window_ms >= config.time_window_ms:
-                sample = self._roll(config, now_ms)
-        else:
-            sample = self._roll(config, now_ms)
-        sample.value += total
-        sample.event_count += count
-
-
-class Avg(_SumStat):
+class Avg(SampledStat):
     """Sum of the values over the number of events in the live samples; NaN without events."""
 
     __slots__ = ()
@@ -184,20 +183,7 @@ class Max(SampledStat):
 
     __slots__ = ()
     initial_value = -math.inf
-
-    def record_many(
-        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
-    ) -> None:
-        samples = self._samples
-        if samples:
-            sample = samples[self._current]
-            if now_ms - sample.last_window_ms >= config.time_window_ms:
-                sample = self._roll(config, now_ms)
-        else:
-            sample = self._roll(config, now_ms)
-        if maximum > sample.value:  # noqa: PLR1730 - a branch is cheaper than max()
-            sample.value = maximum
-        sample.event_count += count
+    keeps_max = True
 
     def combine(self) -> float:
         if not any(s.event_count for s in self._samples):
@@ -205,7 +191,7 @@ class Max(SampledStat):
         return max(s.value for s in self._samples)
 
 
-class WindowedSum(_SumStat):
+class WindowedSum(SampledStat):
     __slots__ = ()
 
     def combine(self) -> float:
