@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from kafka_sink.producer.metrics.registry import Gauge
 
 # Deferred request records applied by the I/O thread itself once this many are waiting, so
-# memory stays bounded when nobody reads the metrics, and one catch-up (about 40 us a request)
-# never holds the I/O thread for more than about 10 ms.
+# memory stays bounded when nobody reads the metrics, and one catch-up (about 3 us a request)
+# never holds the I/O thread for more than about a millisecond.
 _FOLD_AT = 256
 
 PRODUCER_GROUP = "producer-metrics"
