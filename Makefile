@@ -175,7 +175,7 @@ $(PUSHGATEWAY)/.fetched: | $(VENV)/.installed
 .PHONY: bench-producer-metrics
 bench-producer-metrics: setup
 	$(PY) benchmarks/bench_producer.py --clients ours-send,ours-send-nometrics,ours-bulk,ours-bulk-nometrics \
-		--rounds 3 --memory-mib 0
+		--rounds 4 --memory-mib 0
 
 # The I/O thread's cost of recording one Produce request's metrics, in CPU microseconds.
 .PHONY: bench-metrics-recording
