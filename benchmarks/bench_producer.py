@@ -15,8 +15,9 @@ client). Records written are checked against the topic's end offsets.
 ``ours-send-nometrics`` and ``ours-bulk-nometrics`` are the same two clients with the producer's
 metrics recording switched off (the sender and accumulator record nothing): run beside the
 recording ones (``make bench-producer-metrics``), they are the same-run A/B of what recording costs.
-With ``--rounds R`` every client runs R times, the clients alternating within each round, and the
-table keeps each client's best run (``make bench-transactions``: the two bulk clients, 3 rounds).
+With ``--rounds R`` every client runs R times, the clients alternating within each round (in
+reverse order every other round), and the table keeps each client's best run
+(``make bench-transactions``: the two bulk clients, 3 rounds).
 
 Then the bulk path's memory bound: one process sends --memory-mib (default 1024) MiB of keyed
 1000-byte records through a single send_columns() call with the default buffer.memory (32 MiB),
@@ -414,8 +415,9 @@ def main() -> None:
         warm = _measure("confluent-kafka", bootstrap, max(args.records // 2, 1000))
         print(f"  (broker warm-up: {warm['records']:,} records)", flush=True)
         best: dict[str, dict[str, Any]] = {}
-        for _ in range(max(args.rounds, 1)):
-            for client in clients:
+        for round_no in range(max(args.rounds, 1)):
+            # A B, then B A: whichever client runs first in a round uses a little more CPU.
+            for client in clients if round_no % 2 == 0 else clients[::-1]:
                 result = _measure(client, bootstrap, args.records)
                 print(
                     f"  {client}: {result['records'] / result['seconds']:,.0f} records/s "

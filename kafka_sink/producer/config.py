@@ -20,9 +20,10 @@ Invariants:
 - ``delivery.timeout.ms`` covers at least ``linger.ms + request.timeout.ms`` (raised to it when
   not set; a ConfigError when set lower).
 - Plugins (``key.serializer``, ``value.serializer``, ``partitioner.class``,
-  ``interceptor.classes``, ``metrics.reporter``) are import paths or objects; a path is imported
-  and every plugin's shape checked here (``producer.plugins.check_plugin``), but the config keeps
-  the path string, so it pickles, and nothing is instantiated until a producer is built.
+  ``interceptor.classes``, ``metrics.reporter``, ``metric.reporters``) are import paths or
+  objects; a path is imported and every plugin's shape checked here
+  (``producer.plugins.check_plugin``), but the config keeps the path string, so it pickles,
+  and nothing is instantiated until a producer is built.
   ``repr()`` shows a plugin by its path or qualified name.
 """
 
@@ -47,6 +48,7 @@ from kafka_sink.net.config import (
 )
 from kafka_sink.producer.plugins import (
     INTERCEPTORS_KEY,
+    METRIC_REPORTERS_KEY,
     METRICS_REPORTER_KEY,
     check_plugin,
     describe,
@@ -117,8 +119,21 @@ _PRODUCER_KEYS: dict[str, ConfigKey] = {
     METRICS_REPORTER_KEY: ConfigKey(None, _parse_plugin, "metrics_reporter"),
     "metrics.sample.window.ms": ConfigKey(30000, int_in(1, MAX_LONG), "metrics_sample_window_ms"),
     "metrics.num.samples": ConfigKey(2, int_in(1), "metrics_num_samples"),
+    # Java's list form of metrics.reporter: each one is told of every metric too.
+    METRIC_REPORTERS_KEY: ConfigKey((), _parse_plugins, "metric_reporters"),
+    # Java's levels, checked; every metric here is recorded at each of them.
+    "metrics.recording.level": ConfigKey(
+        "INFO", choice("INFO", "DEBUG", "TRACE", upper=True), "metrics_recording_level"
+    ),
 }
-_METRICS_KEYS = frozenset({"metrics.sample.window.ms", "metrics.num.samples"})
+_METRICS_KEYS = frozenset(
+    {
+        "metrics.sample.window.ms",
+        "metrics.num.samples",
+        METRIC_REPORTERS_KEY,
+        "metrics.recording.level",
+    }
+)
 
 _PLUGIN_ATTRS = frozenset(
     {
@@ -127,6 +142,7 @@ _PLUGIN_ATTRS = frozenset(
         "partitioner_class",
         "interceptor_classes",
         "metrics_reporter",
+        "metric_reporters",
     }
 )
 
@@ -167,6 +183,8 @@ class ProducerConfig(ClientConfig):
     transactional_id: str | None
     transaction_timeout_ms: int
     metrics_reporter: object
+    metric_reporters: tuple[object, ...]
+    metrics_recording_level: str
     metrics_sample_window_ms: int
     metrics_num_samples: int
 
@@ -184,8 +202,8 @@ class ProducerConfig(ClientConfig):
     def _shown(self, name: str, value: object) -> object:
         if name not in _PLUGIN_ATTRS or value is None:
             return value
-        if name == "interceptor_classes":
-            return [describe(v) for v in self.interceptor_classes]
+        if name in {"interceptor_classes", "metric_reporters"}:
+            return [describe(v) for v in value]  # type: ignore[attr-defined]
         return describe(value)
 
     @classmethod

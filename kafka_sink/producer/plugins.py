@@ -53,6 +53,7 @@ PARTITIONER_KEY = "partitioner.class"
 INTERCEPTORS_KEY = "interceptor.classes"
 INTERCEPTOR_METHODS = ("on_send", "on_acknowledgement", "close")
 METRICS_REPORTER_KEY = "metrics.reporter"
+METRIC_REPORTERS_KEY = "metric.reporters"  # Java's list form of the same
 REPORTER_METHODS = ("init", "metric_change", "metric_removal", "close")
 
 
@@ -159,7 +160,7 @@ def check_plugin(key: str, spec: object) -> None:
                 f"{key}: {name} defines none of on_send(record), "
                 "on_acknowledgement(metadata, exception), close()"
             )
-    elif key == METRICS_REPORTER_KEY:
+    elif key in {METRICS_REPORTER_KEY, METRIC_REPORTERS_KEY}:
         if inspect.isclass(obj):
             _instance_needs_no_args(key, name, obj)
         elif not callable(obj) and not any(
@@ -336,9 +337,10 @@ class _Reporter:
         return f"MetricsReporter({self.name})"
 
 
-def load_metrics_reporter(spec: object) -> _Reporter:
-    """``metrics.reporter``: a class (made with no arguments), an object with Java's
-    MetricsReporter methods, or a callable told of each metric."""
+def load_metrics_reporter(spec: object, key: str = METRICS_REPORTER_KEY) -> _Reporter:
+    """``metrics.reporter`` (or one of ``metric.reporters``, ``key``): a class (made with no
+    arguments), an object with Java's MetricsReporter methods, or a callable told of each
+    metric."""
     name = describe(spec)
-    obj = _target(METRICS_REPORTER_KEY, spec)
-    return _Reporter(name, _instantiate(METRICS_REPORTER_KEY, name, obj))
+    obj = _target(key, spec)
+    return _Reporter(name, _instantiate(key, name, obj))

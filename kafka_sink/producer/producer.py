@@ -93,6 +93,8 @@ from kafka_sink.producer.metrics import (
 )
 from kafka_sink.producer.partitioner import BuiltInPartitioner, partitions_with_leader
 from kafka_sink.producer.plugins import (
+    METRIC_REPORTERS_KEY,
+    METRICS_REPORTER_KEY,
     CustomPartitioner,
     Serializer,
     load_interceptors,
@@ -180,11 +182,14 @@ class KafkaProducer:
         self._metrics = ProducerMetrics(
             MetricConfig(cfg.metrics_num_samples, cfg.metrics_sample_window_ms),
             self._clock,
-            reporters=(
-                ()
-                if cfg.metrics_reporter is None
-                else (load_metrics_reporter(cfg.metrics_reporter),)
-            ),
+            reporters=[
+                load_metrics_reporter(spec, key)
+                for key, specs in (
+                    (METRICS_REPORTER_KEY, (cfg.metrics_reporter,) if cfg.metrics_reporter else ()),
+                    (METRIC_REPORTERS_KEY, cfg.metric_reporters),
+                )
+                for spec in specs
+            ],
             # Real time in nanoseconds, or the test's clock (milliseconds) scaled.
             nanos=time.perf_counter_ns if clock is None else None,
         )
@@ -297,15 +302,7 @@ class KafkaProducer:
 
     def _register_gauges(self) -> None:
         acc = self._accumulator
-        network = self._network
         metadata = self._metadata
-
-        def in_flight(_config: MetricConfig, _now_ms: int) -> float:
-            # The I/O thread may add a node while this counts: count again then.
-            for _ in range(3):
-                with contextlib.suppress(RuntimeError):
-                    return float(network.in_flight_count())
-            return float("nan")
 
         def metadata_age(_config: MetricConfig, now_ms: int) -> float:
             age = metadata.ms_since_successful_update(now_ms)
@@ -323,11 +320,6 @@ class KafkaProducer:
             "The total amount of buffer memory that is not being used (either unallocated or in "
             "the free list).",
             lambda _c, _n: float(acc.available_memory),
-        )
-        add(
-            "requests-in-flight",
-            "The current number of in-flight requests awaiting a response.",
-            in_flight,
         )
         add(
             "metadata-age",

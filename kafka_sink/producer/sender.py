@@ -476,6 +476,8 @@ class Sender:
         response: ClientResponse,
     ) -> None:
         now_ms = response.received_ms
+        if self.metrics is not None:
+            self.metrics.record_completed()
         in_flight = self._in_flight_batches.get(node_id)
         if in_flight:
             ids = {id(b) for b in batch_map.values()}
@@ -507,13 +509,14 @@ class Sender:
                 node_id, response.request_latency_ms, body.throttle_time_ms, now_ms
             )
         remaining = dict(batch_map)
+        acked: list[tuple[ProducerBatch, int, int]] = []
         for topic_response in body.responses:
             for p in topic_response.partition_responses:
                 batch = remaining.pop((topic_response.name, p.index), None)  # type: ignore[arg-type]
                 if batch is None:
                     continue
                 if p.error_code == 0:
-                    self._complete_batch(batch, p.base_offset, p.log_append_time_ms)
+                    acked.append((batch, p.base_offset, p.log_append_time_ms))
                     continue
                 message = p.error_message
                 if p.record_errors:
@@ -525,6 +528,13 @@ class Sender:
                 err = error_for_code(p.error_code, message)
                 assert err is not None
                 self._complete_batch_error(batch, err, now_ms, p, body)
+        if acked:
+            if self.metrics is not None:
+                # Counted for the whole response at once, and before any batch completes: a
+                # caller woken by its batch (flush) finds it in metrics_snapshot().
+                self.metrics.record_acked_many([b for b, _, _ in acked if not b.is_done()])
+            for batch, base_offset, log_append_ms in acked:
+                self._complete_batch(batch, base_offset, log_append_ms, counted=True)
         for batch in remaining.values():
             self._complete_batch_error(
                 batch,
@@ -538,14 +548,17 @@ class Sender:
 
     # -- completion -----------------------------------------------------------------------
 
-    def _complete_batch(self, batch: ProducerBatch, base_offset: int, log_append_ms: int) -> None:
+    def _complete_batch(
+        self, batch: ProducerBatch, base_offset: int, log_append_ms: int, *, counted: bool = False
+    ) -> None:
+        """Complete an acknowledged batch; ``counted``: its ack is in the metrics already."""
         tm = self.transaction_manager
         if tm is not None:
             tm.handle_completed_batch(batch)
+        if not counted and self.metrics is not None and not batch.is_done():
+            self.metrics.record_acked_many((batch,))  # before done() wakes a waiter
         if batch.done(base_offset, log_append_ms, None):
             self.accumulator.deallocate(batch)
-            if self.metrics is not None:
-                self.metrics.record_acked(batch)
         if self.guarantee_message_order:
             self.accumulator.unmute(batch.tp)
 

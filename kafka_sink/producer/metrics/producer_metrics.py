@@ -12,8 +12,12 @@ Invariants:
   recording each batch: Java records each).
 - The I/O thread only sums a request's batches and appends the sums to a queue; they reach the
   sensors, in the order recorded and with their own times (so with the same windows as if
-  recorded at once), when any metric is read or once ``_FOLD_AT`` wait. Retries, errors and
+  recorded at once), when any metric is read or once ``_FOLD_AT`` wait. A fold sums each
+  sensor's records while none of its windows can move (``Sensor.accumulate``) and records the
+  sums once at its end: the same samples, a few additions per request. Retries, errors and
   splits (rare) and the snapshot counters are recorded at once.
+- The acknowledged batches of one response are counted in the snapshot counters together, under
+  one lock, before any of them completes (a caller woken by its batch sees it counted).
 - As in Java, what a request sends is recorded when it is sent (``record-send-*``, ``batch-size``,
   ``compression-rate``, ``record-queue-time``, ``record-size``, ``records-per-request``, a retried
   batch again), latency and throttle time when it is answered, retries and errors per batch
@@ -23,7 +27,6 @@ Invariants:
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -38,8 +41,8 @@ if TYPE_CHECKING:
     from kafka_sink.producer.metrics.registry import Gauge
 
 # Deferred request records applied by the I/O thread itself once this many are waiting, so
-# memory stays bounded when nobody reads the metrics, and one catch-up (about 40 us a request)
-# never holds the I/O thread for more than about 10 ms.
+# memory stays bounded when nobody reads the metrics, and one catch-up (about 3 us a request)
+# never holds the I/O thread for more than about a millisecond.
 _FOLD_AT = 256
 
 PRODUCER_GROUP = "producer-metrics"
@@ -219,10 +222,19 @@ class ProducerMetrics:
         # What each request recorded, applied to the sensors when a metric is read (or every
         # _FOLD_AT entries): the I/O thread only appends (deque appends are thread safe).
         self._deferred: deque[tuple[Callable[..., None], tuple[object, ...]]] = deque()
-        # One reentrant lock for folding and for creating a topic's or node's sensors: a
-        # reporter told of a new metric may read it (and so fold) from inside either.
-        self._fold_lock = threading.RLock()
+        # The registry's (reentrant) lock, for folding and for creating a topic's or node's
+        # sensors: a reporter told of a new metric may read it (and so fold) from inside either,
+        # and a fold takes it once for all the sensors it records.
+        self._fold_lock = self.registry.lock
         self.registry.before_read = self.fold
+        # Produce requests sent and not yet completed: written by the I/O thread only (one int,
+        # so a reader on another thread never sees a map change under it).
+        self.requests_in_flight = 0
+        self.add_gauge(
+            "requests-in-flight",
+            "The current number of in-flight requests awaiting a response.",
+            lambda _config, _now_ms: float(self.requests_in_flight),
+        )
 
     # -- gauges (registered by the facade, which knows the accumulator, network and metadata) --
 
@@ -256,6 +268,9 @@ class ProducerMetrics:
             while deferred:
                 apply, args = deferred.popleft()
                 apply(*args)
+            # Pending sums reach the stats before anything reads them (a reporter reading from
+            # inside a fold flushes what the outer fold summed so far, too).
+            self.registry.flush_pending()
 
     def _defer(self, apply: Callable[..., None], args: tuple[object, ...]) -> None:
         self._deferred.append((apply, args))
@@ -264,6 +279,7 @@ class ProducerMetrics:
 
     def record_sent(self, node_id: int, batches: Iterable[ProducerBatch], now_ms: int) -> None:
         """A Produce request with ``batches`` (encoded, stamped) goes to ``node_id``."""
+        self.requests_in_flight += 1
         n = 0
         records = 0
         size_sum = size_max = 0
@@ -275,24 +291,28 @@ class ProducerMetrics:
             sealed = batch.sealed
             if sealed is None or batch.encoded is None:
                 continue  # failed to encode: not sent
+            count = batch.record_count
             size = sealed.size_bytes
             ratio = size / (sealed.uncompressed_size_bytes or size)
             queue = batch.drained_ms - batch.created_ms
             largest = sealed.max_record_size
             n += 1
-            records += batch.record_count
+            records += count
             size_sum += size
-            size_max = max(size_max, size)
             ratio_sum += ratio
             queue_sum += queue
-            queue_max = max(queue_max, queue)
             record_size_sum += largest
-            record_size_max = max(record_size_max, largest)
+            if size > size_max:  # noqa: PLR1730 - a branch is cheaper than max()
+                size_max = size
+            if queue > queue_max:  # noqa: PLR1730 - a branch is cheaper than max()
+                queue_max = queue
+            if largest > record_size_max:  # noqa: PLR1730 - a branch is cheaper than max()
+                record_size_max = largest
             t = per_topic.get(batch.topic)
             if t is None:
-                per_topic[batch.topic] = [batch.record_count, size, ratio, 1]
+                per_topic[batch.topic] = [count, size, ratio, 1]
             else:
-                t[0] += batch.record_count
+                t[0] += count
                 t[1] += size
                 t[2] += ratio
                 t[3] += 1
@@ -330,19 +350,26 @@ class ProducerMetrics:
         record_size_max: int,
         per_topic: dict[str, list[float]],
     ) -> None:
+        # Under registry.lock (fold): summed per sensor while no window moves, recorded at
+        # the end of the fold.
         for topic, (t_records, t_bytes, t_ratio, t_batches) in per_topic.items():
             sensors = self._topic(topic)
-            sensors.records.record_many(t_records, int(t_batches), t_records, now_ms)
-            sensors.bytes.record_many(t_bytes, int(t_batches), t_bytes, now_ms)
-            sensors.compression.record_many(t_ratio, int(t_batches), t_ratio, now_ms)
-        self._batch_size.record_many(size_sum, n, size_max, now_ms)
-        self._queue_time.record_many(queue_sum, n, queue_max, now_ms)
-        self._compression.record_many(ratio_sum, n, ratio_sum, now_ms)
-        self._record_size.record_many(record_size_sum, n, record_size_max, now_ms)
-        self._records_per_request.record(records, now_ms)
+            batches = int(t_batches)
+            sensors.records.accumulate(t_records, batches, t_records, now_ms)
+            sensors.bytes.accumulate(t_bytes, batches, t_bytes, now_ms)
+            sensors.compression.accumulate(t_ratio, batches, t_ratio, now_ms)
+        self._batch_size.accumulate(size_sum, n, size_max, now_ms)
+        self._queue_time.accumulate(queue_sum, n, queue_max, now_ms)
+        self._compression.accumulate(ratio_sum, n, ratio_sum, now_ms)
+        self._record_size.accumulate(record_size_sum, n, record_size_max, now_ms)
+        self._records_per_request.accumulate(records, 1, records, now_ms)
         node = self._node(node_id)
-        node.requests.record(1.0, now_ms)
-        node.sent_bytes.record(size_sum, now_ms)
+        node.requests.accumulate(1.0, 1, 1.0, now_ms)
+        node.sent_bytes.accumulate(size_sum, 1, size_sum, now_ms)
+
+    def record_completed(self) -> None:
+        """A Produce request left flight: answered, failed, timed out, or written (acks=0)."""
+        self.requests_in_flight -= 1
 
     def record_answered(
         self, node_id: int, latency_ms: int, throttle_time_ms: int, now_ms: int
@@ -354,20 +381,15 @@ class ProducerMetrics:
     def _apply_answered(
         self, node_id: int, latency_ms: int, throttle_time_ms: int, now_ms: int
     ) -> None:
-        self._request_time.record(latency_ms, now_ms)
-        self._throttle.record(throttle_time_ms, now_ms)
+        self._request_time.accumulate(latency_ms, 1, latency_ms, now_ms)
+        self._throttle.accumulate(throttle_time_ms, 1, throttle_time_ms, now_ms)
         node = self._node(node_id)
-        node.responses.record(1.0, now_ms)
-        node.latency.record(latency_ms, now_ms)
+        node.responses.accumulate(1.0, 1, 1.0, now_ms)
+        node.latency.accumulate(latency_ms, 1, latency_ms, now_ms)
 
-    def record_acked(self, batch: ProducerBatch) -> None:
-        sealed = batch.sealed
-        if sealed is None:
-            return
-        size = sealed.size_bytes
-        self.counters.acked(
-            batch.tp, batch.record_count, sealed.uncompressed_size_bytes or size, size
-        )
+    def record_acked_many(self, batches: Iterable[ProducerBatch]) -> None:
+        """The broker acknowledged ``batches`` (one response's): one lock for all of them."""
+        self.counters.acked_batches(batches)
 
     def record_retry(self, batch: ProducerBatch, now_ms: int) -> None:
         count = batch.record_count

@@ -8,9 +8,11 @@ removed (``init`` with what exists, ``metric_change``, ``metric_removal``, ``clo
 
 Invariants:
 - A metric name is registered once: a second one raises ValueError (Java's rule).
-- A sensor records under its own lock (one per sensor, as Java's synchronized ``record``), so
-  the producer's I/O thread and the user's thread can record and read concurrently; a metric
-  reads its stat under the lock of the sensor that owns it.
+- One reentrant lock per registry (``Metrics.lock``) guards every stat: a sensor records under
+  it and a metric measures under it, so the producer's I/O thread and the user's thread can
+  record and read concurrently. Java locks per sensor; one lock lets an owner that records many
+  sensors at once take it once (``Sensor.record_locked`` inside ``with registry.lock``), and
+  recording is never slow enough for the coarser lock to be contended.
 - A reporter that raises is logged and never breaks the producer.
 - Reading a metric first calls ``before_read`` (when set), so records an owner defers are in
   the sensors before anything is measured.
@@ -19,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -67,14 +70,13 @@ class KafkaMetric:
         self,
         metric_name: MetricName,
         registry: Metrics,
-        lock: threading.Lock,
         *,
         stat: MeasurableStat | None = None,
         gauge: Gauge | None = None,
     ) -> None:
         self.metric_name = metric_name
         self._registry = registry
-        self._lock = lock
+        self._lock = registry.lock
         self._config = registry.config
         self._clock = registry.clock
         self._stat = stat
@@ -106,21 +108,42 @@ class MetricsReporter(Protocol):
 
 
 class Sensor:
-    """Records a value into every stat added to it, under one lock."""
+    """Records a value into every stat added to it, under the registry's lock."""
 
-    __slots__ = ("_clock", "_config", "_lock", "_stats", "name", "registry")
+    __slots__ = (
+        "_clock",
+        "_config",
+        "_lock",
+        "_pending",
+        "_pending_max",
+        "_pending_ms",
+        "_pending_total",
+        "_stats",
+        "_window_end_ms",
+        "name",
+        "registry",
+    )
 
     def __init__(self, registry: Metrics, name: str) -> None:
         self.registry = registry
         self.name = name
         self._config = registry.config
         self._clock = registry.clock
-        self._lock = threading.Lock()
+        self._lock = registry.lock
+        # What recording updates: a Rate's windowed stat directly (one call less per record).
         self._stats: list[MeasurableStat] = []
+        # What ``accumulate`` summed and ``flush`` has not recorded yet (count, total, maximum,
+        # the first one's time), and until when summing is exact (see window_end_ms).
+        self._pending = 0
+        self._pending_total = 0.0
+        self._pending_max = -math.inf
+        self._pending_ms = 0
+        self._window_end_ms = -math.inf
 
     def add(self, metric_name: MetricName, stat: MeasurableStat) -> Sensor:
-        self.registry.register(KafkaMetric(metric_name, self.registry, self._lock, stat=stat))
-        self._stats.append(stat)
+        self.registry.register(KafkaMetric(metric_name, self.registry, stat=stat))
+        self._stats.append(stat.recorded)
+        self._window_end_ms = -math.inf
         return self
 
     def add_meter(
@@ -144,10 +167,45 @@ class Sensor:
             return
         if now_ms is None:
             now_ms = self._clock.now_ms()
-        config = self._config
         with self._lock:
-            for stat in self._stats:
-                stat.record_many(config, total, count, maximum, now_ms)
+            self.record_locked(total, count, maximum, now_ms)
+
+    def record_locked(self, total: float, count: int, maximum: float, now_ms: int) -> None:
+        """``record_many`` for a caller already holding ``registry.lock`` (``count`` > 0)."""
+        config = self._config
+        for stat in self._stats:
+            stat.record_many(config, total, count, maximum, now_ms)
+
+    def accumulate(self, total: float, count: int, maximum: float, now_ms: int) -> None:
+        """``record_locked``, summed with the sensor's other pending records while no window of
+        its stats can move, so a run of records costs a few additions each and one record.
+        The caller holds ``registry.lock`` and calls ``registry.flush_pending()`` before
+        releasing it (and before anything reads the stats)."""
+        if now_ms < self._window_end_ms:
+            if not self._pending:
+                self._pending_ms = now_ms
+                self.registry.pending.append(self)
+            self._pending += count
+            self._pending_total += total
+            if maximum > self._pending_max:  # noqa: PLR1730 - a branch is cheaper than max()
+                self._pending_max = maximum
+            return
+        self.flush()
+        self.record_locked(total, count, maximum, now_ms)
+        config = self._config
+        self._window_end_ms = min(
+            (stat.window_end_ms(config) for stat in self._stats), default=math.inf
+        )
+
+    def flush(self) -> None:
+        """Record what ``accumulate`` summed (under ``registry.lock``)."""
+        if self._pending:
+            self.record_locked(
+                self._pending_total, self._pending, self._pending_max, self._pending_ms
+            )
+            self._pending = 0
+            self._pending_total = 0.0
+            self._pending_max = -math.inf
 
 
 class Metrics:
@@ -161,10 +219,14 @@ class Metrics:
     ) -> None:
         self.config = config
         self.clock = clock
-        self._lock = threading.Lock()
+        # Guards every stat of every sensor, and the registry's own maps (reentrant: a reporter
+        # told of a new metric may read it from inside ``register``).
+        self.lock = threading.RLock()
         self._metrics: dict[MetricName, KafkaMetric] = {}
         self._sensors: dict[str, Sensor] = {}
         self._reporters = list(reporters or ())
+        # Sensors holding sums ``Sensor.accumulate`` has yet to record (under ``lock``).
+        self.pending: list[Sensor] = []
         # Called before any metric is measured: brings deferred records into the sensors.
         self.before_read: Callable[[], None] | None = None
         for reporter in self._reporters:
@@ -172,20 +234,26 @@ class Metrics:
 
     def sensor(self, name: str) -> Sensor:
         """The sensor called ``name``, created on first use."""
-        with self._lock:
+        with self.lock:
             sensor = self._sensors.get(name)
             if sensor is None:
                 sensor = self._sensors[name] = Sensor(self, name)
             return sensor
 
+    def flush_pending(self) -> None:
+        """Record every sensor's accumulated sums (under ``lock``)."""
+        pending = self.pending
+        while pending:
+            pending.pop().flush()
+
     def get_sensor(self, name: str) -> Sensor | None:
         return self._sensors.get(name)
 
     def add_gauge(self, metric_name: MetricName, gauge: Gauge) -> None:
-        self.register(KafkaMetric(metric_name, self, threading.Lock(), gauge=gauge))
+        self.register(KafkaMetric(metric_name, self, gauge=gauge))
 
     def register(self, metric: KafkaMetric) -> None:
-        with self._lock:
+        with self.lock:
             if metric.metric_name in self._metrics:
                 raise ValueError(f"a metric named {metric.metric_name} is already registered")
             self._metrics[metric.metric_name] = metric
@@ -196,7 +264,7 @@ class Metrics:
         """Every metric registered, after ``before_read`` (which may register more)."""
         if self.before_read is not None:
             self.before_read()
-        with self._lock:
+        with self.lock:
             return dict(self._metrics)
 
     def close(self) -> None:

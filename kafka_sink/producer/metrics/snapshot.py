@@ -1,13 +1,14 @@
 """Cumulative producer totals and their snapshots: what one Spark task's write did, as a delta.
 
-Role: :class:`SnapshotCounters` is fed by the sender (once per acknowledged or failed batch, once
-per answered Produce request); ``take`` copies it into an immutable
-:class:`ProducerMetricsSnapshot`, and ``later.minus(earlier)`` is what happened in between.
+Role: :class:`SnapshotCounters` is fed by the sender (once per response for the batches it
+acknowledged, before they complete; once per failed batch and per answered Produce request);
+``take`` copies it into an immutable :class:`ProducerMetricsSnapshot`, and
+``later.minus(earlier)`` is what happened in between.
 
 Invariants:
 - Counters only grow; maxima are the largest value since the last snapshot taken with
   ``reset_maxima=True`` (or since the producer started).
-- One small lock guards the counters: the sender takes it once per batch outcome or response,
+- One small lock guards the counters: the sender takes it once per response or failed batch,
   ``take`` once per snapshot; a snapshot is consistent (never half of an update).
 - ``minus``: counters and sums subtracted; a partition absent from ``earlier`` is kept whole; a
   partition with no change is dropped; maxima are ``self``'s.
@@ -16,8 +17,12 @@ Invariants:
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka_sink.producer.batch import ProducerBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +104,19 @@ class SnapshotCounters:
             counters = self._partitions[tp] = [0, 0, 0, 0, 0, 0]
         return counters
 
-    def acked(self, tp: tuple[str, int], records: int, uncompressed: int, compressed: int) -> None:
+    def acked_batches(self, batches: Iterable[ProducerBatch]) -> None:
+        """``acked`` for each batch (its sealed sizes), under one lock."""
         with self._lock:
-            c = self._counters(tp)
-            c[RECORDS] += records
-            c[UNCOMPRESSED] += uncompressed
-            c[COMPRESSED] += compressed
-            c[BATCHES] += 1
+            for batch in batches:
+                sealed = batch.sealed
+                if sealed is None:
+                    continue
+                c = self._counters(batch.tp)
+                size = sealed.size_bytes
+                c[RECORDS] += batch.record_count
+                c[UNCOMPRESSED] += sealed.uncompressed_size_bytes or size
+                c[COMPRESSED] += size
+                c[BATCHES] += 1
 
     def add(self, tp: tuple[str, int], index: int, records: int) -> None:
         """Count ``records`` under ``index`` (ERRORS or RETRIES)."""

@@ -15,7 +15,12 @@ Invariants (each is Java's ``SampledStat`` rule):
 - ``Rate`` divides its windowed sum by the elapsed span from the oldest sample's start to
   ``now``, in seconds, never less than ``samples - 1`` full windows (so a first burst is not
   divided by a few milliseconds) and never less than 1 ms.
-- Callers hold the sensor's lock; nothing here is thread safe by itself.
+- Callers hold the registry's lock; nothing here is thread safe by itself.
+- ``record_many`` of ``count`` events summing to ``total`` (the largest ``maximum``) at one
+  ``now_ms`` leaves every stat exactly as recording each event would; a sampled stat updates
+  its current sample inline and only calls out when the window moves.
+- ``window_end_ms``: records before it (and after the stat's last record) may be summed into one
+  ``record_many`` with the same result (``Value``, which keeps the last, never allows it).
 """
 
 from __future__ import annotations
@@ -58,6 +63,18 @@ class MeasurableStat:
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         raise NotImplementedError
 
+    @property
+    def recorded(self) -> MeasurableStat:
+        """The stat a sensor records into for this one (itself, but a Rate's windowed stat)."""
+        return self
+
+    def window_end_ms(self, config: MetricConfig) -> float:
+        """Until when (exclusive) a record leaves this stat's state the same whatever its
+        ``now_ms`` (no window moves): records before then may be summed and recorded as one.
+        Only ever too early, never too late: a window only moves forward. A time-independent
+        stat says +inf; the default, -inf, never lets records be summed."""
+        return -math.inf
+
 
 class _Sample:
     __slots__ = ("event_count", "last_window_ms", "value")
@@ -74,10 +91,14 @@ class _Sample:
 
 
 class SampledStat(MeasurableStat):
-    """Java's SampledStat: a ring of samples, each one ``time_window_ms`` long."""
+    """Java's SampledStat: a ring of samples, each one ``time_window_ms`` long.
+
+    ``record_many`` is on the I/O thread's path: it updates the current sample inline and calls
+    :meth:`_roll` only when the window moves (once per ``time_window_ms``)."""
 
     __slots__ = ("_current", "_samples")
     initial_value = 0.0
+    keeps_max = False  # a sample keeps the largest value recorded, not their sum
 
     def __init__(self) -> None:
         self._samples: list[_Sample] = []
@@ -87,22 +108,44 @@ class SampledStat(MeasurableStat):
         self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
     ) -> None:
         samples = self._samples
-        if not samples:
-            samples.append(_Sample(self.initial_value, now_ms))
-        sample = samples[self._current]
-        if now_ms - sample.last_window_ms >= config.time_window_ms:
-            self._current = (self._current + 1) % config.samples
-            if self._current >= len(samples):
-                sample = _Sample(self.initial_value, now_ms)
-                samples.append(sample)
-            else:
-                sample = samples[self._current]
-                sample.reset(self.initial_value, now_ms)
-        self.update(sample, total, count, maximum)
+        if samples:
+            sample = samples[self._current]
+            if now_ms - sample.last_window_ms >= config.time_window_ms:
+                sample = self._roll(config, now_ms)
+        else:
+            sample = self._roll(config, now_ms)
+        if self.keeps_max:
+            if maximum > sample.value:  # noqa: PLR1730 - a branch is cheaper than max()
+                sample.value = maximum
+        else:
+            sample.value += total
         sample.event_count += count
 
-    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
-        raise NotImplementedError
+    def _roll(self, config: MetricConfig, now_ms: int) -> _Sample:
+        """The sample ``now_ms`` records into when the current one is a window old (or none
+        exists yet): the next slot, reset (or made) at ``now_ms``."""
+        samples = self._samples
+        if not samples:
+            sample = _Sample(self.initial_value, now_ms)
+            samples.append(sample)
+            return sample
+        sample = samples[self._current]
+        if now_ms - sample.last_window_ms < config.time_window_ms:
+            return sample
+        self._current = (self._current + 1) % config.samples
+        if self._current >= len(samples):
+            sample = _Sample(self.initial_value, now_ms)
+            samples.append(sample)
+        else:
+            sample = samples[self._current]
+            sample.reset(self.initial_value, now_ms)
+        return sample
+
+    def window_end_ms(self, config: MetricConfig) -> float:
+        samples = self._samples
+        if not samples:
+            return -math.inf
+        return samples[self._current].last_window_ms + config.time_window_ms
 
     def purge_obsolete_samples(self, config: MetricConfig, now_ms: int) -> None:
         expire_age = config.samples * config.time_window_ms
@@ -128,9 +171,6 @@ class Avg(SampledStat):
 
     __slots__ = ()
 
-    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
-        sample.value += total
-
     def combine(self) -> float:
         count = sum(s.event_count for s in self._samples)
         if count == 0:
@@ -143,9 +183,7 @@ class Max(SampledStat):
 
     __slots__ = ()
     initial_value = -math.inf
-
-    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
-        sample.value = max(sample.value, maximum)
+    keeps_max = True
 
     def combine(self) -> float:
         if not any(s.event_count for s in self._samples):
@@ -156,9 +194,6 @@ class Max(SampledStat):
 class WindowedSum(SampledStat):
     __slots__ = ()
 
-    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
-        sample.value += total
-
     def combine(self) -> float:
         return sum(s.value for s in self._samples)
 
@@ -168,8 +203,10 @@ class WindowedCount(WindowedSum):
 
     __slots__ = ()
 
-    def update(self, sample: _Sample, total: float, count: int, maximum: float) -> None:
-        sample.value += count
+    def record_many(
+        self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
+    ) -> None:
+        super().record_many(config, count, count, maximum, now_ms)
 
 
 class Rate(MeasurableStat):
@@ -184,6 +221,10 @@ class Rate(MeasurableStat):
         self, config: MetricConfig, total: float, count: int, maximum: float, now_ms: int
     ) -> None:
         self._stat.record_many(config, total, count, maximum, now_ms)
+
+    @property
+    def recorded(self) -> MeasurableStat:
+        return self._stat
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         value = self._stat.measure(config, now_ms)
@@ -213,6 +254,9 @@ class CumulativeSum(MeasurableStat):
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         return self._total
+
+    def window_end_ms(self, config: MetricConfig) -> float:
+        return math.inf
 
 
 class CumulativeCount(CumulativeSum):
