@@ -95,6 +95,7 @@ from kafka_sink.spark.eos.aborted import count_unfinished, not_known
 from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
 from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
+from kafka_sink.spark.eos.outcomes import OutcomeReader, marker_reader, settle_lost
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import fence_disabled, pause_commit
@@ -178,6 +179,9 @@ class TaskTransaction:
     partition_id: int
     transaction: PreparedTransaction
     fingerprint: Fingerprint | None = None
+    #: Per topic-partition, the first offset the task's writes were acknowledged at (where a
+    #: commit whose outcome the coordinator forgot is read from: ``outcomes.py``).
+    first_offsets: tuple[tuple[TopicPartition, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,8 @@ class TransactionOps:
     ``init(id, transaction_timeout_ms)`` is InitProducerId (taking a query's fence).
     ``producers(partitions)`` is each partition leader's producer state and log end offset
     (``admin/producers.py``); without it an abort cannot count what unfinished tasks wrote.
+    ``outcome(prepared, first_offsets)`` reads a transaction's COMMIT or ABORT marker from its
+    partitions (``admin/control_records.py``); without it a refused commit is always lost.
     """
 
     complete: Callable[[PreparedTransaction, bool], object]
@@ -208,6 +214,7 @@ class TransactionOps:
     producers: (
         Callable[[Sequence[TopicPartition]], Mapping[TopicPartition, PartitionProducers]] | None
     ) = None
+    outcome: OutcomeReader | None = None
 
 
 def _key(t: PreparedTransaction) -> tuple[str, int, int]:
@@ -771,6 +778,10 @@ class EosCommitter:
             )
             self.sleep_ms(_backoff_ms(attempt))
             attempt += 1
+        # A refused commit may be one applied before its id moved on: its marker tells.
+        _, lost = settle_lost(
+            lost, lambda t: t.transaction, lambda t: dict(t.first_offsets), self.ops.outcome
+        )
         return lost
 
     def _end_each(
@@ -1099,6 +1110,7 @@ def listing_ops(
         describe=describe,
         init=init,
         producers=producers,
+        outcome=marker_reader(config, timeout_s),
     )
 
 
