@@ -70,6 +70,10 @@ Invariants:
   and the ones lost. A partition recorded committed is never written again by a re-run that
   commits: a re-run commits only when each committed partition's task skipped with an equal
   fingerprint.
+- A commit refused because its id moved on (an earlier EndTxn of it applied, its answer lost,
+  then another InitProducerId) is not taken as lost before its partitions are asked: a COMMIT
+  marker makes it committed (``outcomes.py``); only an ABORT marker, or none that can be read,
+  leaves it lost.
 - Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
   the verification's by ``transaction.timeout.ms`` since the commit began; each call of the ops
   by the ops' own deadline.
