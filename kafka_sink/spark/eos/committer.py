@@ -376,6 +376,11 @@ class EosCommitter:
                     if t.fingerprint is not None
                 },
                 committed=earlier,
+                first_offsets={
+                    t.transaction.transactional_id: t.first_offsets
+                    for t in tasks
+                    if t.first_offsets
+                },
             )
             self._write_intent(intent)
         except SinkIntentUnknownError:
@@ -677,7 +682,12 @@ class EosCommitter:
         intent lost so that the batch's re-run writes and commits it again)."""
         wait = self.transaction_timeout_ms if wait_ms is None else wait_ms
         tasks = [
-            TaskTransaction(self._partition_of(t), t, record.fingerprints.get(t.transactional_id))
+            TaskTransaction(
+                self._partition_of(t),
+                t,
+                record.fingerprints.get(t.transactional_id),
+                record.first_offsets.get(t.transactional_id, ()),
+            )
             for t in record.transactions
         ]
         lost = self._commit_all(record.batch_id, tasks, until_ms=self.clock.now_ms() + wait)

@@ -20,7 +20,13 @@ from kafka_sink.spark.eos.committer import (
     SinkTransactionLostError,
     TransactionOps,
 )
-from kafka_sink.spark.eos.intents import INTENT, BatchRecord
+from kafka_sink.spark.eos.intents import (
+    DONE,
+    INTENT,
+    BatchRecord,
+    record_from_json,
+    record_to_json,
+)
 from tests.fakes.coordinator import (
     COORDINATOR_NOT_AVAILABLE,
     LOST_ANSWER,
@@ -271,3 +277,25 @@ def test_only_refused_commits_are_read_from_their_partitions() -> None:
     c = committer(coord, FaultyStore())
     assert c.commit(BATCH, run_tasks(coord, BATCH)) == COMMITTED
     assert not [call for call in coord.calls if call[0] == "outcome"]
+
+
+def test_a_recorded_commit_finished_after_its_id_moved_on_reads_the_marker_too() -> None:
+    coord = FakeCoordinator()
+    store = FaultyStore()
+    c = committer(coord, store)
+    tasks = run_tasks(coord, BATCH)
+    tid = f"{PREFIX}-1-0"
+    # Partition 1's commit is applied, its answer lost, and its retry refused for a cause that
+    # does not clear: the intent stays unfinished. Then a stale attempt moves the id on, and the
+    # next planning (a restarted driver) finishes the intent.
+    coord.script("end_txn", NONE, LOST_ANSWER, NONE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    with pytest.raises(SinkCommitIncompleteError):
+        c.commit(BATCH, tasks)
+    coord.init_producer_id(tid)
+    intent = store.last("q1")
+    assert intent is not None and record_from_json(record_to_json(intent)) == intent
+
+    done = committer(coord, store).recover()
+
+    assert done is not None and done.state == DONE
+    assert visible_counts(coord) == expected_rows([BATCH])
