@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from kafka_sink.admin.client import Deadline
 from kafka_sink.admin.topic_log import TopicLog
@@ -37,8 +36,6 @@ from kafka_sink.errors import KafkaError, error_for_code
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.records.batch import read_batches
 from kafka_sink.records.fetched import CONTROL_TYPE_COMMIT, complete_batches_size, control_type
-from kafka_sink.wire.api import ApiKey
-from kafka_sink.wire.messages import FetchRequest
 from kafka_sink.wire.messages.fetch import FetchResponse
 from kafka_sink.wire.messages.list_offsets import READ_UNCOMMITTED
 
@@ -48,9 +45,6 @@ __all__ = [
     "marker_after",
     "scan_for_outcome",
 ]
-
-_LAST_NAMED_FETCH_VERSION = 12
-_FETCH_MAX_BYTES = 1024 * 1024
 
 
 class TransactionOutcomeUnknownError(KafkaError):
@@ -173,34 +167,4 @@ class ControlRecordReader(TopicLog):
     def _fetch_uncommitted(
         self, tp: TopicPartition, deadline: Deadline, offset: int
     ) -> FetchResponse.PartitionData:
-        topic, partition = tp
-        leader, epoch = self._leader(topic, partition, deadline)
-        version = min(
-            self.client.api_version(leader, ApiKey.FETCH, deadline), _LAST_NAMED_FETCH_VERSION
-        )
-        request = FetchRequest(
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=_FETCH_MAX_BYTES,
-            topics=[
-                FetchRequest.FetchTopic(
-                    topic=topic,
-                    partitions=[
-                        FetchRequest.FetchPartition(
-                            partition=partition,
-                            current_leader_epoch=epoch,
-                            fetch_offset=offset,
-                            partition_max_bytes=_FETCH_MAX_BYTES,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            isolation_level=READ_UNCOMMITTED,
-        )
-        response: Any = self.client.request(leader, request, deadline, version)
-        error = error_for_code(response.error_code)
-        if error is not None:
-            raise error
-        answer: FetchResponse.PartitionData = response.responses[0].partitions[0]
-        return answer
+        return self._fetch_partition(tp[0], tp[1], offset, deadline, READ_UNCOMMITTED)[1]
