@@ -91,6 +91,7 @@ from kafka_sink.wire.messages import (
     ProduceRequest,
 )
 from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_TOPIC
+from kafka_sink.wire.messages.fetch import FetchResponse
 from kafka_sink.wire.messages.list_offsets import LATEST_TIMESTAMP, READ_COMMITTED
 
 __all__ = ["ProducerState", "TopicLog"]
@@ -451,6 +452,27 @@ class TopicLog:
         self, topic: str, partition: int, offset: int, end: int, deadline: Deadline
     ) -> tuple[list[Record], int]:
         """Records from ``offset`` and the offset after them, from a leader that has ``end``."""
+        leader, data = self._fetch_partition(topic, partition, offset, deadline, READ_COMMITTED)
+        try:
+            fetched = fetched_records(data, offset, read_committed=True, topic=topic)
+        except OffsetOutOfRangeError:
+            if offset >= data.log_start_offset >= 0 or data.log_start_offset < 0:
+                raise
+            return [], data.log_start_offset  # compaction or retention moved the start
+        if fetched.high_watermark < end:
+            # Its log is shorter than the one ListOffsets saw: what it lacks may hold the newest
+            # record, so this answer must not end the read.
+            raise _behind(topic, partition, leader, fetched.high_watermark, end)
+        if fetched.next_offset == offset and not fetched.records:
+            # No batch at or after ``offset``: compaction emptied the rest of a cleaned segment
+            # (the next batch starts the active segment), or there is nothing more at all.
+            return [], max(offset, fetched.high_watermark)
+        return fetched.records, fetched.next_offset
+
+    def _fetch_partition(
+        self, topic: str, partition: int, offset: int, deadline: Deadline, isolation_level: int
+    ) -> tuple[int, FetchResponse.PartitionData]:
+        """One Fetch of ``topic-partition`` from ``offset``: the leader asked and its answer."""
         leader, epoch = self._leader(topic, partition, deadline)
         version = min(
             self.client.api_version(leader, ApiKey.FETCH, deadline), _LAST_NAMED_FETCH_VERSION
@@ -473,29 +495,15 @@ class TopicLog:
                 )
             ],
             forgotten_topics_data=[],
-            isolation_level=READ_COMMITTED,
+            isolation_level=isolation_level,
         )
         deadline.waiting_for = f"Fetch({topic}-{partition} at {offset}) on node {leader}"
         response = self.client.request(leader, request, deadline, version)
         error = error_for_code(response.error_code)
         if error is not None:
             raise error
-        data = response.responses[0].partitions[0]
-        try:
-            fetched = fetched_records(data, offset, read_committed=True, topic=topic)
-        except OffsetOutOfRangeError:
-            if offset >= data.log_start_offset >= 0 or data.log_start_offset < 0:
-                raise
-            return [], data.log_start_offset  # compaction or retention moved the start
-        if fetched.high_watermark < end:
-            # Its log is shorter than the one ListOffsets saw: what it lacks may hold the newest
-            # record, so this answer must not end the read.
-            raise _behind(topic, partition, leader, fetched.high_watermark, end)
-        if fetched.next_offset == offset and not fetched.records:
-            # No batch at or after ``offset``: compaction emptied the rest of a cleaned segment
-            # (the next batch starts the active segment), or there is nothing more at all.
-            return [], max(offset, fetched.high_watermark)
-        return fetched.records, fetched.next_offset
+        data: FetchResponse.PartitionData = response.responses[0].partitions[0]
+        return leader, data
 
     def _ask_any_broker(self, request: Any, what: str, deadline: Deadline) -> Any:
         node = self.client.brokers(deadline)[0]

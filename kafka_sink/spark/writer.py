@@ -244,7 +244,12 @@ class _WriterCore:
         assert self.eos is not None
         written = [m for m in messages if isinstance(m, PyKafkaCommitMessage)]
         tasks = [
-            TaskTransaction(m.partition_id, m.transaction, m.fingerprint)
+            TaskTransaction(
+                m.partition_id,
+                m.transaction,
+                m.fingerprint,
+                tuple(((r.topic, r.partition), r.first_offset) for r in m.ranges),
+            )
             for m in written
             if m.transaction is not None
         ]

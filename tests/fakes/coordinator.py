@@ -23,7 +23,10 @@ its partition), EndTxn v5, DescribeTransactions and ListTransactions as
   nothing open is INVALID_TXN_STATE; a write stands for AddPartitionsToTxn then Produce (a stale
   epoch is refused by the AddPartitionsToTxn, PRODUCER_FENCED). Fences and the reaper bump the
   epoch as under V2.
-- Markers are written at once: Prepare* states pass straight to Complete*.
+- Markers are written at once: Prepare* states pass straight to Complete*. Each is kept in
+  :attr:`FakeCoordinator.markers` (at the offset the partition's next row gets), and
+  :meth:`FakeCoordinator.transaction_outcome` reads a transaction's outcome from them as
+  ``kafka_sink.admin.control_records`` reads it from a partition (operation ``"outcome"``).
 - :meth:`read_committed` is what a read_committed consumer sees: the rows of committed
   transactions, per partition.
 - Each partition's leader keeps, per producer id, what Kafka's ``ProducerStateEntry`` keeps
@@ -58,6 +61,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from kafka_sink.admin.control_records import TransactionOutcomeUnknownError
 from kafka_sink.admin.producers import ActiveProducer, PartitionProducers
 from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.clock import ManualClock
@@ -148,6 +152,8 @@ class FakeCoordinator:
         self.transaction_version = transaction_version
         self.txns: dict[str, TxnMetadata] = {}
         self.log: dict[TopicPartition, list[tuple[int, object]]] = {}
+        #: Per partition, the markers written to it: (offset, producer id, epoch, commit).
+        self.markers: dict[TopicPartition, list[tuple[int, int, int, bool]]] = {}
         #: Per partition, its leader's state of each producer id that wrote to it.
         self.leader_states: dict[TopicPartition, dict[int, LeaderProducerState]] = {}
         self.committed: set[int] = set()
@@ -363,6 +369,10 @@ class FakeCoordinator:
         if commit:
             self.committed.add(meta.serial)
         for tp in meta.partitions:  # the markers, at the id's epoch now
+            at = len(self.log.get(tp, []))
+            self.markers.setdefault(tp, []).append(
+                (at, meta.producer_id, meta.producer_epoch, commit)
+            )
             entry = self.leader_states.get(tp, {}).get(meta.producer_id)
             if entry is not None and meta.producer_epoch > entry.epoch:
                 entry.epoch, entry.last_sequence = meta.producer_epoch, -1
@@ -401,6 +411,32 @@ class FakeCoordinator:
 
         self._call("producers", ",".join(f"{t}-{p}" for t, p in partitions), apply)
         return out
+
+    def transaction_outcome(
+        self, prepared: PreparedTransaction, first_offsets: Mapping[TopicPartition, int]
+    ) -> bool:
+        """``admin.control_records``' answer from the markers: the first of ``prepared``'s
+        producer id at its epoch or later, at or after its first offset (one ``"outcome"`` call).
+        """
+        out: list[bool] = []
+
+        def apply() -> int:
+            for tp in sorted(tp for tp in prepared.partitions if tp in first_offsets):
+                out.extend(
+                    commit
+                    for at, pid, epoch, commit in self.markers.get(tp, [])
+                    if at >= first_offsets[tp]
+                    and pid == prepared.producer_id
+                    and epoch >= prepared.producer_epoch
+                )
+                if out:
+                    return NONE
+            raise TransactionOutcomeUnknownError(
+                f"no marker of {prepared.transactional_id!r} in {sorted(first_offsets)}"
+            )
+
+        self._call("outcome", prepared.transactional_id, apply)
+        return out[0]
 
     # -- the admin's requests --------------------------------------------------------------
 
@@ -623,4 +659,5 @@ def coordinator_ops(coordinator: FakeCoordinator, *, batched: bool = True) -> Tr
         describe=describe,
         init=coordinator.init_producer_id,
         producers=coordinator.describe_producers,
+        outcome=coordinator.transaction_outcome,
     )

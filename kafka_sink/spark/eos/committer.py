@@ -70,6 +70,10 @@ Invariants:
   and the ones lost. A partition recorded committed is never written again by a re-run that
   commits: a re-run commits only when each committed partition's task skipped with an equal
   fingerprint.
+- A commit refused because its id moved on (an earlier EndTxn of it applied, its answer lost,
+  then another InitProducerId) is not taken as lost before its partitions are asked: a COMMIT
+  marker makes it committed (``outcomes.py``); only an ABORT marker, or none that can be read,
+  leaves it lost.
 - Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
   the verification's by ``transaction.timeout.ms`` since the commit began; each call of the ops
   by the ops' own deadline.
@@ -95,6 +99,7 @@ from kafka_sink.spark.eos.aborted import count_unfinished, not_known
 from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
 from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
+from kafka_sink.spark.eos.outcomes import OutcomeReader, marker_reader, settle_lost
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import fence_disabled, pause_commit
@@ -178,6 +183,9 @@ class TaskTransaction:
     partition_id: int
     transaction: PreparedTransaction
     fingerprint: Fingerprint | None = None
+    #: Per topic-partition, the first offset the task's writes were acknowledged at (where a
+    #: commit whose outcome the coordinator forgot is read from: ``outcomes.py``).
+    first_offsets: tuple[tuple[TopicPartition, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,8 @@ class TransactionOps:
     ``init(id, transaction_timeout_ms)`` is InitProducerId (taking a query's fence).
     ``producers(partitions)`` is each partition leader's producer state and log end offset
     (``admin/producers.py``); without it an abort cannot count what unfinished tasks wrote.
+    ``outcome(prepared, first_offsets)`` reads a transaction's COMMIT or ABORT marker from its
+    partitions (``admin/control_records.py``); without it a refused commit is always lost.
     """
 
     complete: Callable[[PreparedTransaction, bool], object]
@@ -208,6 +218,7 @@ class TransactionOps:
     producers: (
         Callable[[Sequence[TopicPartition]], Mapping[TopicPartition, PartitionProducers]] | None
     ) = None
+    outcome: OutcomeReader | None = None
 
 
 def _key(t: PreparedTransaction) -> tuple[str, int, int]:
@@ -365,6 +376,11 @@ class EosCommitter:
                     if t.fingerprint is not None
                 },
                 committed=earlier,
+                first_offsets={
+                    t.transaction.transactional_id: t.first_offsets
+                    for t in tasks
+                    if t.first_offsets
+                },
             )
             self._write_intent(intent)
         except SinkIntentUnknownError:
@@ -666,7 +682,12 @@ class EosCommitter:
         intent lost so that the batch's re-run writes and commits it again)."""
         wait = self.transaction_timeout_ms if wait_ms is None else wait_ms
         tasks = [
-            TaskTransaction(self._partition_of(t), t, record.fingerprints.get(t.transactional_id))
+            TaskTransaction(
+                self._partition_of(t),
+                t,
+                record.fingerprints.get(t.transactional_id),
+                record.first_offsets.get(t.transactional_id, ()),
+            )
             for t in record.transactions
         ]
         lost = self._commit_all(record.batch_id, tasks, until_ms=self.clock.now_ms() + wait)
@@ -771,6 +792,10 @@ class EosCommitter:
             )
             self.sleep_ms(_backoff_ms(attempt))
             attempt += 1
+        # A refused commit may be one applied before its id moved on: its marker tells.
+        _, lost = settle_lost(
+            lost, lambda t: t.transaction, lambda t: dict(t.first_offsets), self.ops.outcome
+        )
         return lost
 
     def _end_each(
@@ -1099,6 +1124,7 @@ def listing_ops(
         describe=describe,
         init=init,
         producers=producers,
+        outcome=marker_reader(config, timeout_s),
     )
 
 

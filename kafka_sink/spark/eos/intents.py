@@ -18,7 +18,8 @@ Invariants:
 - A record's state is ``INTENT``, ``DONE`` or ``PARTIAL``; anything else is refused when it is
   built. An intent names, per transaction, the fingerprint of its task's rows; an intent or a
   partial record names the Spark partitions earlier runs of the batch committed (``committed``,
-  their fingerprints, None where unknown); a partial record the ones lost (``lost``).
+  their fingerprints, None where unknown); a partial record the ones lost (``lost``). An intent
+  names, per transaction, the first offsets its task's writes were acknowledged at.
 - ``record_from_json(record_to_json(r)) == r``.
 - It imports the standard library, the transaction handle and the fingerprint value only: the
   driver's workers of every write import it. Records written without the fingerprint fields
@@ -36,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.spark.fingerprint import Fingerprint
 
 __all__ = [
@@ -73,6 +74,11 @@ class BatchRecord:
     committed: Mapping[int, Fingerprint | None] = field(default_factory=dict)
     #: PARTIAL: the Spark partitions whose transactions Kafka lost (the re-run writes them).
     lost: tuple[int, ...] = ()
+    #: Per transactional id of ``transactions``: the first offset its task's writes were
+    #: acknowledged at, per topic-partition (where its marker is read from: ``outcomes.py``).
+    first_offsets: Mapping[str, tuple[tuple[TopicPartition, int], ...]] = field(
+        default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if self.state not in _STATES:
@@ -110,6 +116,10 @@ def record_to_json(record: BatchRecord) -> dict[str, object]:
             str(p): None if f is None else f.to_text() for p, f in record.committed.items()
         },
         "lost": list(record.lost),
+        "first_offsets": {
+            tid: [[topic, p, offset] for (topic, p), offset in offsets]
+            for tid, offsets in record.first_offsets.items()
+        },
     }
 
 
@@ -123,7 +133,9 @@ def record_from_json(data: Mapping[str, object]) -> BatchRecord:
     fingerprints = data.get("fingerprints") or {}
     committed = data.get("committed") or {}
     lost = data.get("lost") or []
+    first_offsets = data.get("first_offsets") or {}
     assert isinstance(fingerprints, dict) and isinstance(committed, dict)
+    assert isinstance(first_offsets, dict)
     assert isinstance(lost, list)
     return BatchRecord(
         query_key=str(data["query_key"]),
@@ -145,6 +157,10 @@ def record_from_json(data: Mapping[str, object]) -> BatchRecord:
             for k, v in committed.items()
         },
         lost=tuple(int(p) for p in lost),
+        first_offsets={
+            str(tid): tuple(((str(t), int(p)), int(o)) for t, p, o in offsets)
+            for tid, offsets in first_offsets.items()
+        },
     )
 
 

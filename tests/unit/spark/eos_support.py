@@ -70,8 +70,9 @@ def run_tasks(
     out = []
     for p in partitions:
         written = rows(batch_id, p)
+        first = len(coordinator.log.get((TOPIC, p), []))  # the offset its first row gets
         prepared = coordinator.begin(f"{PREFIX}-{p}-{slot}", {(TOPIC, p): written}, TIMEOUT_MS)
-        out.append(TaskTransaction(p, prepared, fingerprint(written)))
+        out.append(TaskTransaction(p, prepared, fingerprint(written), (((TOPIC, p), first),)))
     return out
 
 
