@@ -56,6 +56,7 @@ from kafka_sink.spark.formats.base import ColumnEncoder
 from kafka_sink.spark.formats.columnar import (
     as_pieces,
     boolean_bytes,
+    encode_rows,
     fixed_width_pieces,
     group_pieces,
     join_pieces,
@@ -95,10 +96,7 @@ def encode_column(array: Any, binding: Binding) -> Any:
     A null row is a tombstone, not an encoded null, even when the schema's root is a union
     with null (as Confluent's serializers leave None unserialized).
     """
-    arr = plain_layout(array)
-    valid = valid_mask(arr)
-    pieces = join_pieces(_encode(arr, binding, valid), len(arr))
-    return pieces if arr.null_count == 0 else only_rows(pieces, valid)
+    return encode_rows(array, _encode, binding)
 
 
 def _encode(arr: Any, b: Binding, live: _Mask) -> _Parts:

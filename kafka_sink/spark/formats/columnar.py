@@ -15,6 +15,8 @@ them row by row. Nothing here loops over rows in Python:
   their little-endian IEEE bytes (Avro's and Protobuf's encodings alike).
 - ``join_pieces``: several piece columns (or constant byte strings) concatenated per row.
 - ``only_rows``: a piece column with the rows outside a mask made null (nothing when joined).
+- ``encode_rows``: a format's parts of every row joined into one payload per row, null rows
+  left null (the top of the Avro and Protobuf encoders).
 - ``group_pieces``: the pieces of a child column concatenated per parent row, by list offsets;
   zero-copy, since the children of consecutive parents are consecutive.
 - ``length_prefixed``: each row's bytes preceded by a varint of their length.
@@ -29,8 +31,8 @@ sliced arrays (their slice offsets are applied).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +47,7 @@ __all__ = [
     "as_pieces",
     "boolean_bytes",
     "constant_pieces",
+    "encode_rows",
     "fixed_width_pieces",
     "group_pieces",
     "join_pieces",
@@ -142,6 +145,20 @@ def as_pieces(array: Any) -> Any:
     if pa.types.is_large_string(t):
         return array.view(PIECES)
     return array.cast(PIECES)
+
+
+_B = TypeVar("_B")
+
+
+def encode_rows(
+    array: Any, parts_of: Callable[[Any, _B, npt.NDArray[np.bool_]], Sequence[Any]], binding: _B
+) -> Any:
+    """One payload per row of ``array``, from the parts ``parts_of(arr, binding, valid)`` gives
+    for every row; a null row stays null (a tombstone, not an encoded null)."""
+    arr = plain_layout(array)
+    valid = valid_mask(arr)
+    pieces = join_pieces(parts_of(arr, binding, valid), len(arr))
+    return pieces if arr.null_count == 0 else only_rows(pieces, valid)
 
 
 def join_pieces(parts: Sequence[Any], n: int) -> Any:

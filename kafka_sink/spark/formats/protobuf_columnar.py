@@ -46,6 +46,7 @@ from kafka_sink.spark.formats.base import ColumnEncoder
 from kafka_sink.spark.formats.columnar import (
     as_pieces,
     boolean_bytes,
+    encode_rows,
     group_pieces,
     join_pieces,
     list_offsets,
@@ -86,10 +87,7 @@ class ProtobufColumnEncoder(ColumnEncoder[ProtoSchema, ProtoBinding]):
 
 def encode_column(array: Any, binding: ProtoBinding) -> Any:
     """One serialized message per row of the struct ``array``; a null row stays null."""
-    arr = plain_layout(array)
-    valid = valid_mask(arr)
-    pieces = join_pieces(_message(arr, binding, valid), len(arr))
-    return pieces if arr.null_count == 0 else only_rows(pieces, valid)
+    return encode_rows(array, _message, binding)
 
 
 def _uvarint(value: int) -> bytes:
