@@ -110,3 +110,16 @@ def id_stream(spark: Any, directory: Path, files: dict[str, range]) -> Any:
         (directory / f".{name}.tmp").rename(directory / f"{name}.json")
     reader = spark.readStream.schema("id BIGINT").option("maxFilesPerTrigger", 1)
     return reader.json(str(directory))
+
+
+def write_available_now(df: Any, options: dict[str, str], checkpoint: Path) -> None:
+    """Run ``df`` to the pykafka sink once over all its input (``availableNow``), bounded."""
+    query = (
+        df.writeStream.format("pykafka")
+        .options(**options)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "the availableNow query did not end within 120 s"
+    assert query.exception() is None

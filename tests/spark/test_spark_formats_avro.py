@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkutil import KAFKA_OPTIONS
+from sparkutil import KAFKA_OPTIONS, id_stream, write_available_now
 
 from kafka_sink.spark.formats.registry import Schema, SchemaRegistryClient
 from kafka_sink.spark.formats.wire_format import parse_header
@@ -108,23 +108,12 @@ def test_streaming_write_reads_back_field_for_field(
     tmp_path: Path,
 ) -> None:
     topic = topic_factory(partitions=2)
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    for name, ids in (("a", range(0, 60)), ("b", range(60, 100))):
-        lines = "".join(json.dumps({"id": i}) + "\n" for i in ids)
-        (inputs / f".{name}.tmp").write_text(lines, encoding="utf-8")
-        (inputs / f".{name}.tmp").rename(inputs / f"{name}.json")
-    stream = spark.readStream.schema("id BIGINT").option("maxFilesPerTrigger", 1).json(str(inputs))
-    query = (
-        stream.selectExpr(VALUE_SQL)
-        .writeStream.format("pykafka")
-        .options(**_options(kafka_bootstrap, topic, schema_registry))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start()
+    stream = id_stream(spark, tmp_path / "in", {"a": range(0, 60), "b": range(60, 100)})
+    write_available_now(
+        stream.selectExpr(VALUE_SQL),
+        _options(kafka_bootstrap, topic, schema_registry),
+        tmp_path / "ck",
     )
-    query.awaitTermination(120)
-    assert query.exception() is None
     read = _read(kafka_bootstrap, topic, schema_registry.url, 100)
     assert sorted(read, key=lambda v: v["id"]) == [_expected(i) for i in range(100)]
 

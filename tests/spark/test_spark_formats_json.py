@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkutil import KAFKA_OPTIONS, id_stream
+from sparkutil import KAFKA_OPTIONS, id_stream, write_available_now
 
 from kafka_sink.spark.formats.json_schema import DRAFT_07
 from kafka_sink.spark.formats.registry import Schema, SchemaRegistryClient
@@ -113,16 +113,11 @@ def test_streaming_write_reads_back_field_for_field(
 ) -> None:
     topic = topic_factory(partitions=2)
     stream = id_stream(spark, tmp_path / "in", {"a": range(0, 60), "b": range(60, 100)})
-    query = (
-        stream.selectExpr(VALUE_SQL)
-        .writeStream.format("pykafka")
-        .options(**_options(kafka_bootstrap, schema_registry, topic=topic))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start()
+    write_available_now(
+        stream.selectExpr(VALUE_SQL),
+        _options(kafka_bootstrap, schema_registry, topic=topic),
+        tmp_path / "ck",
     )
-    assert query.awaitTermination(120)
-    assert query.exception() is None
     read = _read(kafka_bootstrap, topic, schema_registry.url, 100)
     assert sorted(read, key=lambda v: v["id"]) == [_expected(i) for i in range(100)]
 
