@@ -284,7 +284,7 @@ def test_record_strategies_name_the_subject_after_the_record() -> None:
     assert plan is not None and plan.value is not None and plan.value.subject == "shop.Order"
 
 
-def test_a_topic_column_with_a_topic_subject_is_refused_for_now() -> None:
+def test_a_topic_column_with_a_topic_subject_and_no_topics_option_is_refused() -> None:
     with pytest.raises(
         SinkOptionError, match=r"value\.subject\.name\.strategy=topic .*'topic' opt"
     ):
