@@ -257,6 +257,7 @@ def test_a_topic_that_one_broker_loss_could_empty_is_refused(
     assert "kafka-reassign-partitions" in message and "min.insync.replicas=2" in message
 
 
+@pytest.mark.slow
 def test_the_latest_intent_comes_back_right_after_its_leader_dies(
     kafka_cluster: LocalKafka,
 ) -> None:

@@ -57,6 +57,7 @@ def test_negative_timestamps_are_refused_by_send_and_send_columns_alike(
     assert records[1].timestamp_ms == 1_600_000_000_000
 
 
+@pytest.mark.slow
 def test_one_gib_through_send_columns_peaks_within_input_plus_buffer_memory(
     kafka_bootstrap: str, topic_factory: TopicFactory
 ) -> None:

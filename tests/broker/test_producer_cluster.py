@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from kafka_sink import KafkaProducer
 from kafka_sink.errors import KafkaTimeoutError
 from kafka_sink.testing.local_kafka import LocalKafka
@@ -89,6 +91,7 @@ def _run_with_fault(kafka_cluster: LocalKafka, topic: str, fault: Callable[[int]
     print(f"{RECORDS} records through a leader fault in {elapsed:.1f} s (down at {down_at[0]})")
 
 
+@pytest.mark.slow
 def test_kill_leader_mid_run(
     kafka_cluster: LocalKafka, cluster_topic_factory: TopicFactory
 ) -> None:
@@ -103,6 +106,7 @@ def test_kill_leader_mid_run(
     _run_with_fault(kafka_cluster, topic, kill)
 
 
+@pytest.mark.slow
 def test_restart_leader_mid_run(
     kafka_cluster: LocalKafka, cluster_topic_factory: TopicFactory
 ) -> None:
@@ -210,6 +214,7 @@ def test_cut_to_leader_expires_first_batches_while_later_ones_are_in_flight(
     )
 
 
+@pytest.mark.slow
 def test_lost_responses_expire_the_first_batch_and_keep_later_written_ones_once(
     kafka_cluster: LocalKafka, cluster_topic_factory: TopicFactory
 ) -> None:

@@ -13,10 +13,14 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from kafka_sink import KafkaProducer
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, end_offsets, import_kafka_python, read_all
+
+# Fault and log-size proofs of several seconds each: CI runs them, -m 'not slow' leaves them out.
+pytestmark = pytest.mark.slow
 
 
 def _topic(kafka: LocalKafka, configs: dict[str, str] | None = None) -> str:

@@ -91,11 +91,13 @@ def test_log_level_and_a_stop_mid_batch(kafka_bootstrap, topic_factory, tmp_path
     # logLevel=WARN, then the session's spark.pykafka.logLevel=WARN: no per-batch line.
     assert "pykafka commit" not in steps["option-warn"], steps["option-warn"]
     assert "pykafka commit" not in steps["conf-warn"], steps["conf-warn"]
-    # Neither: one short line with time, level and logger; the ranges are not in it.
+    # Neither: one short line with time, level and logger, and the batch's few metrics; the
+    # ranges are not in it.
     [line] = [x for x in steps["default"].splitlines() if "pykafka commit" in x]
     assert re.fullmatch(
         STAMP + r" INFO kafka_sink\.spark: pykafka commit \(batch, append, at-least-once\): "
-        r"30 records to [12] partitions from 2 tasks",
+        r"30 records to [12] partitions from 2 tasks; 30 records, \d+\.\d\d MB, \d+ rows/s, "
+        r"latency avg (n/a|\d+\.\d) ms max \d+\.\d ms, 0 retries",
         line,
     ), line
 
