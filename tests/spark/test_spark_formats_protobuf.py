@@ -27,8 +27,6 @@ from kafka_sink.testing import LocalSchemaRegistry
 from kafka_sink.testing.oracle import read_all
 from kafka_sink.testing.registry_oracle import read_deserialized
 
-pytest.importorskip("grpc_tools")
-
 WAIT_S = 60
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 VALUE_SQL = (

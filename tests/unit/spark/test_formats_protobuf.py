@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from avro_strategies import atomic_types, values
+from google.protobuf import json_format
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -33,9 +34,6 @@ from kafka_sink.spark.formats.protobuf_schema import (
 from kafka_sink.spark.formats.protobuf_serializer import ProtobufSerializer
 from kafka_sink.spark.formats.sql_types import sql_type_from_arrow, sql_type_from_json
 from kafka_sink.spark.formats.wire_format import frame_column
-
-pytest.importorskip("grpc_tools")
-json_format = pytest.importorskip("google.protobuf.json_format")
 
 _SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _NAMES = st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True)

@@ -24,8 +24,6 @@ from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter
 from tests.unit.spark.test_sink_formats import URL, FakeClient, _plan, fake_producers
 
-pytest.importorskip("grpc_tools")
-
 __all__ = ["fake_producers"]  # the fixture, shared with the Avro tests
 
 ORDER = StructType(
