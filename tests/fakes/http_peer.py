@@ -30,6 +30,29 @@ def response_head(status: int = 200, *, length: int | None = None, extra: str = 
     ).encode()
 
 
+def _read_request(conn: socket.socket) -> bytes:
+    """The request's head and its ``Content-Length`` body (as much as came, on a timeout)."""
+    data = b""
+    with contextlib.suppress(OSError):
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+        head = data.partition(b"\r\n\r\n")[0].lower()
+        length = 0
+        for line in head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip() == b"content-length":
+                length = int(value)
+        while len(data) - len(head) - 4 < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
 @dataclass
 class Peer:
     url: str
@@ -50,8 +73,7 @@ def serving(
     def answer(conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
             conn.settimeout(1.0)
-            with contextlib.suppress(OSError):
-                peer.requests.append(conn.recv(65536))
+            peer.requests.append(_read_request(conn))
             conn.sendall(head)
             waited = 0.0
             for i in range(len(drip)):
