@@ -412,17 +412,6 @@ def _safe_url(url: str) -> str:
     return f"{head}://{netloc}{slash}{path}"
 
 
-def _one_scheme(urls: Sequence[str]) -> None:
-    """With credentials set, all the URLs ``https://`` or all ``http://``."""
-    plain = [u for u in urls if u.startswith("http://")]
-    if plain and len(plain) < len(urls):
-        raise ConfigError(
-            f"{PREFIX}url mixes https:// and http:// URLs while credentials are set: they would "
-            f"go in clear text to {', '.join(plain)} whenever an https:// URL fails. Fix: make "
-            f"every {PREFIX}url https://"
-        )
-
-
 def _int_option(options: Mapping[str, str], key: str, default: int, minimum: int) -> int:
     raw = options.get(PREFIX + key)
     if raw is None:
@@ -443,6 +432,17 @@ def _file_option(options: Mapping[str, str], key: str) -> str | None:
     if not Path(raw).is_file():
         raise ConfigError(f"{PREFIX}{key}: no file at {raw!r}; give the path of a PEM file")
     return raw
+
+
+def _one_scheme(urls: Sequence[str]) -> None:
+    """With credentials set, all the URLs ``https://`` or all ``http://``."""
+    plain = [u for u in urls if u.startswith("http://")]
+    if plain and len(plain) < len(urls):
+        raise ConfigError(
+            f"{PREFIX}url mixes https:// and http:// URLs while credentials are set: they would "
+            f"go in clear text to {', '.join(plain)} whenever an https:// URL fails. Fix: make "
+            f"every {PREFIX}url https://"
+        )
 
 
 @dataclass(frozen=True)
