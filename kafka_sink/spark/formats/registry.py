@@ -349,6 +349,11 @@ def _schema_of(doc: Any) -> Schema:
     return Schema(text, kind.upper(), tuple(refs))  # type: ignore[arg-type]
 
 
+def _registered_id(doc: Any) -> int:
+    """A registration's answer: ``id``."""
+    return _schema_id(_required(_object(doc), "id"), "id")
+
+
 def _registered(doc: Any, subject: str, schema: Schema | None = None) -> RegisteredSchema:
     """A subject version answer: ``id``, ``version``, ``subject`` if present, and the schema."""
     doc = _object(doc)
@@ -662,11 +667,7 @@ class SchemaRegistryClient:
         query = "?normalize=true" if normalize else ""
         path = f"/subjects/{_path(subject)}/versions{query}"
         try:
-            return self._call(
-                "POST", path, schema.to_json(), parse=lambda doc: _schema_id(
-                    _required(_object(doc), "id"), "id"
-                ),
-            )  # fmt: skip
+            return self._call("POST", path, schema.to_json(), parse=_registered_id)
         except SchemaRegistryError as exc:
             if exc.status != 409:
                 raise
