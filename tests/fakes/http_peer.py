@@ -62,8 +62,14 @@ class Peer:
 
 @contextlib.contextmanager
 def serving(
-    head: bytes, drip: bytes = b"", *, interval_s: float = 0.5, give_up_s: float = 8.0
+    head: bytes,
+    drip: bytes = b"",
+    *,
+    interval_s: float = 0.5,
+    give_up_s: float = 8.0,
+    read_request: bool = True,
 ) -> Iterator[Peer]:
+    """``read_request=False`` answers at once, before any request (a TLS peer's handshake)."""
     stop = threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.1)
@@ -73,7 +79,8 @@ def serving(
     def answer(conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
             conn.settimeout(1.0)
-            peer.requests.append(_read_request(conn))
+            if read_request:
+                peer.requests.append(_read_request(conn))
             conn.sendall(head)
             waited = 0.0
             for i in range(len(drip)):

@@ -6,6 +6,7 @@ than the cap; each test asserts when the exchange ended and what it raised.
 
 from __future__ import annotations
 
+import ssl
 import time
 
 import pytest
@@ -87,3 +88,20 @@ def test_a_refused_connection_is_a_transport_error_naming_the_url() -> None:
     with pytest.raises(HttpTransportError, match="refused") as caught:
         exchange("GET", url + "/p", timeout_ms=1000, max_body_bytes=MIB)
     assert str(caught.value).startswith(url + "/p: ")
+
+
+def test_a_tls_handshake_dripped_by_the_peer_is_cut_at_the_deadline() -> None:
+    # A TLS record header announcing 16 KiB of handshake, then its bytes one at a time.
+    record = b"\x16\x03\x03\x40\x00" + b"\x00" * 16_384
+    with serving(b"", record, interval_s=0.5, read_request=False) as peer:
+        url = peer.url.replace("http://", "https://")
+        began = time.monotonic()
+        with pytest.raises(HttpTransportError, match="timed out"):
+            exchange(
+                "GET",
+                url,
+                timeout_ms=1000,
+                max_body_bytes=MIB,
+                context=ssl.create_default_context(),
+            )
+        assert time.monotonic() - began < 1.0 + MARGIN_S
