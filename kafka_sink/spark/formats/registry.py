@@ -33,21 +33,30 @@ Options (Spark lower-cases keys; confluent-kafka's ``SchemaRegistryClient`` name
   ``Confluent-Identity-Pool-Id`` headers;
 - ``schema.registry.ssl.ca.location``, ``...ssl.certificate.location``, ``...ssl.key.location``,
   ``...ssl.key.password``: PEM files for HTTPS (see :mod:`kafka_sink.net.http`);
-- ``schema.registry.timeout.ms`` (10000): one HTTP exchange; ``schema.registry.max.retries`` (2),
-  ``schema.registry.retries.wait.ms`` (500), ``schema.registry.retries.max.wait.ms`` (5000):
-  rounds over the URLs after the first, and the doubling wait between rounds.
+- ``schema.registry.timeout.ms`` (10000): one HTTP exchange, whole (connect, TLS, request,
+  headers and body); ``schema.registry.max.retries`` (2), ``schema.registry.retries.wait.ms``
+  (500), ``schema.registry.retries.max.wait.ms`` (5000): rounds over the URLs after the first,
+  and the doubling wait between rounds.
 
 Invariants:
 - Every key under ``schema.registry.`` is applied or refused with a
   :class:`~kafka_sink.errors.ConfigError` naming it and the fix; TLS keys with no ``https`` URL,
   both basic and bearer auth, a key without its certificate are refused, as is a file that is not
-  there.
+  there. With credentials set, the URLs are all ``https://`` or all ``http://``: a mix would send
+  the credentials in clear text to an ``http://`` URL whenever an ``https://`` one fails.
 - Passwords, user info and tokens never appear in ``repr``, logs or exception text; URLs are
   kept and shown without their user info.
-- A call is bounded: at most ``(max.retries + 1) * len(urls)`` exchanges of ``timeout.ms`` each,
-  plus the waits. A failure to get any answer raises :class:`SchemaRegistryUnavailableError`
-  naming every URL and the last error; a 401/403 raises :class:`SchemaRegistryAuthError` naming
-  the URL (credentials refused are not retried); a 5xx, 408 or 429 moves on to the next URL.
+- A call is bounded: at most ``(max.retries + 1) * len(urls)`` exchanges of ``timeout.ms`` each
+  (each one whole, however slowly the registry sends), plus the waits. A failure to get any
+  answer raises :class:`SchemaRegistryUnavailableError` naming every URL and the last error; a
+  401/403 raises :class:`SchemaRegistryAuthError` naming the URL (credentials refused are not
+  retried); a 5xx, 408 or 429 moves on to the next URL.
+- Answers are not trusted: a body is read up to :data:`MAX_ANSWER_BYTES` and no further, and
+  every field a call uses is checked for its type and range (schema ids and versions are ints
+  from 1 to 2^31-1, never bools or floats) before anything is returned or cached. An answer that
+  is too large, not JSON, or not of the API's shape raises :class:`SchemaRegistryAnswerError`
+  naming the URL, the call and what was wrong; nothing of the parsing escapes as a KeyError,
+  TypeError, ValueError or RecursionError.
 - No pyspark import: the producer's users import this room without Spark.
 """
 
@@ -55,18 +64,27 @@ from __future__ import annotations
 
 import base64
 import json
+import reprlib
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import ConfigError
-from kafka_sink.net.http import HttpResponse, HttpTlsConfig, HttpTransportError, exchange
+from kafka_sink.net.http import (
+    HttpBodyTooLargeError,
+    HttpResponse,
+    HttpTlsConfig,
+    HttpTransportError,
+    exchange,
+)
 
 __all__ = [
+    "MAX_ANSWER_BYTES",
+    "MAX_SCHEMA_ID",
     "PREFIX",
     "CompatibilityResult",
     "IncompatibleSchemaError",
@@ -74,6 +92,7 @@ __all__ = [
     "Schema",
     "SchemaNotFoundError",
     "SchemaReference",
+    "SchemaRegistryAnswerError",
     "SchemaRegistryAuthError",
     "SchemaRegistryClient",
     "SchemaRegistryConfig",
@@ -105,6 +124,11 @@ _ACCEPT = (
 _RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # The registry's error codes for a subject, version or schema it does not have.
 _NOT_FOUND_CODES = frozenset({404, 40401, 40402, 40403})
+#: The most a registry answer may be: a schema is one record of the registry's ``_schemas``
+#: topic (1 MiB by default), and JSON escaping at most doubles it; past this, it is not an answer.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+#: Schema ids and versions are Java ints in the registry, and start at 1.
+MAX_SCHEMA_ID = 2**31 - 1
 
 _KEYS = (
     "url",
@@ -150,6 +174,11 @@ class SchemaRegistryError(RuntimeError):
 
 class SchemaRegistryUnavailableError(SchemaRegistryError):
     """No URL gave an answer within the bounded tries."""
+
+
+class SchemaRegistryAnswerError(SchemaRegistryError):
+    """The registry's answer is not one its REST API gives: too large, not JSON, or a field
+    missing, of the wrong type or out of range."""
 
 
 class SchemaRegistryAuthError(SchemaRegistryError):
@@ -215,15 +244,12 @@ class Schema:
         return body
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Schema:
-        kind = str(doc.get("schemaType") or "AVRO").upper()
-        if kind not in SCHEMA_TYPES:
-            raise SchemaRegistryError(f"the registry answered with an unknown schemaType {kind!r}")
-        refs = tuple(
-            SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
-            for r in doc.get("references") or ()
-        )
-        return cls(str(doc["schema"]), kind, refs)
+    def from_json(cls, doc: Any) -> Schema:
+        """The schema of a registry answer; :class:`SchemaRegistryAnswerError` if it is not one."""
+        try:
+            return _schema_of(doc)
+        except _MalformedError as exc:
+            raise SchemaRegistryAnswerError(f"the registry answered with {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -240,6 +266,127 @@ class RegisteredSchema:
 class CompatibilityResult:
     is_compatible: bool
     messages: tuple[str, ...] = ()
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 40
+_SHOWN.maxlevel = 2
+
+
+class _MalformedError(Exception):
+    """What is wrong with an answer; the client adds the URL and the call."""
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a JSON object"
+    if isinstance(value, list):
+        return "a JSON list"
+    if isinstance(value, bool):
+        return f"JSON {str(value).lower()}"
+    if value is None:
+        return "JSON null"
+    return f"the JSON value {_SHOWN.repr(value)}"
+
+
+def _object(doc: Any, what: str = "the answer") -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise _MalformedError(f"{_kind(doc)} where {what} should be a JSON object")
+    return doc
+
+
+def _required(doc: Mapping[str, Any], key: str) -> Any:
+    if key not in doc:
+        raise _MalformedError(f"no {key!r} in the answer")
+    return doc[key]
+
+
+def _wrong(key: str, value: Any, expected: str) -> _MalformedError:
+    return _MalformedError(f"{key!r} is {_SHOWN.repr(value)}, not {expected}")
+
+
+def _schema_id(value: Any, key: str) -> int:
+    # bool is an int to Python, and json gives 1.5 as a float: neither is an id.
+    if type(value) is not int or not 1 <= value <= MAX_SCHEMA_ID:
+        what = "version" if key.endswith("version") else "id"
+        raise _wrong(key, value, f"a schema {what} (an integer from 1 to {MAX_SCHEMA_ID})")
+    return value
+
+
+def _text(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise _wrong(key, value, "a string")
+    return value
+
+
+def _schema_of(doc: Any) -> Schema:
+    """A schema answer: ``schema``, and ``schemaType`` and ``references`` when present."""
+    doc = _object(doc)
+    text = _text(_required(doc, "schema"), "schema")
+    kind = doc.get("schemaType")
+    if kind is None:
+        kind = "AVRO"
+    elif not isinstance(kind, str) or kind.upper() not in SCHEMA_TYPES:
+        raise _wrong("schemaType", kind, f"one of {', '.join(SCHEMA_TYPES)}")
+    raw_refs = doc.get("references")
+    if raw_refs is None:
+        raw_refs = []
+    if not isinstance(raw_refs, list):
+        raise _wrong("references", raw_refs, "a list of references")
+    refs = []
+    for i, raw in enumerate(raw_refs):
+        ref = _object(raw, f"references[{i}]")
+        refs.append(
+            SchemaReference(
+                _text(ref.get("name"), f"references[{i}].name"),
+                _text(ref.get("subject"), f"references[{i}].subject"),
+                _schema_id(ref.get("version"), f"references[{i}].version"),
+            )
+        )
+    return Schema(text, kind.upper(), tuple(refs))  # type: ignore[arg-type]
+
+
+def _registered_id(doc: Any) -> int:
+    """A registration's answer: ``id``."""
+    return _schema_id(_required(_object(doc), "id"), "id")
+
+
+def _registered(doc: Any, subject: str, schema: Schema | None = None) -> RegisteredSchema:
+    """A subject version answer: ``id``, ``version``, ``subject`` if present, and the schema."""
+    doc = _object(doc)
+    found = doc.get("subject", subject)
+    return RegisteredSchema(
+        _schema_id(_required(doc, "id"), "id"),
+        _text(found, "subject"),
+        _schema_id(_required(doc, "version"), "version"),
+        schema if schema is not None else _schema_of(doc),
+    )
+
+
+def _verdict(doc: Any) -> CompatibilityResult:
+    doc = _object(doc)
+    verdict = _required(doc, "is_compatible")
+    if not isinstance(verdict, bool):
+        raise _wrong("is_compatible", verdict, "true or false")
+    messages = doc.get("messages")
+    if messages is None:
+        messages = []
+    elif isinstance(messages, str):
+        messages = [messages]
+    if not isinstance(messages, list) or not all(isinstance(m, str) for m in messages):
+        raise _wrong("messages", messages, "a list of strings")
+    return CompatibilityResult(verdict, tuple(messages))
+
+
+def _level(doc: Any) -> str:
+    doc = _object(doc)
+    for key in ("compatibilityLevel", "compatibility"):
+        if key in doc:
+            return _text(doc[key], key)
+    raise _MalformedError("no 'compatibilityLevel' in the answer")
 
 
 # -- configuration ------------------------------------------------------------------------------
@@ -290,6 +437,17 @@ def _file_option(options: Mapping[str, str], key: str) -> str | None:
     if not Path(raw).is_file():
         raise ConfigError(f"{PREFIX}{key}: no file at {raw!r}; give the path of a PEM file")
     return raw
+
+
+def _one_scheme(urls: Sequence[str]) -> None:
+    """With credentials set, all the URLs ``https://`` or all ``http://``."""
+    plain = [u for u in urls if u.startswith("http://")]
+    if plain and len(plain) < len(urls):
+        raise ConfigError(
+            f"{PREFIX}url mixes https:// and http:// URLs while credentials are set: they would "
+            f"go in clear text to {', '.join(plain)} whenever an https:// URL fails. Fix: make "
+            f"every {PREFIX}url https://"
+        )
 
 
 @dataclass(frozen=True)
@@ -343,6 +501,8 @@ class SchemaRegistryConfig:
                 f"both basic auth ({PREFIX}basic.auth.*) and a bearer token ({PREFIX}bearer.auth."
                 "token) are set: the registry takes one kind of credentials; remove the other"
             )
+        if user_info or bearer:
+            _one_scheme(urls)
         headers = tuple(
             (header, given[PREFIX + key])
             for key, header in (
@@ -455,10 +615,15 @@ def _error_of(response: HttpResponse) -> tuple[int, str]:
     """The registry's ``error_code`` and ``message`` (or the status and a bit of the body)."""
     try:
         doc = json.loads(response.body)
-        return int(doc.get("error_code") or response.status), str(doc.get("message") or "")
-    except (ValueError, AttributeError, TypeError):
-        text = response.body[:200].decode("utf-8", "replace").strip()
-        return response.status, text
+    except (ValueError, RecursionError):
+        doc = None
+    if not isinstance(doc, dict):
+        return response.status, response.body[:200].decode("utf-8", "replace").strip()
+    code, message = doc.get("error_code"), doc.get("message")
+    return (
+        code if type(code) is int else response.status,
+        message if isinstance(message, str) else "",
+    )
 
 
 class SchemaRegistryClient:
@@ -502,34 +667,34 @@ class SchemaRegistryClient:
         query = "?normalize=true" if normalize else ""
         path = f"/subjects/{_path(subject)}/versions{query}"
         try:
-            doc = self._call("POST", path, schema.to_json())
+            return self._call("POST", path, schema.to_json(), parse=_registered_id)
         except SchemaRegistryError as exc:
             if exc.status != 409:
                 raise
             raise IncompatibleSchemaError(
                 subject, [exc.reason or str(exc)], url=exc.url, level=self._level_or_none(subject)
             ) from None
-        return int(doc["id"])
 
     def lookup(self, subject: str, schema: Schema) -> RegisteredSchema | None:
         """The registration of ``schema`` under ``subject``, or None if it is not registered."""
+        path = f"/subjects/{_path(subject)}"
         try:
-            doc = self._call("POST", f"/subjects/{_path(subject)}", schema.to_json())
+            found = self._call(
+                "POST", path, schema.to_json(), parse=lambda doc: _registered(doc, subject, schema)
+            )
         except SchemaNotFoundError:
             return None
-        return RegisteredSchema(int(doc["id"]), subject, int(doc["version"]), schema)
+        # The subject asked about, whatever the answer spells.
+        return RegisteredSchema(found.schema_id, subject, found.version, schema)
 
     def latest_version(self, subject: str) -> RegisteredSchema:
         """The subject's latest version (:class:`SchemaNotFoundError` if it has none)."""
-        doc = self._call("GET", f"/subjects/{_path(subject)}/versions/latest")
-        return RegisteredSchema(
-            int(doc["id"]), str(doc.get("subject", subject)), int(doc["version"]),
-            Schema.from_json(doc),
-        )  # fmt: skip
+        path = f"/subjects/{_path(subject)}/versions/latest"
+        return self._call("GET", path, parse=lambda doc: _registered(doc, subject))
 
     def schema_by_id(self, schema_id: int) -> Schema:
         """The schema with global id ``schema_id``."""
-        return Schema.from_json(self._call("GET", f"/schemas/ids/{int(schema_id)}"))
+        return self._call("GET", f"/schemas/ids/{int(schema_id)}", parse=_schema_of)
 
     def check_compatibility(self, subject: str, schema: Schema) -> CompatibilityResult:
         """Whether ``schema`` may follow the subject's latest version, with the registry's reasons.
@@ -538,13 +703,9 @@ class SchemaRegistryClient:
         """
         path = f"/compatibility/subjects/{_path(subject)}/versions/latest?verbose=true"
         try:
-            doc = self._call("POST", path, schema.to_json())
+            return self._call("POST", path, schema.to_json(), parse=_verdict)
         except SchemaNotFoundError:
             return CompatibilityResult(True)
-        messages = doc.get("messages") or []
-        if isinstance(messages, str):
-            messages = [messages]
-        return CompatibilityResult(bool(doc.get("is_compatible")), tuple(str(m) for m in messages))
 
     def ensure_compatible(self, subject: str, schema: Schema) -> None:
         """Raise :class:`IncompatibleSchemaError` unless ``schema`` may follow the latest."""
@@ -558,17 +719,15 @@ class SchemaRegistryClient:
     def get_compatibility(self, subject: str | None = None) -> str:
         """The compatibility level of ``subject`` (falling back to the global one), or global."""
         if subject is None:
-            doc = self._call("GET", "/config")
-        else:
-            doc = self._call("GET", f"/config/{_path(subject)}?defaultToGlobal=true")
-        return str(doc.get("compatibilityLevel") or doc.get("compatibility") or "")
+            return self._call("GET", "/config", parse=_level)
+        return self._call("GET", f"/config/{_path(subject)}?defaultToGlobal=true", parse=_level)
 
     def set_compatibility(self, level: str, subject: str | None = None) -> None:
         """Set ``subject``'s (or the global) compatibility level."""
         if level.upper() not in COMPATIBILITY_LEVELS:
             raise ValueError(f"compatibility {level!r}: use one of {COMPATIBILITY_LEVELS}")
         path = "/config" if subject is None else f"/config/{_path(subject)}"
-        self._call("PUT", path, {"compatibility": level.upper()})
+        self._call("PUT", path, {"compatibility": level.upper()}, parse=lambda doc: None)
 
     # -- the exchange ---------------------------------------------------------------------------
 
@@ -578,8 +737,16 @@ class SchemaRegistryClient:
         except SchemaRegistryError:
             return None
 
-    def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
-        """One call, over the URLs in turn, in at most ``max.retries + 1`` rounds."""
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        parse: Callable[[Any], T],
+    ) -> T:
+        """One call, over the URLs in turn, in at most ``max.retries + 1`` rounds; the 2xx
+        answer's JSON through ``parse`` (whose complaints name the URL)."""
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = dict(self._headers)
         if data is not None:
@@ -599,8 +766,18 @@ class SchemaRegistryClient:
                     response = self._transport(
                         method, url, body=data, headers=headers,
                         secret_headers=self._secret_headers, timeout_ms=cfg.timeout_ms,
-                        context=self._context,
+                        max_body_bytes=MAX_ANSWER_BYTES, context=self._context,
                     )  # fmt: skip
+                except HttpBodyTooLargeError:
+                    # An answer, not a missing one: another try would read as much again.
+                    raise self._malformed(
+                        method,
+                        base,
+                        path,
+                        0,
+                        f"a body larger than {MAX_ANSWER_BYTES} bytes (the most a registry "
+                        "answer may be)",
+                    ) from None
                 except HttpTransportError as exc:
                     last = f"{base}: {exc.reason}"
                     continue
@@ -608,7 +785,7 @@ class SchemaRegistryClient:
                     _, message = _error_of(response)
                     last = f"{base}: HTTP {response.status} {message}".rstrip()
                     continue
-                return self._answer(method, base, path, response)
+                return self._answer(method, base, path, response, parse)
         waited_ms = self._clock.now_ms() - began_ms
         raise SchemaRegistryUnavailableError(
             f"Schema Registry unreachable: {method} {path.partition('?')[0]} got no answer from "
@@ -618,17 +795,36 @@ class SchemaRegistryClient:
             url=", ".join(cfg.urls),
         )
 
-    def _answer(self, method: str, base: str, path: str, response: HttpResponse) -> Any:
+    @staticmethod
+    def _malformed(
+        method: str, base: str, path: str, status: int, what: str
+    ) -> SchemaRegistryAnswerError:
+        return SchemaRegistryAnswerError(
+            f"Schema Registry {base} answered {method} {path.partition('?')[0]} with {what}: is "
+            f"{PREFIX}url the base URL of a Confluent-compatible Schema Registry?",
+            url=base,
+            status=status,
+        )
+
+    def _answer(
+        self, method: str, base: str, path: str, response: HttpResponse, parse: Callable[[Any], T]
+    ) -> T:
         if 200 <= response.status < 300:
+            status = response.status
             try:
-                return json.loads(response.body) if response.body else {}
+                doc = json.loads(response.body) if response.body else {}
             except ValueError:
-                raise SchemaRegistryError(
-                    f"{base} answered {method} {path} with a body that is not JSON: is "
-                    f"{PREFIX}url the registry's base URL?",
-                    url=base,
-                    status=response.status,
+                raise self._malformed(
+                    method, base, path, status, "a body that is not JSON"
                 ) from None
+            except RecursionError:
+                raise self._malformed(
+                    method, base, path, status, "JSON nested too deeply to read"
+                ) from None
+            try:
+                return parse(doc)
+            except _MalformedError as exc:
+                raise self._malformed(method, base, path, status, str(exc)) from None
         code, message = _error_of(response)
         what = f"{method} {path.partition('?')[0]}"
         if response.status in (401, 403):

@@ -8,8 +8,13 @@ families and PUTs them with ``prometheus-client`` under the job and the grouping
 options on the driver. The series are listed in docs/monitoring.md.
 
 Invariants:
-- A push that fails (gateway down, refused, slow beyond :data:`PUSH_TIMEOUT_S`) logs one WARNING
-  and returns: the batch is committed already, and its metrics are in its commit file.
+- A push that fails (gateway down, refused, an answer other than 2xx, slow beyond
+  :data:`PUSH_TIMEOUT_S`) logs one WARNING and returns: the batch is committed already, and its
+  metrics are in its commit file.
+- :data:`PUSH_TIMEOUT_S` bounds the whole push (connect, TLS, sending, the gateway's answer):
+  the PUT goes through :func:`kafka_sink.net.http.exchange` (the handler given to
+  ``push_to_gateway``), not the library's own handler, whose timeout bounds each socket read
+  only; at most :data:`PUSH_ANSWER_BYTES` of the answer are read.
 - ``metricsPushGateway`` without ``prometheus-client`` installed is refused when the options are
   parsed (on the driver, before any task), naming the extra to install.
 - Counters (``*_total``, the latency summary) are the totals since this driver process first
@@ -25,17 +30,19 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from kafka_sink.net.http import exchange
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, logger
 
 __all__ = [
     "DEFAULT_JOB",
     "MAX_PARTITION_SERIES",
+    "PUSH_ANSWER_BYTES",
     "PUSH_TIMEOUT_S",
     "gateway_url",
     "job_name",
@@ -43,8 +50,10 @@ __all__ = [
 ]
 
 DEFAULT_JOB = "pykafka"
-#: A push's bound: the commit waits at most this long for the gateway.
+#: A push's bound: the commit waits at most this long for the gateway, whole.
 PUSH_TIMEOUT_S = 5.0
+#: The most of the gateway's answer that is read (it answers a push with an empty body).
+PUSH_ANSWER_BYTES = 64 * 1024
 MAX_PARTITION_SERIES = 64
 INSTALL_HINT = "pip install 'pykafka-sink[prometheus]'"
 _JOB = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
@@ -196,6 +205,30 @@ class _BatchCollector:
                 yield GaugeMetricFamily(name, doc, value=last)
 
 
+def _bounded_handler(
+    url: str,
+    method: str,
+    timeout: float | None,
+    headers: Sequence[tuple[str, str]],
+    data: bytes,
+) -> Callable[[], None]:
+    """A ``push_to_gateway`` handler whose ``timeout`` bounds the whole exchange."""
+
+    def push() -> None:
+        answer = exchange(
+            method,
+            url,
+            body=data,
+            headers=dict(headers),
+            timeout_ms=int((PUSH_TIMEOUT_S if timeout is None else timeout) * 1000),
+            max_body_bytes=PUSH_ANSWER_BYTES,
+        )
+        if not 200 <= answer.status < 300:
+            raise OSError(f"the Pushgateway answered HTTP {answer.status}")
+
+    return push
+
+
 def push_batch(
     section: Mapping[str, Any],
     *,
@@ -214,7 +247,12 @@ def push_batch(
     registry.register(_BatchCollector(totals, section, batch_id))
     try:
         push_to_gateway(
-            gateway, job=job, registry=registry, grouping_key={"query": query}, timeout=timeout_s
+            gateway,
+            job=job,
+            registry=registry,
+            grouping_key={"query": query},
+            timeout=timeout_s,
+            handler=_bounded_handler,
         )
     except Exception as exc:  # a push never fails the batch
         ensure_logging()
