@@ -78,8 +78,9 @@ _SECRET_VARS = (
 )
 # S3 connections fail fast instead of hanging on an unreachable endpoint.
 _CONNECT_TIMEOUT_S = 10.0
-# scheme://user:secret@ -> the secret part, up to the last "@" before the host.
-_USERINFO_SECRET = re.compile(r"^([a-z][a-z0-9+.-]*://[^:/@]*):[^@]*@", re.IGNORECASE)
+# scheme://user:secret@ -> the secret part, up to the last "@" of the location: a secret may
+# hold "@" as well as "/" (where a parsed netloc ends), and no part of it may be shown.
+_USERINFO_SECRET = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@]*):.*@", re.IGNORECASE | re.DOTALL)
 _REQUEST_TIMEOUT_S = 30.0
 # GCS retries failed requests for up to 15 minutes by default; a commit should fail sooner.
 _GCS_RETRY_LIMIT = timedelta(seconds=60)
@@ -141,9 +142,11 @@ def join(location: str, name: str) -> str:
 def display_location(location: str) -> str:
     """``location`` without a password in its user-info (``s3a://key:secret@bucket/...``).
 
-    Done on the text, not on ``urlparse``: a secret may hold ``/``, which ends a parsed netloc.
+    Done on the text, not on ``urlparse``: a secret may hold ``/``, which ends a parsed netloc,
+    and ``@``; everything up to the location's last ``@`` is masked (a path holding ``@`` after
+    a ``host:port`` is masked too: shown less, never a secret).
     """
-    return _USERINFO_SECRET.sub(r"\1:***@", location)
+    return _USERINFO_SECRET.sub(r"\1:***@", location, count=1)
 
 
 def _netloc(location: str) -> str:
@@ -196,7 +199,7 @@ def open_store(location: str) -> CommitStore:
             f"the scheme '{scheme}' is not one the commit log can be written to (local paths, "
             "file:, s3/s3a/s3n, gs/gcs, abfs/abfss/wasb/wasbs, hdfs)"
         )
-    if scheme not in _AZURE and (_USERINFO_SECRET.match(location) or "@" in _netloc(location)):
+    if scheme not in _AZURE and (_USERINFO_SECRET.search(location) or "@" in _netloc(location)):
         raise CommitStoreError(
             "credentials in the URI are refused (they would end up in logs); give them through "
             "the store's environment and drop them from the URI"

@@ -18,18 +18,21 @@ Invariants:
 - Label sets are bounded: ``topic`` and ``partition`` for at most :data:`MAX_PARTITION_SERIES`
   topic-partitions per query; the records and bytes of any further ones are summed under
   ``partition="other"`` of their topic.
-- The gateway URL is shown without its password in every message.
+- The gateway URL is shown without its user info in every message. ``USER:PASSWORD@`` in it is
+  sent as HTTP basic auth, never in the URL; a password with an unencoded ``/``, ``?`` or ``#``
+  (which a client would read as part of the host) is refused when the option is parsed.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
+from kafka_sink.net.user_info import UserInfoError, mask_url, shown_value, split_user_info
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, logger
 
@@ -51,14 +54,16 @@ _JOB = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 
 
 def _shown(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.password is None:
-        return url
-    return url.replace(f":{parsed.password}@", ":***@", 1)
+    return mask_url(url)
 
 
 def gateway_url(value: str) -> str:
-    """The option ``metricsPushGateway`` checked: an http(s) URL (``host:port`` gets http)."""
+    """The option ``metricsPushGateway`` checked: an http(s) URL (``host:port`` gets http).
+
+    ``USER:PASSWORD@`` in it is kept: :func:`push_batch` sends it as HTTP basic auth (what a
+    Pushgateway started with ``--web.config.file`` asks for). A password with an unencoded
+    ``/``, ``?`` or ``#`` is refused, naming no part of it.
+    """
     text = value.strip()
     if not text:
         raise SinkOptionError(
@@ -66,11 +71,24 @@ def gateway_url(value: str) -> str:
             ".option('metricsPushGateway', 'http://pushgateway:9091'), or remove the option"
         )
     url = text if "://" in text else f"http://{text}"
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        split = split_user_info(url)
+        parsed = urlsplit(split.url)
+        parsed.port  # raises ValueError on a port that is no number in 0..65535
+    except UserInfoError as exc:
+        raise SinkOptionError(f"option 'metricsPushGateway': {exc}") from None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise SinkOptionError(
-            f"option 'metricsPushGateway' is {_shown(text)!r}, not an http(s) URL of a "
-            "Pushgateway; give e.g. 'http://pushgateway:9091'"
+            f"option 'metricsPushGateway' is {shown_value(_shown(text))}, not an http(s) URL of "
+            "a Pushgateway; give e.g. 'http://pushgateway:9091'"
+        )
+    if split.has_user_info and split.password is None:
+        raise SinkOptionError(
+            "option 'metricsPushGateway' has a user name but no password before its '@': the "
+            "Pushgateway's basic auth takes USER:PASSWORD@host (percent-encoded), or no "
+            "credentials at all"
         )
     if importlib.util.find_spec("prometheus_client") is None:
         raise SinkOptionError(
@@ -207,14 +225,34 @@ def push_batch(
 ) -> bool:
     """Push a batch's metrics; False (and a WARNING) when the push failed."""
     from prometheus_client import CollectorRegistry, push_to_gateway
+    from prometheus_client.exposition import basic_auth_handler, default_handler
 
     totals = _TOTALS.setdefault((gateway, job, query), _Totals())
     totals.add(section)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_BatchCollector(totals, section, batch_id))
+    split = split_user_info(gateway)  # checked by gateway_url: no UserInfoError here
+    handler: Callable[..., Callable[[], None]] = default_handler
+    if split.user is not None and split.password is not None:
+        user, password = split.user, split.password
+
+        def handler(
+            url: str,
+            method: str,
+            timeout: float | None,
+            headers: list[tuple[str, str]],
+            data: bytes,
+        ) -> Callable[[], None]:
+            return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
     try:
         push_to_gateway(
-            gateway, job=job, registry=registry, grouping_key={"query": query}, timeout=timeout_s
+            split.url,
+            job=job,
+            registry=registry,
+            grouping_key={"query": query},
+            timeout=timeout_s,
+            handler=handler,
         )
     except Exception as exc:  # a push never fails the batch
         ensure_logging()
