@@ -257,7 +257,7 @@ def _strip_user_info(url: str, key: str, index: int) -> tuple[str, str | None]:
     try:
         split = split_user_info(url)
         parts = urllib.parse.urlsplit(split.url)
-        parts.port  # raises ValueError on a port that is no number in 0..65535
+        _ = parts.port  # a port that is no number in 0..65535 raises ValueError
     except UserInfoError as exc:
         raise ConfigError(f"{key}: URL {index + 1}: {exc}") from None
     except ValueError:

@@ -74,7 +74,7 @@ def gateway_url(value: str) -> str:
     try:
         split = split_user_info(url)
         parsed = urlsplit(split.url)
-        parsed.port  # raises ValueError on a port that is no number in 0..65535
+        _ = parsed.port  # a port that is no number in 0..65535 raises ValueError
     except UserInfoError as exc:
         raise SinkOptionError(f"option 'metricsPushGateway': {exc}") from None
     except ValueError:
