@@ -20,8 +20,10 @@ Invariants:
   the PEM material) never appear in ``repr()`` or in error messages.
 - No security setting is accepted and ignored: every ``ssl.*`` key is applied by
   :class:`~kafka_sink.net.tls.TlsConfig` (checked at construction) or refused; ``ssl.*`` keys
-  without TLS and ``sasl.*`` keys without SASL are refused; the JVM-only security keys are
-  accepted only with Java's default value, which describes what OpenSSL does anyway.
+  without TLS and ``sasl.*`` keys without SASL are refused; ``sasl.jaas.config`` with
+  ``sasl.username`` or ``sasl.password`` is refused (the credentials come from one of them);
+  the JVM-only security keys are accepted only with Java's default value, which describes what
+  OpenSSL does anyway.
 - ``retry.backoff.ms`` and ``reconnect.backoff.ms`` never exceed their ``.max`` settings (they
   are lowered to them, as Java does).
 - A ``NetworkConfig`` that constructs without error names a supported security protocol, for
@@ -462,6 +464,15 @@ def _check_shared(v: dict[str, Any], explicit: set[str]) -> None:
     protocol = v["security_protocol"]
     if protocol.startswith("SASL_"):
         if v["sasl_jaas_config"] is not None:
+            both = sorted(k for k in ("sasl.username", "sasl.password") if k in explicit)
+            if both:
+                # Either source alone names the credentials; together the token sent would mix
+                # one's user name with the other's password.
+                raise ConfigError(
+                    f"sasl.jaas.config and {' and '.join(both)} are both set: give the "
+                    "credentials once, in sasl.jaas.config (as Java clients do) or in "
+                    "sasl.username + sasl.password"
+                )
             kind, user, password = parse_jaas_config(v["sasl_jaas_config"])
             mech = v["sasl_mechanism"]
             if kind == "PLAIN" and mech != "PLAIN":
@@ -473,10 +484,7 @@ def _check_shared(v: dict[str, Any], explicit: set[str]) -> None:
                     "sasl.jaas.config: ScramLoginModule needs sasl.mechanism=SCRAM-SHA-256 "
                     f"or SCRAM-SHA-512, got {mech}"
                 )
-            if v["sasl_username"] is None:
-                v["sasl_username"] = user
-            if v["sasl_password"] is None:
-                v["sasl_password"] = password
+            v["sasl_username"], v["sasl_password"] = user, password
         if v["sasl_mechanism"] not in _SASL_MECHANISMS:
             raise ConfigError(
                 f"sasl.mechanism: {v['sasl_mechanism']} is not supported with "
