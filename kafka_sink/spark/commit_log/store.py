@@ -35,6 +35,7 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
@@ -228,7 +229,7 @@ class LocalCommitStore:
     location: str
 
     def probe(self) -> None:
-        os.makedirs(self.location, exist_ok=True)
+        _make_dirs(self.location)
         fd, probe = tempfile.mkstemp(prefix=".pykafka-probe-", suffix=".tmp", dir=self.location)
         try:
             os.write(fd, b"probe\n")
@@ -237,7 +238,7 @@ class LocalCommitStore:
             os.unlink(probe)
 
     def write(self, name: str, data: bytes) -> str:
-        os.makedirs(self.location, exist_ok=True)
+        _make_dirs(self.location)
         path = os.path.join(self.location, name)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.location)
         try:
@@ -270,6 +271,26 @@ class LocalCommitStore:
             return []
         except OSError as exc:
             raise CommitStoreError(_reason(exc)) from None
+
+
+def _make_dirs(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)`` without recursion: a path deeper than Python's
+    recursion limit gets the directories it can or the OS's error, never a RecursionError."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
+    missing: list[str] = []
+    while not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
 
 
 # -- pyarrow.fs stores ----------------------------------------------------------------------

@@ -103,8 +103,8 @@ def job_name(value: str) -> str:
     text = value.strip()
     if not _JOB.fullmatch(text):
         raise SinkOptionError(
-            f"option 'metricsJob' is {text!r}: give 1 to 200 letters, digits or '_.:-', e.g. "
-            f".option('metricsJob', '{DEFAULT_JOB}')"
+            f"option 'metricsJob' is {shown_value(text)}: give 1 to 200 letters, digits or "
+            f"'_.:-', e.g. .option('metricsJob', '{DEFAULT_JOB}')"
         )
     return text
 
