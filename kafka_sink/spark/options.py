@@ -186,6 +186,8 @@ _MAX_INT = 2**31 - 1
 _MAX_LONG = 2**63 - 1
 # A location longer than Linux's PATH_MAX is no path; an object key is shorter still.
 _MAX_LOCATION_CHARS = 4096
+# No option name is longer (Kafka's longest producer key is under 60 characters).
+_MAX_KEY_CHARS = 200
 # How much of a location a message shows (then its length).
 _SHOWN_LOCATION_CHARS = 200
 
@@ -311,6 +313,11 @@ class SinkOptions:
             elif key in SINK_KEYS or key in SPARK_KEYS or is_format_key(key):
                 # The formats' keys are parsed (and refused) by formats/options.py.
                 continue
+            elif len(key) > _MAX_KEY_CHARS:
+                raise SinkOptionError(
+                    f"unknown option {shown_value(key)} for format('pykafka'): no option name "
+                    f"is that long. Fix: correct or remove it"
+                )
             else:
                 raise SinkOptionError(unknown_option_message(key, _producer_keys()))
         _refuse_unknown_producer_keys(producer)
@@ -709,5 +716,10 @@ def _refuse_unknown_producer_keys(producer: Mapping[str, str]) -> None:
     """Name a misspelled ``kafka.*`` key before the required one it may hide is reported."""
     known = _producer_keys()
     for pkey in producer:
+        if pkey not in known and len(pkey) > _MAX_KEY_CHARS:
+            raise SinkOptionError(
+                f"unknown option {shown_value(KAFKA_PREFIX + pkey)} for format('pykafka'): no "
+                "producer setting is that long. Fix: correct or remove it"
+            )
         if pkey not in known:
             raise SinkOptionError(unknown_option_message(KAFKA_PREFIX + pkey, known))

@@ -205,3 +205,10 @@ def test_secret_values_are_never_quoted() -> None:
     with pytest.raises(SinkOptionError) as caught:
         _parse("kafka.ssl.key.password", "Zq1" * 50_000)
     assert "Zq1" not in str(caught.value) and len(str(caught.value)) < MESSAGE_CAP
+
+
+@pytest.mark.parametrize("key", ["x" * 100_000, "kafka." + "x" * 100_000])
+def test_a_huge_unknown_key_is_named_capped(key: str) -> None:
+    with pytest.raises(SinkOptionError, match="unknown option") as caught:
+        SinkOptions.from_options({**BASE, key: "v"})
+    assert len(str(caught.value)) < MESSAGE_CAP and "(100" in str(caught.value)
