@@ -225,34 +225,20 @@ def push_batch(
 ) -> bool:
     """Push a batch's metrics; False (and a WARNING) when the push failed."""
     from prometheus_client import CollectorRegistry, push_to_gateway
-    from prometheus_client.exposition import basic_auth_handler, default_handler
 
     totals = _TOTALS.setdefault((gateway, job, query), _Totals())
     totals.add(section)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_BatchCollector(totals, section, batch_id))
-    split = split_user_info(gateway)  # checked by gateway_url: no UserInfoError here
-    handler: Callable[..., Callable[[], None]] = default_handler
-    if split.user is not None and split.password is not None:
-        user, password = split.user, split.password
-
-        def handler(
-            url: str,
-            method: str,
-            timeout: float | None,
-            headers: list[tuple[str, str]],
-            data: bytes,
-        ) -> Callable[[], None]:
-            return basic_auth_handler(url, method, timeout, headers, data, user, password)
-
     try:
+        split = split_user_info(gateway)  # gateway_url refused what would raise here
         push_to_gateway(
             split.url,
             job=job,
             registry=registry,
             grouping_key={"query": query},
             timeout=timeout_s,
-            handler=handler,
+            handler=_handler(split.user, split.password),
         )
     except Exception as exc:  # a push never fails the batch
         ensure_logging()
@@ -266,3 +252,18 @@ def push_batch(
         )
         return False
     return True
+
+
+def _handler(user: str | None, password: str | None) -> Callable[..., Callable[[], None]]:
+    """prometheus-client's request handler: with basic auth when the URL had user info."""
+    from prometheus_client.exposition import basic_auth_handler, default_handler
+
+    if user is None or password is None:
+        return default_handler
+
+    def handle(
+        url: str, method: str, timeout: float | None, headers: list[tuple[str, str]], data: bytes
+    ) -> Callable[[], None]:
+        return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
+    return handle
