@@ -19,4 +19,6 @@ Module map (bottom to top):
 - ``network_client``: ``NetworkClient``, which ties them together on the sender thread.
 - ``http``: one bounded HTTP(S) exchange over ``urllib`` (PEM TLS settings, secret headers kept
   off redirects), for the driver's REST clients such as the Schema Registry client.
+- ``user_info``: credentials in URLs split off as HTTP clients read them, or refused; URLs
+  masked for display; user values quoted capped in error messages.
 """

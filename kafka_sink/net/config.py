@@ -17,11 +17,18 @@ Invariants:
   except ``ssl.*``, ``sasl.*`` and ``security.*`` keys: every key of those families is a shared
   key, so an unknown one is a mistake in a security setting and is refused.
 - Secrets (``sasl.password``, ``sasl.jaas.config``, ``ssl.*password``, ``ssl.keystore.key``,
-  the PEM material) never appear in ``repr()`` or in error messages.
+  the PEM material) never appear in ``repr()`` or in error messages; other values are quoted
+  capped (``shown_value``), so a message never grows with the value.
+- Integer values given as text are read as Kafka's ``ConfigDef`` reads them
+  (``Integer.parseInt``/``Long.parseLong`` of ``trim()``): an optional sign and decimal digits
+  of any script, surrounded only by characters up to U+0020; ``1_000`` or a no-break space is
+  refused, as in Java.
 - No security setting is accepted and ignored: every ``ssl.*`` key is applied by
   :class:`~kafka_sink.net.tls.TlsConfig` (checked at construction) or refused; ``ssl.*`` keys
-  without TLS and ``sasl.*`` keys without SASL are refused; the JVM-only security keys are
-  accepted only with Java's default value, which describes what OpenSSL does anyway.
+  without TLS and ``sasl.*`` keys without SASL are refused; ``sasl.jaas.config`` with
+  ``sasl.username`` or ``sasl.password`` is refused (the credentials come from one of them);
+  the JVM-only security keys are accepted only with Java's default value, which describes what
+  OpenSSL does anyway.
 - ``retry.backoff.ms`` and ``reconnect.backoff.ms`` never exceed their ``.max`` settings (they
   are lowered to them, as Java does).
 - A ``NetworkConfig`` that constructs without error names a supported security protocol, for
@@ -31,7 +38,9 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 import ssl
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
@@ -40,6 +49,7 @@ from kafka_sink.errors import ConfigError
 from kafka_sink.net.jaas import parse_jaas
 from kafka_sink.net.sasl import SaslConfig
 from kafka_sink.net.tls import TlsConfig
+from kafka_sink.net.user_info import shown_value
 
 __all__ = [
     "ACCEPTED_NO_EFFECT",
@@ -119,20 +129,49 @@ _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # -- parsing one value ----------------------------------------------------------------------------
 
 
+# Java's String.trim(): every character up to U+0020, nothing else (no NBSP, no U+2003).
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+# Integer.parseInt / Long.parseLong: an optional sign, then decimal digits of any script (Java's
+# Character.digit reads every Unicode Nd digit, as ``\d`` matches here); no '_', no spaces.
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+# More significant digits than any long has: out of range without building the number.
+_LONG_DIGITS = 19
+_BEYOND_LONG: int = 10**_LONG_DIGITS
+
+
+def java_integer(text: str) -> int | None:
+    """``text`` read as Kafka's ``ConfigDef`` reads an INT or LONG (``parseInt(trim())``); None
+    when Java would throw ``NumberFormatException``. Huge values come back huge but are never
+    built digit by digit beyond what any range check needs."""
+    trimmed = text.strip(_JAVA_TRIM)
+    if not _JAVA_INTEGER.fullmatch(trimmed):
+        return None
+    negative = trimmed[0] == "-"
+    digits = "".join(str(unicodedata.decimal(c)) for c in trimmed.lstrip("+-")).lstrip("0")
+    if len(digits) > _LONG_DIGITS:
+        return -_BEYOND_LONG if negative else _BEYOND_LONG
+    value = int(digits or "0")
+    return -value if negative else value
+
+
 def parse_int(key: str, raw: object, lo: int, hi: int) -> int:
     if isinstance(raw, bool):
         raise ConfigError(f"{key}: expected an integer, got a boolean")
     if isinstance(raw, int):
         value = raw
     elif isinstance(raw, str):
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
+        parsed = java_integer(raw)
+        if parsed is None:
+            raise ConfigError(
+                f"{key}: expected an integer (an optional sign and decimal digits, as Java's "
+                f"Integer.parseInt reads), got {shown_value(raw)}"
+            )
+        value = parsed
     else:
         raise ConfigError(f"{key}: expected an integer, got {type(raw).__name__}")
     if not lo <= value <= hi:
-        raise ConfigError(f"{key}: {value} is out of range [{lo}, {hi}]")
+        shown = value if abs(value) < _BEYOND_LONG else "a number beyond Java's long range"
+        raise ConfigError(f"{key}: {shown} is out of range [{lo}, {hi}]")
     return value
 
 
@@ -141,7 +180,8 @@ def parse_bool(key: str, raw: object) -> bool:
         return raw
     if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
         return raw.strip().lower() == "true"
-    raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+    shown = shown_value(raw) if isinstance(raw, str) else type(raw).__name__
+    raise ConfigError(f"{key}: expected true or false, got {shown}")
 
 
 def parse_str(key: str, raw: object) -> str:
@@ -172,7 +212,8 @@ def choice(*options: str, upper: bool = False) -> Callable[[str, object], object
         text = parse_str(key, raw)
         text = text.upper() if upper else text.lower()
         if text not in options:
-            raise ConfigError(f"{key}: expected one of {', '.join(options)}; got {raw!r}")
+            shown = shown_value(raw) if isinstance(raw, str) else repr(raw)
+            raise ConfigError(f"{key}: expected one of {', '.join(options)}; got {shown}")
         return text
 
     return parse
@@ -273,7 +314,7 @@ def _check_jvm_security_key(key: str, raw: object) -> None:
     accepted, why = _JVM_SECURITY_KEYS[key]
     text = "" if raw is None else parse_str(key, raw)
     if text and text.lower() not in accepted:
-        raise ConfigError(f"{key}: {text!r} is not supported: {why}")
+        raise ConfigError(f"{key}: {shown_value(text)} is not supported: {why}")
 
 
 class _SecurityProtocol:
@@ -451,8 +492,12 @@ def _check_bootstrap(v: Mapping[str, Any]) -> None:
         raise ConfigError("bootstrap.servers: required (a comma-separated list of host:port)")
     for server in v["bootstrap_servers"]:
         host, sep, port = server.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"bootstrap.servers: {server!r} is not host:port")
+        if not sep or not host or not _is_port(port):
+            raise ConfigError(f"bootstrap.servers: {shown_value(server)} is not host:port")
+
+
+def _is_port(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) < 65536
 
 
 def _check_shared(v: dict[str, Any], explicit: set[str]) -> None:
@@ -462,6 +507,15 @@ def _check_shared(v: dict[str, Any], explicit: set[str]) -> None:
     protocol = v["security_protocol"]
     if protocol.startswith("SASL_"):
         if v["sasl_jaas_config"] is not None:
+            both = sorted(k for k in ("sasl.username", "sasl.password") if k in explicit)
+            if both:
+                # Either source alone names the credentials; together the token sent would mix
+                # one's user name with the other's password.
+                raise ConfigError(
+                    f"sasl.jaas.config and {' and '.join(both)} are both set: give the "
+                    "credentials once, in sasl.jaas.config (as Java clients do) or in "
+                    "sasl.username + sasl.password"
+                )
             kind, user, password = parse_jaas_config(v["sasl_jaas_config"])
             mech = v["sasl_mechanism"]
             if kind == "PLAIN" and mech != "PLAIN":
@@ -473,10 +527,7 @@ def _check_shared(v: dict[str, Any], explicit: set[str]) -> None:
                     "sasl.jaas.config: ScramLoginModule needs sasl.mechanism=SCRAM-SHA-256 "
                     f"or SCRAM-SHA-512, got {mech}"
                 )
-            if v["sasl_username"] is None:
-                v["sasl_username"] = user
-            if v["sasl_password"] is None:
-                v["sasl_password"] = password
+            v["sasl_username"], v["sasl_password"] = user, password
         if v["sasl_mechanism"] not in _SASL_MECHANISMS:
             raise ConfigError(
                 f"sasl.mechanism: {v['sasl_mechanism']} is not supported with "
@@ -542,8 +593,12 @@ def parse_bootstrap_servers(
         else:
             text = item.strip()
             host, sep, port_text = text.rpartition(":")
-            if not sep or not host or not port_text.isdigit():
-                raise ConfigError(f"bootstrap.servers entry {text!r} is not host:port")
+            if not sep or not host or not (port_text.isascii() and port_text.isdigit()):
+                raise ConfigError(f"bootstrap.servers entry {shown_value(text)} is not host:port")
+            if len(port_text) > 5:
+                raise ConfigError(
+                    f"bootstrap.servers entry {shown_value(text)} has an invalid port"
+                )
             host, port = host.strip("[]"), int(port_text)
         if not 0 < int(port) < 65536:
             raise ConfigError(f"bootstrap.servers entry {host}:{port} has an invalid port")

@@ -14,7 +14,9 @@ same token rules so that a value that works for a Java client means the same her
 - ``//`` and ``/* */`` comments are skipped (a lone ``/`` starts a line comment, as in Java).
 - The client property holds exactly one login module entry (Java's ``JaasContext`` rule).
 
-Invariants: error messages name positions and option keys, never values (they hold passwords).
+Invariants: error messages name positions, and option keys only when they are one of
+:data:`KNOWN_OPTIONS`; never values (they hold passwords), nor a word that stands where a key is
+read (after a quote closed too early, it is the rest of a password).
 """
 
 from __future__ import annotations
@@ -23,9 +25,29 @@ from dataclasses import dataclass, field
 
 from kafka_sink.errors import ConfigError
 
-__all__ = ["CONTROL_FLAGS", "JaasEntry", "parse_jaas"]
+__all__ = ["CONTROL_FLAGS", "KNOWN_OPTIONS", "JaasEntry", "parse_jaas"]
 
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
+#: Option names of the login modules Kafka clients use (PLAIN, SCRAM, OAUTHBEARER, GSSAPI): the
+#: only option names an error message quotes.
+KNOWN_OPTIONS = frozenset(
+    {
+        "username",
+        "password",
+        "tokenauth",
+        "unsecuredLoginStringClaim_sub",
+        "clientId",
+        "clientSecret",
+        "scope",
+        "useKeyTab",
+        "keyTab",
+        "storeKey",
+        "principal",
+        "useTicketCache",
+        "serviceName",
+        "debug",
+    }
+)
 
 _KEY = "sasl.jaas.config"
 _ESCAPES = {"a": "\x07", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\x0b"}
@@ -176,12 +198,14 @@ def _entry(tokens: list[_Token], i: int) -> tuple[JaasEntry, int]:
                 "contain characters other than letters, digits, '_', '$', '.' and '-'"
             )
         name = key.text
-        shown = name if name.isidentifier() and len(name) <= 40 else "?"
+        # Where a quote closed too early, the rest of a password stands where a name is read:
+        # only the names of the login modules' own options are shown, others by position.
+        shown = f"option {name!r}" if name in KNOWN_OPTIONS else f"the option at position {key.pos}"
         if i + 1 >= len(tokens) or tokens[i + 1].kind != "char" or tokens[i + 1].text != "=":
-            raise ConfigError(f"{_KEY}: option {shown!r} needs '=' and a value")
+            raise ConfigError(f"{_KEY}: {shown} needs '=' and a value")
         if i + 2 >= len(tokens) or tokens[i + 2].kind not in ("word", "quoted"):
             raise ConfigError(
-                f"{_KEY}: the value of option {shown!r} is missing or must be quoted "
+                f"{_KEY}: the value of {shown} is missing or must be quoted "
                 "(Java reads only words and quoted strings as values)"
             )
         options[name] = tokens[i + 2].text

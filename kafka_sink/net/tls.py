@@ -8,7 +8,9 @@ and then ignored:
   (``type=PKCS12``, read with the ``cryptography`` package); none means the system CAs.
 - ``ssl.keystore.*``: a PEM file holding the private key and its chain (``location``), inline PEM
   (``key`` + ``certificate.chain``) or a PKCS#12 file; an encrypted key is opened with
-  ``ssl.key.password`` (PEM) or ``ssl.keystore.password`` (PKCS#12). JKS is refused.
+  ``ssl.key.password`` (PEM) or ``ssl.keystore.password`` (PKCS#12). ``ssl.key.password`` with
+  a PEM key that is not encrypted is refused, as Java does (inline: at construction; a file:
+  when the context is built, where files are read). JKS is refused.
 - ``ssl.protocol`` caps the version (``TLSv1.2`` never negotiates 1.3, as in Java);
   ``ssl.enabled.protocols`` sets the range (``minimum_version``/``maximum_version``). Only TLSv1.2
   and TLSv1.3 exist here; older names are refused.
@@ -117,6 +119,22 @@ def _pem_labels(text: str) -> list[str]:
     return [label for label, _body in _PEM_BLOCK.findall(text)]
 
 
+def _key_is_encrypted(text: str) -> bool | None:
+    """Whether the PEM private key in ``text`` is encrypted (PKCS#8 ``ENCRYPTED PRIVATE KEY``,
+    or a legacy key with a ``Proc-Type: 4,ENCRYPTED`` header); None when it holds no key."""
+    for label, body in _PEM_BLOCK.findall(text):
+        if label.endswith("PRIVATE KEY"):
+            return label == "ENCRYPTED PRIVATE KEY" or "ENCRYPTED" in body.split("\n\n")[0]
+    return None
+
+
+_UNENCRYPTED_KEY = (
+    "ssl.key.password: set, but the private key in {where} is not encrypted, so the password "
+    "would not be used (Java refuses this too); remove ssl.key.password, or give an encrypted "
+    "key (-----BEGIN ENCRYPTED PRIVATE KEY-----)"
+)
+
+
 @dataclass(frozen=True)
 class TlsConfig:
     """The ``ssl.*`` settings of one client (Kafka key in each comment). ``repr`` hides secrets."""
@@ -180,6 +198,8 @@ class TlsConfig:
                     "ssl.keystore.key: expected a PEM private key "
                     "(-----BEGIN PRIVATE KEY----- or -----BEGIN ENCRYPTED PRIVATE KEY-----)"
                 )
+            if self.key_password is not None and not _key_is_encrypted(self.keystore_key):
+                raise ConfigError(_UNENCRYPTED_KEY.format(where="ssl.keystore.key"))
             if "CERTIFICATE" not in _pem_labels(self.keystore_certificate_chain):
                 raise ConfigError(
                     "ssl.keystore.certificate.chain: expected PEM certificates "
@@ -351,9 +371,16 @@ class TlsConfig:
                 with _private_file(pem) as path:
                     context.load_cert_chain(path, password=lambda: one_time_password)
             else:
+                if self.key_password is not None:
+                    with open(self.keystore_location, encoding="ascii", errors="replace") as f:
+                        encrypted = _key_is_encrypted(f.read())
+                    if encrypted is False:
+                        raise ConfigError(_UNENCRYPTED_KEY.format(where=self.keystore_location))
                 context.load_cert_chain(
                     self.keystore_location, password=self._key_password_callback()
                 )
+        except ConfigError:
+            raise
         except (OSError, ValueError) as exc:
             where = self.keystore_location or "ssl.keystore.key/ssl.keystore.certificate.chain"
             raise ConfigError(

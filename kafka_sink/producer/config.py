@@ -46,6 +46,7 @@ from kafka_sink.net.config import (
     opt_str,
     parse_bool,
 )
+from kafka_sink.net.user_info import shown_value
 from kafka_sink.producer.plugins import (
     INTERCEPTORS_KEY,
     METRIC_REPORTERS_KEY,
@@ -63,7 +64,8 @@ def _parse_acks(key: str, raw: object) -> int:
         return -1
     if text in ("-1", "0", "1"):
         return int(text)
-    raise ConfigError(f"{key}: expected one of all, -1, 0, 1; got {raw!r}")
+    shown = shown_value(raw) if isinstance(raw, str) else repr(raw)
+    raise ConfigError(f"{key}: expected one of all, -1, 0, 1; got {shown}")
 
 
 def _parse_plugin(key: str, raw: object) -> object:

@@ -6,6 +6,7 @@ Role: parse the arguments, read the commit log (``reader.py``), print the table 
 Invariants:
 - Exit status 0 on success; 2 with a one-line message (no traceback) when the location cannot be
   read, holds no commit document, or the plot cannot be drawn.
+- The location is echoed without the password of its user info (``display_location``).
 """
 
 from __future__ import annotations
@@ -44,12 +45,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from kafka_sink.report.plot import PlotUnavailableError, plot_rows
-    from kafka_sink.spark.commit_log.store import CommitStoreError
+    from kafka_sink.spark.commit_log.store import CommitStoreError, display_location
 
     try:
         where, documents = load_commits(args.location)
     except CommitStoreError as exc:
-        print(f"report: cannot read {args.location}: {exc}", file=sys.stderr)
+        print(f"report: cannot read {display_location(args.location)}: {exc}", file=sys.stderr)
         return 2
     if not documents:
         print(f"report: no pykafka commit documents in {where}", file=sys.stderr)

@@ -65,7 +65,17 @@ Invariants:
 - The producer config is validated (``ProducerConfig.from_mapping``, no network) on the driver, so
   a bad ``kafka.*`` key fails before any task starts.
 - ``repr(SinkOptions)`` names producer keys only, never values (they may hold passwords), and
-  shows locations with any password in their user-info masked.
+  shows locations and the Pushgateway URL with any password in their user info masked.
+- Every bad value gives a :class:`SinkOptionError` naming the option (never a raw
+  ``ValueError``/``OSError``), and no message grows with the value: a value is quoted through
+  ``shown_value`` (its first characters, then its length), a location through ``_location``;
+  ``commitLog`` and ``checkpointLocation`` longer than 4096 characters, holding a NUL, or with
+  an unclosed ``[`` host are refused when parsed.
+- The sink's integer options (``producerIdleTimeoutMs``, ``preflightTimeoutMs``) are read as
+  Java's ``Long.parseLong`` of the trimmed text reads them, narrowed to ASCII: an optional
+  ``+``/``-`` and digits ``0``-``9`` (no ``_``, no other script's digits), within Java's ``long``
+  (``int`` for ``preflightTimeoutMs``). ``kafka.*`` integers are Kafka's own
+  (``net/config.py``: ``Integer.parseInt``/``Long.parseLong``, any Unicode digits).
 - The commit-log directory the sink will write (``commitLog``, or the default
   ``<checkpointLocation>/pykafka-commits`` for a streaming query, local or in a store) is checked
   on the driver before any task runs: created, then a uniquely named probe file written and
@@ -89,6 +99,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from kafka_sink.errors import ConfigError
+from kafka_sink.net.user_info import mask_url, shown_value
 from kafka_sink.spark.commit_log.store import (
     STORE_SCHEMES,
     CommitStoreError,
@@ -166,6 +177,19 @@ _PLUGIN_KEYS = frozenset({"interceptor.classes", "partitioner.class"})
 _PROBED: set[str] = set()
 
 _DISABLED_WORDS = frozenset({"none", "false", "off", "disabled"})
+
+# Integers: Java's trim() (characters up to U+0020), a sign, ASCII digits; Java's int and long.
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+_SINK_INTEGER = re.compile(r"[+-]?[0-9]+")
+_LONG_DIGITS = 19
+_MAX_INT = 2**31 - 1
+_MAX_LONG = 2**63 - 1
+# A location longer than Linux's PATH_MAX is no path; an object key is shorter still.
+_MAX_LOCATION_CHARS = 4096
+# No option name is longer (Kafka's longest producer key is under 60 characters).
+_MAX_KEY_CHARS = 200
+# How much of a location a message shows (then its length).
+_SHOWN_LOCATION_CHARS = 200
 
 #: Producer settings the sink uses when the options do not set them (see the module docstring).
 SINK_PRODUCER_DEFAULTS: Mapping[str, str] = {"batch.size": "262144"}
@@ -261,9 +285,9 @@ class SinkOptions:
                 if text.lower() in _DISABLED_WORDS:
                     disabled = True
                 else:
-                    commit_log = _commit_log_location(text)
+                    commit_log = _commit_log_location(_checked_location("commitLog", text))
             elif key == "checkpointlocation":
-                checkpoint = value.strip() or None
+                checkpoint = _checked_location("checkpointLocation", value.strip()) or None
             elif key == "queryname":
                 query_name = value.strip() or None
             elif key == "produceridletimeoutms":
@@ -289,6 +313,11 @@ class SinkOptions:
             elif key in SINK_KEYS or key in SPARK_KEYS or is_format_key(key):
                 # The formats' keys are parsed (and refused) by formats/options.py.
                 continue
+            elif len(key) > _MAX_KEY_CHARS:
+                raise SinkOptionError(
+                    f"unknown option {shown_value(key)} for format('pykafka'): no option name "
+                    f"is that long. Fix: correct or remove it"
+                )
             else:
                 raise SinkOptionError(unknown_option_message(key, _producer_keys()))
         _refuse_unknown_producer_keys(producer)
@@ -410,7 +439,8 @@ class SinkOptions:
                 scheme = _scheme(self.checkpoint_location)
                 if as_local_path(self.checkpoint_location) is None:
                     self._warn_no_default_log(
-                        f"the scheme '{scheme}' is not one the commit log can be written to"
+                        f"the scheme {shown_value(scheme)} is not one the commit log can be "
+                        "written to"
                     )
             return None
         if streaming and location in _PROBED:
@@ -421,7 +451,7 @@ class SinkOptions:
             if self.commit_log is not None:
                 raise SinkOptionError(
                     f"option 'commitLog' names a location this driver cannot write to: "
-                    f"{display_location(location)} ({exc}). Fix: give a local directory or "
+                    f"{_location(location)} ({exc}). Fix: give a local directory or "
                     "another store, or 'none' to write no commit files."
                 ) from None
             self._warn_no_default_log(str(exc))
@@ -433,7 +463,7 @@ class SinkOptions:
         return location
 
     def _warn_no_default_log(self, why: str) -> None:
-        checkpoint = display_location(self.checkpoint_location or "")
+        checkpoint = _location(self.checkpoint_location or "")
         warn_once(
             f"no-commit-log:{checkpoint}",
             f"pykafka: no commit files will be written for checkpoint {checkpoint}: {why}. "
@@ -451,7 +481,7 @@ class SinkOptions:
             reason = "it exists and is not a directory"
         else:
             reason = exc.strerror or type(exc).__name__
-        shown = display_location(location)
+        shown = _location(location)
         if local is not None:
             where, place = "a directory", "a writable local directory"
         else:
@@ -474,11 +504,11 @@ class SinkOptions:
     def __repr__(self) -> str:
         keys = ",".join(k for k, _ in self.producer_items)
         return (
-            f"SinkOptions(topic={self.topic!r}, kafka=[{keys}], "
-            f"commit_log={_shown(self.commit_log)!r}, "
+            f"SinkOptions(topic={_capped(self.topic)}, kafka=[{keys}], "
+            f"commit_log={_capped(_shown(self.commit_log))}, "
             f"commit_log_disabled={self.commit_log_disabled}, "
-            f"checkpoint_location={_shown(self.checkpoint_location)!r}, "
-            f"query_name={self.query_name!r}, "
+            f"checkpoint_location={_capped(_shown(self.checkpoint_location))}, "
+            f"query_name={_capped(self.query_name)}, "
             f"producerIdleTimeoutMs={self.producer_idle_timeout_ms}, "
             f"preflightTimeoutMs={self.preflight_timeout_ms}, "
             f"deliveryGuarantee={self.delivery_guarantee!r}, "
@@ -486,7 +516,7 @@ class SinkOptions:
             f"intentStore={self.intent_store!r}, intentTopic={self.intent_topic!r}, "
             f"idempotencyKey={self.idempotency_key!r}, "
             f"logLevel={self.log_level!r}, "
-            f"metricsPushGateway={_shown(self.metrics_push_gateway)!r}, "
+            f"metricsPushGateway={_capped(_masked(self.metrics_push_gateway))}, "
             f"metricsJob={self.metrics_job!r})"
         )
 
@@ -495,31 +525,63 @@ def _shown(location: str | None) -> str | None:
     return None if location is None else display_location(location)
 
 
+def _masked(url: str | None) -> str | None:
+    return None if url is None else mask_url(url)
+
+
+def _capped(text: str | None) -> str:
+    return "None" if text is None else shown_value(text)
+
+
+def _location(location: str) -> str:
+    """A location as a message shows it: no password, and capped (paths can be any length)."""
+    shown = display_location(location)
+    if len(shown) <= _SHOWN_LOCATION_CHARS:
+        return shown
+    return f"{shown[:_SHOWN_LOCATION_CHARS]}…({len(shown)} characters)"
+
+
 def _scheme(location: str) -> str:
     return urlparse(location).scheme.lower()
 
 
+def _whole_number(value: str, lo: int, hi: int) -> int | None:
+    """``value`` as the sink's integer options take it, or None when it is not one.
+
+    Java's ``Long.parseLong`` of the trimmed text, narrowed: an optional sign and ASCII digits
+    (no ``_``, no other script's digits), within ``[lo, hi]`` (at most Java's ``long``).
+    """
+    text = value.strip(_JAVA_TRIM)
+    if _SINK_INTEGER.fullmatch(text) is None:
+        return None
+    if len(text.lstrip("+-").lstrip("0")) > _LONG_DIGITS:
+        return None
+    number = int(text)
+    return number if lo <= number <= hi else None
+
+
 def _idle_timeout_ms(value: str) -> int:
-    text = value.strip()
-    if re.fullmatch(r"-?[0-9]+", text) is None or int(text) < -1:
+    number = _whole_number(value, -1, _MAX_LONG)
+    if number is None:
         raise SinkOptionError(
             f"option 'producerIdleTimeoutMs' must be a whole number of milliseconds: how long a "
             f"worker keeps a producer no task uses (default {DEFAULT_IDLE_TIMEOUT_MS}), 0 to close "
-            f"it when its task ends, or -1 to keep it until the worker exits; got {value!r}"
+            f"it when its task ends, or -1 to keep it until the worker exits; got "
+            f"{shown_value(value)}"
         )
-    return int(text)
+    return number
 
 
 def _preflight_timeout_ms(value: str) -> int:
-    text = value.strip()
-    if re.fullmatch(r"[0-9]+", text) is None or not 0 < int(text) <= 2**31 - 1:
+    number = _whole_number(value, 1, _MAX_INT)
+    if number is None:
         raise SinkOptionError(
-            "option 'preflightTimeoutMs' must be a whole number of milliseconds above 0: how "
-            "long the driver's checks of the cluster (brokers reachable, topic present, ACLs) "
-            f"may take before any task runs (default {DEFAULT_PREFLIGHT_TIMEOUT_MS}); "
-            f"got {value!r}"
+            "option 'preflightTimeoutMs' must be a whole number of milliseconds from 1 to "
+            f"{_MAX_INT}: how long the driver's checks of the cluster (brokers reachable, topic "
+            f"present, ACLs) may take before any task runs (default "
+            f"{DEFAULT_PREFLIGHT_TIMEOUT_MS}); got {shown_value(value)}"
         )
-    return int(text)
+    return number
 
 
 def _delivery_guarantee(value: str) -> str:
@@ -527,7 +589,7 @@ def _delivery_guarantee(value: str) -> str:
     if text not in DELIVERY_GUARANTEES:
         raise SinkOptionError(
             f"option 'deliveryGuarantee' must be one of {', '.join(DELIVERY_GUARANTEES)} "
-            f"(case-insensitive); got {value!r}"
+            f"(case-insensitive); got {shown_value(value)}"
         )
     return text
 
@@ -537,7 +599,8 @@ def _transactional_id_prefix(value: str) -> str:
     if _PREFIX_RE.fullmatch(text) is None:
         raise SinkOptionError(
             "option 'transactionalIdPrefix' must be 1 to 200 characters among letters, digits, "
-            f"'.', '_' and '-' (the sink appends '-<partition>-<slot>' to it); got {value!r}"
+            "'.', '_' and '-' (the sink appends '-<partition>-<slot>' to it); got "
+            f"{shown_value(value)}"
         )
     return text
 
@@ -549,7 +612,7 @@ def _intent_store(value: str) -> str:
             f"option 'intentStore' must be one of {', '.join(INTENT_STORES)} (case-insensitive): "
             "'kafka' keeps exactly-once commit intents in a compacted topic of the cluster "
             "(survives the loss of the driver host), 'checkpoint' in files under a local "
-            f"checkpointLocation; got {value!r}"
+            f"checkpointLocation; got {shown_value(value)}"
         )
     return text
 
@@ -559,7 +622,7 @@ def _intent_topic(value: str) -> str:
     if _TOPIC_RE.fullmatch(text) is None or text in (".", ".."):
         raise SinkOptionError(
             "option 'intentTopic' must be a Kafka topic name (1 to 249 letters, digits, '.', '_' "
-            f"and '-'); got {value!r}"
+            f"and '-'); got {shown_value(value)}"
         )
     return text
 
@@ -570,7 +633,7 @@ def _idempotency_key(value: str) -> str:
         raise SinkOptionError(
             "option 'idempotencyKey' must be 1 to 200 printable characters naming the job's "
             "data (the same key on every re-run of the same job, e.g. the orchestrator's run "
-            f"date); got {value[:40]!r}" + ("..." if len(value) > 40 else "")
+            f"date); got {shown_value(value, 40)}"
         )
     return text
 
@@ -580,19 +643,42 @@ def _force_exactly_once_settings(producer: dict[str, str]) -> None:
     acks = producer.get("acks")
     if acks is not None and acks.strip().lower() not in ("all", "-1"):
         raise SinkOptionError(
-            f"option 'kafka.acks' is {acks!r}, but deliveryGuarantee=exactly-once writes with "
-            "acks=all (a transaction commits only records every in-sync replica has). Fix: "
-            "remove 'kafka.acks' or set it to 'all'"
+            f"option 'kafka.acks' is {shown_value(acks)}, but deliveryGuarantee=exactly-once "
+            "writes with acks=all (a transaction commits only records every in-sync replica "
+            "has). Fix: remove 'kafka.acks' or set it to 'all'"
         )
     idempotence = producer.get("enable.idempotence")
     if idempotence is not None and idempotence.strip().lower() != "true":
         raise SinkOptionError(
-            f"option 'kafka.enable.idempotence' is {idempotence!r}, but "
+            f"option 'kafka.enable.idempotence' is {shown_value(idempotence)}, but "
             "deliveryGuarantee=exactly-once needs the idempotent producer (transactions are "
             "built on it). Fix: remove 'kafka.enable.idempotence' or set it to 'true'"
         )
     producer["acks"] = "all"
     producer["enable.idempotence"] = "true"
+
+
+def _checked_location(option: str, location: str) -> str:
+    """``location`` if it can be a path or URI at all: bounded, and a URI that parses."""
+    if len(location) > _MAX_LOCATION_CHARS:
+        raise SinkOptionError(
+            f"option '{option}' is {len(location)} characters long; a location has at most "
+            f"{_MAX_LOCATION_CHARS} (Linux's PATH_MAX). Fix: give a shorter path or URI"
+        )
+    if "\x00" in location:
+        raise SinkOptionError(
+            f"option '{option}' holds a NUL character, which no path or URI may hold: "
+            f"{_location(location)}"
+        )
+    try:
+        urlparse(location)  # an unclosed bracketed host raises ValueError
+    except ValueError:
+        raise SinkOptionError(
+            f"option '{option}' is not a valid path or URI (an unclosed '[' host): "
+            f"{_location(location)}. Fix: "
+            "a local directory, or a URI such as s3a://bucket/dir or hdfs://namenode:8020/dir"
+        ) from None
+    return location
 
 
 def _commit_log_location(location: str) -> str:
@@ -602,9 +688,10 @@ def _commit_log_location(location: str) -> str:
     scheme = _scheme(location)
     if scheme not in STORE_SCHEMES:
         raise SinkOptionError(
-            f"option 'commitLog' has the scheme '{scheme}', which the commit log cannot be "
-            "written to. Fix: a local directory (a path or a file: URI), or an s3/s3a/s3n, "
-            "gs/gcs, abfs/abfss/wasb/wasbs or hdfs URI, or 'none' to write no commit files."
+            f"option 'commitLog' has the scheme {shown_value(scheme)}, which the commit log "
+            "cannot be written to. Fix: a local directory (a path or a file: URI), or an "
+            "s3/s3a/s3n, gs/gcs, abfs/abfss/wasb/wasbs or hdfs URI, or 'none' to write no "
+            "commit files."
         )
     return location.rstrip("/")
 
@@ -613,7 +700,7 @@ def _log_level(value: str) -> int:
     level = parse_level(value)
     if level is None:
         raise SinkOptionError(
-            f"option 'logLevel' is {value!r}: give one of {LEVEL_NAMES} (any case), "
+            f"option 'logLevel' is {shown_value(value)}: give one of {LEVEL_NAMES} (any case), "
             "e.g. .option('logLevel', 'WARN')"
         )
     return level
@@ -629,5 +716,10 @@ def _refuse_unknown_producer_keys(producer: Mapping[str, str]) -> None:
     """Name a misspelled ``kafka.*`` key before the required one it may hide is reported."""
     known = _producer_keys()
     for pkey in producer:
+        if pkey not in known and len(pkey) > _MAX_KEY_CHARS:
+            raise SinkOptionError(
+                f"unknown option {shown_value(KAFKA_PREFIX + pkey)} for format('pykafka'): no "
+                "producer setting is that long. Fix: correct or remove it"
+            )
         if pkey not in known:
             raise SinkOptionError(unknown_option_message(KAFKA_PREFIX + pkey, known))

@@ -5,7 +5,8 @@ Debian package ``prometheus-pushgateway`` (``apt-get download``, then ``dpkg -x`
 ``$PUSHGATEWAY_DIR`` or a per-user cache (``make setup`` fills ``.cache/pushgateway``), and
 :class:`LocalPushgateway` runs it in memory (no persistence file) on a free port, ready once
 ``GET /-/ready`` answers 200. :meth:`LocalPushgateway.metrics` reads what it holds back over its
-HTTP API (``/api/v1/metrics``).
+HTTP API (``/api/v1/metrics``). Given ``basic_auth``, it starts with a ``--web.config.file``
+that asks every request for those credentials, as a secured gateway does.
 
 Invariants:
 - The binary is looked for in: the directory given, else ``$PUSHGATEWAY_DIR``, else
@@ -17,11 +18,13 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -141,10 +144,14 @@ class LocalPushgateway(JvmServer):
         *,
         startup_timeout_s: float = 30.0,
         directory: str | os.PathLike[str] | None = None,
+        basic_auth: tuple[str, str, str] | None = None,
     ) -> None:
+        """``basic_auth`` = (user, password, bcrypt hash of the password): every request, the
+        readiness probe and :meth:`metrics` included, then needs those credentials."""
         super().__init__(startup_timeout_s=startup_timeout_s)
         self._directory_arg = directory
         self._binary = Path()
+        self._basic_auth = basic_auth
 
     def __repr__(self) -> str:
         return f"LocalPushgateway(url={self.url!r})"
@@ -160,18 +167,43 @@ class LocalPushgateway(JvmServer):
     def metrics(self) -> list[dict[str, Any]]:
         """The metric groups the gateway holds (``GET /api/v1/metrics``'s ``data``)."""
         with urllib.request.urlopen(
-            f"{self.url}/api/v1/metrics", timeout=_PROBE_TIMEOUT_S * 5
+            self._request(f"{self.url}/api/v1/metrics"), timeout=_PROBE_TIMEOUT_S * 5
         ) as response:
             body = json.loads(response.read())
         data: list[dict[str, Any]] = body["data"]
         return data
+
+    def _request(self, url: str) -> urllib.request.Request:
+        request = urllib.request.Request(url)
+        if self._basic_auth is not None:
+            user, password, _ = self._basic_auth
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        return request
 
     # -- internals ----------------------------------------------------------------------------
     def _resolve(self) -> None:
         self._binary = find_pushgateway(self._directory_arg)
 
     def _command(self) -> list[str]:
-        return [str(self._binary), f"--web.listen-address=127.0.0.1:{self._port}"]
+        command = [str(self._binary), f"--web.listen-address=127.0.0.1:{self._port}"]
+        if self._basic_auth is not None:
+            user, _, hashed = self._basic_auth
+            config = self.workdir / "web-config.yml"
+            config.write_text(f"basic_auth_users:\n  {json.dumps(user)}: {json.dumps(hashed)}\n")
+            command.append(f"--web.config.file={config}")
+        return command
 
     def _ready_problem(self, log: Path) -> str | None:
-        return http_ready_problem(f"{self.url}/-/ready", _PROBE_TIMEOUT_S)
+        if self._basic_auth is None:
+            return http_ready_problem(f"{self.url}/-/ready", _PROBE_TIMEOUT_S)
+        try:
+            with urllib.request.urlopen(
+                self._request(f"{self.url}/-/ready"), timeout=_PROBE_TIMEOUT_S
+            ) as response:
+                status = int(response.status)
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except (OSError, ValueError) as exc:
+            return f"GET {self.url}/-/ready: {type(exc).__name__}: {exc}"
+        return None if status == 200 else f"GET {self.url}/-/ready: HTTP {status}"

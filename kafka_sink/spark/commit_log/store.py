@@ -35,6 +35,7 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
@@ -78,8 +79,9 @@ _SECRET_VARS = (
 )
 # S3 connections fail fast instead of hanging on an unreachable endpoint.
 _CONNECT_TIMEOUT_S = 10.0
-# scheme://user:secret@ -> the secret part, up to the last "@" before the host.
-_USERINFO_SECRET = re.compile(r"^([a-z][a-z0-9+.-]*://[^:/@]*):[^@]*@", re.IGNORECASE)
+# scheme://user:secret@ -> the secret part, up to the last "@" of the location: a secret may
+# hold "@" as well as "/" (where a parsed netloc ends), and no part of it may be shown.
+_USERINFO_SECRET = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@]*):.*@", re.IGNORECASE | re.DOTALL)
 _REQUEST_TIMEOUT_S = 30.0
 # GCS retries failed requests for up to 15 minutes by default; a commit should fail sooner.
 _GCS_RETRY_LIMIT = timedelta(seconds=60)
@@ -141,9 +143,11 @@ def join(location: str, name: str) -> str:
 def display_location(location: str) -> str:
     """``location`` without a password in its user-info (``s3a://key:secret@bucket/...``).
 
-    Done on the text, not on ``urlparse``: a secret may hold ``/``, which ends a parsed netloc.
+    Done on the text, not on ``urlparse``: a secret may hold ``/``, which ends a parsed netloc,
+    and ``@``; everything up to the location's last ``@`` is masked (a path holding ``@`` after
+    a ``host:port`` is masked too: shown less, never a secret).
     """
-    return _USERINFO_SECRET.sub(r"\1:***@", location)
+    return _USERINFO_SECRET.sub(r"\1:***@", location, count=1)
 
 
 def _netloc(location: str) -> str:
@@ -196,7 +200,7 @@ def open_store(location: str) -> CommitStore:
             f"the scheme '{scheme}' is not one the commit log can be written to (local paths, "
             "file:, s3/s3a/s3n, gs/gcs, abfs/abfss/wasb/wasbs, hdfs)"
         )
-    if scheme not in _AZURE and (_USERINFO_SECRET.match(location) or "@" in _netloc(location)):
+    if scheme not in _AZURE and (_USERINFO_SECRET.search(location) or "@" in _netloc(location)):
         raise CommitStoreError(
             "credentials in the URI are refused (they would end up in logs); give them through "
             "the store's environment and drop them from the URI"
@@ -225,7 +229,7 @@ class LocalCommitStore:
     location: str
 
     def probe(self) -> None:
-        os.makedirs(self.location, exist_ok=True)
+        _make_dirs(self.location)
         fd, probe = tempfile.mkstemp(prefix=".pykafka-probe-", suffix=".tmp", dir=self.location)
         try:
             os.write(fd, b"probe\n")
@@ -234,7 +238,7 @@ class LocalCommitStore:
             os.unlink(probe)
 
     def write(self, name: str, data: bytes) -> str:
-        os.makedirs(self.location, exist_ok=True)
+        _make_dirs(self.location)
         path = os.path.join(self.location, name)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.location)
         try:
@@ -267,6 +271,26 @@ class LocalCommitStore:
             return []
         except OSError as exc:
             raise CommitStoreError(_reason(exc)) from None
+
+
+def _make_dirs(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)`` without recursion: a path deeper than Python's
+    recursion limit gets the directories it can or the OS's error, never a RecursionError."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
+    missing: list[str] = []
+    while not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
 
 
 # -- pyarrow.fs stores ----------------------------------------------------------------------

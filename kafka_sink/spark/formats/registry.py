@@ -45,7 +45,9 @@ Invariants:
   there. With credentials set, the URLs are all ``https://`` or all ``http://``: a mix would send
   the credentials in clear text to an ``http://`` URL whenever an ``https://`` one fails.
 - Passwords, user info and tokens never appear in ``repr``, logs or exception text; URLs are
-  kept and shown without their user info.
+  kept and shown without their user info. User info is read as HTTP clients read it
+  (:mod:`kafka_sink.net.user_info`): a URL with an ``@`` after its host (a password holding an
+  unencoded ``/``, ``?`` or ``#``) is refused with the advice to percent-encode, not half-used.
 - A call is bounded: at most ``(max.retries + 1) * len(urls)`` exchanges of ``timeout.ms`` each
   (each one whole, however slowly the registry sends), plus the waits. A failure to get any
   answer raises :class:`SchemaRegistryUnavailableError` naming every URL and the last error; a
@@ -81,6 +83,7 @@ from kafka_sink.net.http import (
     HttpTransportError,
     exchange,
 )
+from kafka_sink.net.user_info import UserInfoError, mask_url, shown_value, split_user_info
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -392,29 +395,34 @@ def _level(doc: Any) -> str:
 # -- configuration ------------------------------------------------------------------------------
 
 
-def _strip_user_info(url: str, key: str) -> tuple[str, str | None]:
-    """``url`` without its user info, and that user info (None when there is none)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+def _strip_user_info(url: str, key: str, index: int) -> tuple[str, str | None]:
+    """``url`` without its user info, and that user info (None when there is none).
+
+    The user info is read as an HTTP client reads it (:mod:`kafka_sink.net.user_info`); a URL
+    it cannot be read from without guessing is refused, naming the URL by its place only.
+    """
+    try:
+        split = split_user_info(url)
+        parts = urllib.parse.urlsplit(split.url)
+        _ = parts.port  # a port that is no number in 0..65535 raises ValueError
+    except UserInfoError as exc:
+        raise ConfigError(f"{key}: URL {index + 1}: {exc}") from None
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
-            f"{key}: {_safe_url(url)!r} is not an http:// or https:// URL with a host; give the "
-            "registry's base URL, e.g. https://registry.example.com:8081"
+            f"{key}: {_shown_url(url)} is not an http:// or https:// URL with a host and a "
+            "valid port; give the registry's base URL, e.g. https://registry.example.com:8081"
         )
-    netloc = parts.netloc.rpartition("@")[2]
-    user_info = parts.netloc.rpartition("@")[0] or None
-    clean = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
-    return clean, urllib.parse.unquote(user_info) if user_info else None
+    clean = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+    if not split.has_user_info:
+        return clean, None
+    return clean, f"{split.user}:{split.password}" if split.password is not None else split.user
 
 
-def _safe_url(url: str) -> str:
-    """A URL as it may be shown: any user info replaced by ``***``."""
-    head, sep, rest = url.partition("://")
-    if not sep:
-        return url.rpartition("@")[2]
-    netloc, slash, path = rest.partition("/")
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    return f"{head}://{netloc}{slash}{path}"
+def _shown_url(url: str) -> str:
+    """A URL as an error may quote it: no user info, at most :data:`SHOWN_CHARS` characters."""
+    return shown_value(mask_url(url))
 
 
 def _int_option(options: Mapping[str, str], key: str, default: int, minimum: int) -> int:
@@ -491,7 +499,7 @@ class SchemaRegistryConfig:
                 f"{PREFIX}url is missing or empty: give the registry's base URL (several, "
                 "comma-separated, are tried in turn)"
             )
-        stripped = [_strip_user_info(u, PREFIX + "url") for u in raw_urls]
+        stripped = [_strip_user_info(u, PREFIX + "url", i) for i, u in enumerate(raw_urls)]
         urls = tuple(u for u, _ in stripped)
         url_user_info = next((info for _, info in stripped if info), None)
         user_info = cls._basic_user_info(given, url_user_info)

@@ -23,19 +23,23 @@ Invariants:
 - Label sets are bounded: ``topic`` and ``partition`` for at most :data:`MAX_PARTITION_SERIES`
   topic-partitions per query; the records and bytes of any further ones are summed under
   ``partition="other"`` of their topic.
-- The gateway URL is shown without its password in every message.
+- The gateway URL is shown without its user info in every message. ``USER:PASSWORD@`` in it is
+  sent as HTTP basic auth, never in the URL; a password with an unencoded ``/``, ``?`` or ``#``
+  (which a client would read as part of the host) is refused when the option is parsed.
 """
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from kafka_sink.net.http import exchange
+from kafka_sink.net.user_info import UserInfoError, mask_url, shown_value, split_user_info
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, logger
 
@@ -60,14 +64,16 @@ _JOB = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 
 
 def _shown(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.password is None:
-        return url
-    return url.replace(f":{parsed.password}@", ":***@", 1)
+    return mask_url(url)
 
 
 def gateway_url(value: str) -> str:
-    """The option ``metricsPushGateway`` checked: an http(s) URL (``host:port`` gets http)."""
+    """The option ``metricsPushGateway`` checked: an http(s) URL (``host:port`` gets http).
+
+    ``USER:PASSWORD@`` in it is kept: :func:`push_batch` sends it as HTTP basic auth (what a
+    Pushgateway started with ``--web.config.file`` asks for). A password with an unencoded
+    ``/``, ``?`` or ``#`` is refused, naming no part of it.
+    """
     text = value.strip()
     if not text:
         raise SinkOptionError(
@@ -75,11 +81,24 @@ def gateway_url(value: str) -> str:
             ".option('metricsPushGateway', 'http://pushgateway:9091'), or remove the option"
         )
     url = text if "://" in text else f"http://{text}"
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        split = split_user_info(url)
+        parsed = urlsplit(split.url)
+        _ = parsed.port  # a port that is no number in 0..65535 raises ValueError
+    except UserInfoError as exc:
+        raise SinkOptionError(f"option 'metricsPushGateway': {exc}") from None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise SinkOptionError(
-            f"option 'metricsPushGateway' is {_shown(text)!r}, not an http(s) URL of a "
-            "Pushgateway; give e.g. 'http://pushgateway:9091'"
+            f"option 'metricsPushGateway' is {shown_value(_shown(text))}, not an http(s) URL of "
+            "a Pushgateway; give e.g. 'http://pushgateway:9091'"
+        )
+    if split.has_user_info and split.password is None:
+        raise SinkOptionError(
+            "option 'metricsPushGateway' has a user name but no password before its '@': the "
+            "Pushgateway's basic auth takes USER:PASSWORD@host (percent-encoded), or no "
+            "credentials at all"
         )
     if importlib.util.find_spec("prometheus_client") is None:
         raise SinkOptionError(
@@ -94,8 +113,8 @@ def job_name(value: str) -> str:
     text = value.strip()
     if not _JOB.fullmatch(text):
         raise SinkOptionError(
-            f"option 'metricsJob' is {text!r}: give 1 to 200 letters, digits or '_.:-', e.g. "
-            f".option('metricsJob', '{DEFAULT_JOB}')"
+            f"option 'metricsJob' is {shown_value(text)}: give 1 to 200 letters, digits or "
+            f"'_.:-', e.g. .option('metricsJob', '{DEFAULT_JOB}')"
         )
     return text
 
@@ -206,27 +225,38 @@ class _BatchCollector:
 
 
 def _bounded_handler(
-    url: str,
-    method: str,
-    timeout: float | None,
-    headers: Sequence[tuple[str, str]],
-    data: bytes,
-) -> Callable[[], None]:
-    """A ``push_to_gateway`` handler whose ``timeout`` bounds the whole exchange."""
+    user: str | None, password: str | None
+) -> Callable[[str, str, float | None, Sequence[tuple[str, str]], bytes], Callable[[], None]]:
+    """A ``push_to_gateway`` handler whose ``timeout`` bounds the whole exchange, sending the
+    URL's user info (split off the URL first) as basic auth that is never redirected."""
+    secret_headers: dict[str, str] = {}
+    if user is not None and password is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        secret_headers["Authorization"] = f"Basic {token}"
 
-    def push() -> None:
-        answer = exchange(
-            method,
-            url,
-            body=data,
-            headers=dict(headers),
-            timeout_ms=int((PUSH_TIMEOUT_S if timeout is None else timeout) * 1000),
-            max_body_bytes=PUSH_ANSWER_BYTES,
-        )
-        if not 200 <= answer.status < 300:
-            raise OSError(f"the Pushgateway answered HTTP {answer.status}")
+    def handler(
+        url: str,
+        method: str,
+        timeout: float | None,
+        headers: Sequence[tuple[str, str]],
+        data: bytes,
+    ) -> Callable[[], None]:
+        def push() -> None:
+            answer = exchange(
+                method,
+                url,
+                body=data,
+                headers=dict(headers),
+                secret_headers=secret_headers,
+                timeout_ms=int((PUSH_TIMEOUT_S if timeout is None else timeout) * 1000),
+                max_body_bytes=PUSH_ANSWER_BYTES,
+            )
+            if not 200 <= answer.status < 300:
+                raise OSError(f"the Pushgateway answered HTTP {answer.status}")
 
-    return push
+        return push
+
+    return handler
 
 
 def push_batch(
@@ -246,13 +276,14 @@ def push_batch(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_BatchCollector(totals, section, batch_id))
     try:
+        split = split_user_info(gateway)  # gateway_url refused what would raise here
         push_to_gateway(
-            gateway,
+            split.url,
             job=job,
             registry=registry,
             grouping_key={"query": query},
             timeout=timeout_s,
-            handler=_bounded_handler,
+            handler=_bounded_handler(split.user, split.password),
         )
     except Exception as exc:  # a push never fails the batch
         ensure_logging()

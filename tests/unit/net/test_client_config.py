@@ -122,3 +122,35 @@ def test_every_key_has_an_attribute() -> None:
     c = ClientConfig.from_mapping(BOOT)
     for key, spec in CLIENT_KEYS.items():
         assert hasattr(c, spec.attr), key
+
+
+JAAS_ALICE = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    'username="alice" password="jaas-pw-1";'
+)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"sasl.username": "bob"},
+        {"sasl.password": "plain-pw-2"},
+        {"sasl.username": "alice", "sasl.password": "plain-pw-2"},
+    ],
+)
+def test_sasl_username_or_password_with_a_jaas_config_is_refused(extra: dict[str, str]) -> None:
+    # Taken together, the token sent would mix one's user with the other's password.
+    with pytest.raises(
+        ConfigError, match=r"sasl\.jaas\.config .* sasl\.(username|password)"
+    ) as info:
+        ClientConfig.from_mapping(
+            {
+                **BOOT,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.jaas.config": JAAS_ALICE,
+                **extra,
+            }
+        )
+    text = str(info.value)
+    assert "jaas-pw-1" not in text and "plain-pw-2" not in text and "bob" not in text

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafka_sink.errors import ConfigError
 from kafka_sink.net.config import ClientConfig, parse_jaas_config
@@ -78,3 +80,33 @@ def test_producer_config_reads_escaped_jaas_credentials() -> None:
 def test_delegation_token_scram_is_refused() -> None:
     with pytest.raises(ConfigError, match="tokenauth"):
         parse_jaas_config(f'{SCRAM} required username="u" password="p" tokenauth="true";')
+
+
+PIECES = ("Zq1", "Xk2", "Wj3", "Vy4", "pa_ss", "se.cret")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(PIECES), min_size=1, max_size=5),
+    seps=st.lists(
+        st.sampled_from(['"', "'", " ", "=", ";", "\\", "/", "\n", "*", "@"]), max_size=5
+    ),
+    quote=st.sampled_from(['"', "'", ""]),
+)
+def test_a_mis_quoted_password_is_never_quoted_back(
+    parts: list[str], seps: list[str], quote: str
+) -> None:
+    password = "".join(p + s for p, s in zip(parts, [*seps, *[""] * len(parts)], strict=False))
+    text = f'{SCRAM} required username="u" password={quote}{password}{quote};'
+    try:
+        parse_jaas_config(text)
+    except ConfigError as exc:
+        shown = [p for p in PIECES if p in password and p in str(exc)]
+        assert not shown, str(exc)
+
+
+def test_an_unknown_option_name_is_placed_not_quoted() -> None:
+    # 'cret' is the rest of a password whose quote closed too early: never shown.
+    with pytest.raises(ConfigError, match=r"the option at position \d+ needs '='") as info:
+        parse_jaas_config(f'{SCRAM} required username="u" password="se"cret;')
+    assert "cret" not in str(info.value)

@@ -283,3 +283,40 @@ def test_secrets_never_in_repr_errors_or_logs(
         assert "wrong-key-password" not in text
         assert key_body not in text
         assert "PRIVATE KEY" not in text
+
+
+def test_a_key_password_for_an_unencrypted_inline_key_is_refused(pki: TestPki) -> None:
+    # Java's PEM keystore refuses it too (the key is not an EncryptedPrivateKeyInfo).
+    with pytest.raises(ConfigError, match=r"ssl\.key\.password: set, but .* not encrypted") as info:
+        ClientConfig.from_mapping(
+            {
+                "bootstrap.servers": "127.0.0.1:1",
+                "security.protocol": "SSL",
+                "ssl.keystore.key": _pem(pki.client_key),
+                "ssl.keystore.certificate.chain": _pem(pki.client_cert),
+                "ssl.key.password": "unused-pw-3",
+            }
+        )
+    assert "unused-pw-3" not in str(info.value)
+
+
+def test_a_key_password_for_an_unencrypted_key_file_is_refused(pki: TestPki) -> None:
+    config = TlsConfig(keystore_location=str(pki.client_keystore), key_password="unused-pw-3")
+    with pytest.raises(
+        ConfigError, match=r"^ssl\.key\.password: set, but .* not encrypted"
+    ) as info:
+        config.create_context()
+    assert "unused-pw-3" not in str(info.value) and str(pki.client_keystore) in str(info.value)
+
+
+def test_a_key_password_for_an_encrypted_key_file_opens_it(
+    pki: TestPki, server: MutualTlsServer, tmp_path: Path
+) -> None:
+    keystore = tmp_path / "encrypted-keystore.pem"
+    keystore.write_text(_pem(pki.client_key_encrypted) + _pem(pki.client_cert))
+    config = TlsConfig(
+        truststore_location=str(pki.ca),
+        keystore_location=str(keystore),
+        key_password=pki.key_password,
+    )
+    assert _talk(config.create_context(), server.port)[2] == b"PING"
