@@ -1,0 +1,9 @@
+"""SASL/OAUTHBEARER: where tokens come from, how they are kept fresh, and how they are sent.
+
+- ``token.py``: :class:`OAuthBearerToken` and :class:`TokenSource`, the one shape every way of
+  getting a token (an OIDC endpoint, a cloud identity, the user's own callable) returns;
+- ``sources.py``: :func:`token_source`, which reads a client's ``sasl.oauthbearer.*`` /
+  ``sasl.login.*`` / ``sasl.jaas.config`` settings and builds the source they describe.
+
+Nothing here imports a socket: HTTP goes through :mod:`kafka_sink.net.http`.
+"""
