@@ -494,14 +494,20 @@ def _over_limit(what: str, limit: int) -> DecodeLimitError:
 
 
 def _read_records(
-    buf: bytes, count: int, base_offset: int, base_ts: int, room: int | None = None
+    buf: bytes,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    *,
+    room: int | None = None,
+    limit: int = 0,
 ) -> list[Record]:
     """The ``count`` records of a decompressed records section. ``room``: what they may cost
-    besides ``buf`` (RECORD_COST per record, HEADER_COST per header); None: no limit."""
+    besides ``buf`` (RECORD_COST per record, HEADER_COST per header; None: no limit), what is
+    left of the batch's ``limit``."""
     records: list[Record] = []
     pos = 0
     total = len(buf)
-    limit = room
     for _ in range(count):
         length, pos = _read_varint(buf, pos)
         end = pos + length
@@ -510,7 +516,6 @@ def _read_records(
         if room is not None:
             room -= RECORD_COST
             if room < 0:
-                assert limit is not None
                 raise _over_limit(f"record {len(records)}", limit)
         pos += 1  # attributes: no record attributes are defined
         ts_delta, pos = _read_varint(buf, pos)
@@ -528,7 +533,6 @@ def _read_records(
         if room is not None:
             room -= HEADER_COST * header_count
             if room < 0:
-                assert limit is not None
                 raise _over_limit(f"the {header_count} headers of record {len(records)}", limit)
         headers: list[Header] = []
         for _h in range(header_count):
@@ -618,7 +622,14 @@ def decode_batch(
             room -= len(raw)
             # The per-record costs were taken out already; _read_records takes them again.
             room += RECORD_COST * count
-        records = _read_records(raw, count, header.base_offset, header.base_timestamp_ms, room)
+        records = _read_records(
+            raw,
+            count,
+            header.base_offset,
+            header.base_timestamp_ms,
+            room=room,
+            limit=max_decoded_bytes or 0,
+        )
         headers = sum(len(r.headers) for r in records)
         decoded = len(raw) + RECORD_COST * count + HEADER_COST * headers
     except CorruptRecordError as exc:

@@ -383,10 +383,11 @@ def decompress(
     CorruptRecordError too; a missing optional codec library raises KafkaError.
     """
     ctype = CompressionType(ctype)
+    out = _Output(ctype.config_name, max_size)
     if ctype is CompressionType.NONE:
+        out.check(len(data))
         return bytes(data)
     buf: bytes | memoryview = data if isinstance(data, bytes) else memoryview(data)
-    out = _Output(ctype.config_name, max_size)
     try:
         if ctype is CompressionType.GZIP:
             _gzip_decompress(buf, out)
