@@ -2,10 +2,11 @@
 
 Every exactly-once principal may write to the intent topic. Here another writer appends, through
 a plain Produce the broker accepts, a 2 GiB zstd bomb (under 128 KB on the wire, valid records the
-broker itself iterates) and a record whose header key is not UTF-8. A driver process of its own
-then reads its query's intent back, as every exactly-once batch does: it gets the latest record,
-and its peak RSS stays under READER_RSS_BOUND (before the decoding limit it grew by the bomb's
-2 GiB, and the poisoned record made every read raise UnicodeDecodeError).
+broker itself iterates) or a record whose header key is not UTF-8, before and after the query's
+latest intent. A driver process of its own then reads that intent back, as every exactly-once
+batch does: it gets it, and its peak RSS stays under READER_RSS_BOUND (before the decoding limit
+it grew by gigabytes, and the poisoned record made every read raise UnicodeDecodeError). A
+query whose own latest record is garbage fails, naming the key, topic, partition and offset.
 """
 
 from __future__ import annotations
@@ -18,21 +19,20 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-import zstandard
 
 from kafka_sink.admin.topic_log import TopicLog
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.records.batch import SealedBatch, encode_varint
-from kafka_sink.records.compression import CompressionType
+from kafka_sink.records.batch import SealedBatch
 from kafka_sink.spark.eos import kafka_intents
 from kafka_sink.spark.eos.intents import INTENT, BatchRecord
 from kafka_sink.spark.eos.kafka_intents import PARTITION, KafkaIntentStore
 from kafka_sink.testing.oracle import end_offsets
+from tests.fakes.hostile import poisoned, zstd_bomb
 
 MiB = 1024 * 1024
-# The reading process's peak RSS: the interpreter and the client (about 60 MiB here), plus at
+# The reading process's peak RSS: the interpreter and the client (about 35 MiB here), plus at
 # most about twice the 64 MiB decoding limit; the bomb alone would be 2 GiB.
-READER_RSS_BOUND = 320 * MiB
+READER_RSS_BOUND = 256 * MiB
 BOMB_RECORDS = 2048  # of 1 MiB each: 2 GiB decoded
 
 _READER = textwrap.dedent(
@@ -71,38 +71,6 @@ def _record(batch_id: int) -> BatchRecord:
     return BatchRecord("q", batch_id, INTENT, (txn,))
 
 
-def _raw(key: bytes, value_length: int, delta: int, header: bytes = b"") -> tuple[bytes, bytes]:
-    """The bytes of one record before and after its value (``value_length`` zero bytes, which
-    the caller puts between), with one header keyed ``header`` when given."""
-    body = b"\x00" + encode_varint(0) + encode_varint(delta)
-    body += encode_varint(len(key)) + key + encode_varint(value_length)
-    headers = encode_varint(1) + encode_varint(len(header)) + header + encode_varint(0)
-    tail = headers if header else encode_varint(0)
-    length = len(body) + value_length + len(tail)
-    return encode_varint(length) + body, tail
-
-
-def _bomb() -> SealedBatch:
-    """BOMB_RECORDS records keyed b"bomb" with 1 MiB zero values, as one zstd frame."""
-    packer = zstandard.ZstdCompressor(level=3).compressobj()
-    zeros = bytes(MiB)
-    parts = []
-    for i in range(BOMB_RECORDS):
-        head, tail = _raw(b"bomb", MiB, i)
-        parts += [packer.compress(head), packer.compress(zeros), packer.compress(tail)]
-    frame = b"".join([*parts, packer.flush()])
-    return SealedBatch(
-        CompressionType.ZSTD, BOMB_RECORDS, 0, 0, BOMB_RECORDS - 1, frame, 61 + len(frame)
-    )
-
-
-def _poisoned() -> SealedBatch:
-    """One record keyed b"poison", value b"", whose one header key is b"\\xc3\\x28"."""
-    head, tail = _raw(b"poison", 0, 0, b"\xc3\x28")
-    records = head + tail
-    return SealedBatch(CompressionType.NONE, 1, 0, 0, 0, records, 61 + len(records))
-
-
 def _produce(log: TopicLog, topic: str, batch: SealedBatch) -> int:
     """A plain Produce of ``batch`` as another client of the topic would send it."""
     deadline = log._deadline(f"appending to {topic}-{PARTITION}")
@@ -123,30 +91,42 @@ def _read_in_a_process_of_its_own(bootstrap: str, topic: str) -> dict[str, objec
     return outcome
 
 
-def test_a_bomb_and_a_poisoned_record_cost_the_reading_driver_neither_its_intent_nor_memory(
-    kafka_bootstrap: str,
-) -> None:
+def _topic_with(bootstrap: str, garbage: SealedBatch) -> str:
+    """A new intent topic: the query's intent 1, ``garbage``, its intent 2, ``garbage`` again
+    (before and after the latest intent), each written as its writer would."""
     topic = f"intents-{uuid.uuid4().hex[:10]}"
-    store = KafkaIntentStore.open({"bootstrap.servers": kafka_bootstrap}, topic)
+    store = KafkaIntentStore.open({"bootstrap.servers": bootstrap}, topic)
     try:
         store.write(_record(1))
-        bomb = _bomb()
-        assert bomb.size_bytes < 128 * 1024
-        bomb_at = _produce(store.log, topic, bomb)
-        poison_at = _produce(store.log, topic, _poisoned())
+        first = _produce(store.log, topic, garbage)
         store.write(_record(2))
-        _produce(store.log, topic, bomb)  # and after the latest intent too
+        _produce(store.log, topic, garbage)
     finally:
         store.close()
-    # The broker took all of it: 1 + 2048 + 1 + 1 + 2048 offsets.
-    assert end_offsets(kafka_bootstrap, topic) == {0: 2 * BOMB_RECORDS + 3}
-    assert (bomb_at, poison_at) == (1, 1 + BOMB_RECORDS)
+    # The broker took all of it.
+    assert first == 1
+    assert end_offsets(bootstrap, topic) == {0: 2 * (garbage.last_offset_delta + 1) + 2}
+    return topic
 
+
+def test_a_zstd_bomb_costs_the_reading_driver_neither_its_intent_nor_its_memory(
+    kafka_bootstrap: str,
+) -> None:
+    bomb = zstd_bomb(BOMB_RECORDS)
+    assert bomb.size_bytes < 128 * 1024
+    topic = _topic_with(kafka_bootstrap, bomb)
     outcome = _read_in_a_process_of_its_own(kafka_bootstrap, topic)
     assert outcome.get("error") is None, outcome
     assert (outcome["batch_id"], outcome["state"]) == (2, INTENT)
     assert isinstance(outcome["maxrss"], int)
     assert outcome["maxrss"] < READER_RSS_BOUND, f"peak RSS {outcome['maxrss'] / MiB:.0f} MiB"
+
+
+def test_a_record_with_a_non_utf8_header_key_stops_no_query(kafka_bootstrap: str) -> None:
+    topic = _topic_with(kafka_bootstrap, poisoned())
+    outcome = _read_in_a_process_of_its_own(kafka_bootstrap, topic)
+    assert outcome.get("error") is None, outcome
+    assert (outcome["batch_id"], outcome["state"]) == (2, INTENT)
 
 
 def test_a_query_whose_own_latest_record_is_garbage_fails_naming_the_topic(

@@ -8,40 +8,44 @@ batches are the exact bytes under test.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import struct
 from collections.abc import Iterator
 
 import pytest
-import zstandard
 
 from kafka_sink.admin.client import AdminClient
 from kafka_sink.admin.topic_log import TopicLog, _one_record_batch
 from kafka_sink.clock import ManualClock
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.records.batch import SealedBatch, encode_varint
-from kafka_sink.records.compression import CompressionType
+from kafka_sink.records.batch import SealedBatch
 from kafka_sink.spark.eos import kafka_intents
 from kafka_sink.spark.eos.intents import INTENT, BatchRecord, record_to_json
 from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore, claim_key
+from tests.fakes.hostile import poisoned, zstd_bomb
 from tests.unit.admin.test_topic_log import TOPIC, ClusterMetadata, LeaderChangeCluster, Replica
-
-MiB = 1024 * 1024
 
 
 class HostileCluster(LeaderChangeCluster):
-    """Partition 0 holds exactly the batches appended with ``put`` (one offset each)."""
+    """Partition 0 holds exactly the batches appended with ``put``."""
 
     def put(self, batch: SealedBatch | bytes) -> int:
-        """Append one one-record batch (sealed, or encoded at offset 0); its offset."""
+        """Append a batch (sealed, or encoded at offset 0) at the log end; its base offset."""
         offset = len(self.replicas[0].log)
         encoded = batch.encode() if isinstance(batch, SealedBatch) else batch
         raw = struct.pack(">q", offset) + encoded[8:]  # the base offset is outside the CRC
+        (last_delta,) = struct.unpack_from(">i", raw, 23)
         self.append(raw, None)
+        for _ in range(last_delta):  # the batch's other offsets
+            self.append(b"", None)
         return offset
 
     def _batch(self, replica: Replica, start: int) -> bytes:  # type: ignore[override]
+        # From the batch holding ``start``: its base offset is the last one with bytes.
+        while 0 < start < len(replica.log) and not replica.log[start][0]:
+            start -= 1
         return b"".join(raw for raw, _none in replica.log[start : replica.high_watermark])
 
 
@@ -56,20 +60,10 @@ def _written(key: bytes, value: bytes | None) -> SealedBatch:
     return _one_record_batch(key, value)
 
 
-def _bomb(size: int = 256 * MiB) -> SealedBatch:
-    """One record's worth of header over a zstd frame of ``size`` zero bytes (a few KB)."""
-    packer = zstandard.ZstdCompressor(level=1).compressobj()
-    chunk = bytes(MiB)
-    frame = b"".join([packer.compress(chunk) for _ in range(size // MiB)] + [packer.flush()])
-    return SealedBatch(CompressionType.ZSTD, 1, 0, 0, 0, frame, 61 + len(frame))
-
-
-def _poisoned(key: bytes) -> SealedBatch:
-    """One record under ``key`` with a header key that is not UTF-8."""
-    body = b"\x00\x00\x00" + encode_varint(len(key)) + key + encode_varint(1) + b"v"
-    body += encode_varint(1) + encode_varint(2) + b"\xc3\x28" + encode_varint(0)
-    records = encode_varint(len(body)) + body
-    return SealedBatch(CompressionType.NONE, 1, 0, 0, 0, records, 61 + len(records))
+@functools.cache
+def _bomb() -> SealedBatch:
+    """256 MiB of zero-valued records in a few KB: four times the decoding limit."""
+    return zstd_bomb(256)
 
 
 @pytest.fixture
@@ -106,9 +100,9 @@ def test_bombs_and_poisoned_records_of_other_writers_are_passed_over(
 ) -> None:
     cluster.put(_written(b"q", _intent("q", 1)))
     bomb_at = cluster.put(_bomb())
-    poison_at = cluster.put(_poisoned(b"other"))
+    poison_at = cluster.put(poisoned(b"other"))
     cluster.put(_written(b"q", _intent("q", 2)))
-    cluster.put(_poisoned(b"q"))  # even under the query's key: no store writes headers
+    cluster.put(poisoned(b"q"))  # even under the query's key: no store writes headers
     cluster.put(_bomb())
     caplog.set_level(logging.WARNING, logger=kafka_intents.__name__)
     found = _store(cluster).last("q")
@@ -129,7 +123,7 @@ def test_a_record_after_the_garbage_is_the_latest_and_none_before_it_is_lost(
 ) -> None:
     cluster.put(_written(b"q", _intent("q", 1)))
     for _ in range(40):  # more than the first backward window
-        cluster.put(_poisoned(b"x"))
+        cluster.put(poisoned(b"x"))
     found = _store(cluster).last("q")
     assert found is not None and found.batch_id == 1
     cluster.put(_bomb())
