@@ -58,6 +58,27 @@ Invariants:
   deadline, not read short (:class:`~kafka_sink.admin.topic_log.TopicLog` ``at_least`` and its
   high-watermark check), and a timeout raises.
 - Errors name the topic, what was refused and the fix (ACLs, creating the topic, the option).
+
+Other writers: every exactly-once principal may write to the topic, so what a read finds there
+is not trusted. Decoding is bounded (``records/fetched.py``: 64 MiB per Fetch answer, so a
+decompression bomb costs a driver about twice that at most), and a batch that cannot be decoded
+(a bomb past the limit, a header key that is not UTF-8, records that do not parse) comes to the
+store as a :class:`~kafka_sink.errors.CorruptRecordError` naming the topic, partition and offset.
+Its keys cannot be known, so the choice rests on its CRC-32C, checked before decoding:
+
+- CRC matches: the bytes are the ones its producer wrote (the broker checks the CRC on append).
+  No store writes such a batch (each write is one record, a UTF-8 key and a JSON value of a few
+  KB, no headers, which always decodes within the limit), so it holds no record of any store:
+  it is passed over with one warning per process, and skipping it cannot make ``last`` return
+  an older record than the latest.
+- CRC does not match: the bytes changed after the broker took them, and the batch may be one of
+  the store's own; reading on could return an older record as the latest, so the read fails
+  (:class:`IntentStoreError` naming the topic, partition and offset).
+
+Records that decode are filtered by key as always: another writer's records under other keys
+never matter. A query's own latest record (or a claim) that is not what this store writes (not
+UTF-8, not JSON, not a valid format-1 record) fails that query's read, naming the key, topic,
+partition and offset, and the fix; other queries are not affected.
 """
 
 from __future__ import annotations
