@@ -8,6 +8,7 @@ batches are the exact bytes under test.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -15,12 +16,16 @@ import struct
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from kafka_sink.admin.client import AdminClient
 from kafka_sink.admin.topic_log import TopicLog, _one_record_batch
 from kafka_sink.clock import ManualClock
+from kafka_sink.errors import CorruptRecordError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.records.batch import SealedBatch
+from kafka_sink.records.batch import SealedBatch, decode_batch
+from kafka_sink.records.compression import CompressionType
 from kafka_sink.spark.eos import kafka_intents
 from kafka_sink.spark.eos.intents import INTENT, BatchRecord, record_to_json
 from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore, claim_key
@@ -166,3 +171,41 @@ def test_a_claim_that_is_not_utf8_fails_naming_where(cluster: HostileCluster) ->
     at = cluster.put(_written(claim_key("pre").encode(), b"\xff"))
     with pytest.raises(IntentStoreError, match=f"of key 'prefix:pre' in {TOPIC}-0 at offset {at}"):
         _store(cluster).claim_owner("pre")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    garbage=st.lists(
+        st.tuples(
+            st.sampled_from(list(CompressionType)),
+            st.binary(max_size=200),
+            st.integers(0, 3),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_other_writers_arbitrary_batches_never_hide_the_latest_intent(
+    garbage: list[tuple[CompressionType, bytes, int, bool]],
+) -> None:
+    """Arbitrary records sections (any codec, any claimed count, CRC valid) around the query's
+    intents: ``last`` finds the latest intent, whatever they hold."""
+    kafka_intents._POSITIONS.clear()
+    scripted = HostileCluster(ManualClock())
+    scripted.metadata = ClusterMetadata(scripted)
+    scripted.put(_written(b"q", _intent("q", 1)))
+    latest = 1
+    for codec, section, count, then_intent in garbage:
+        batch = SealedBatch(codec, count, 0, 0, max(count - 1, 0), section, 61 + len(section))
+        with contextlib.suppress(CorruptRecordError):
+            # Bytes that happen to decode are another writer's records: only the query's own
+            # key could matter, and the strategy does not aim at it.
+            decoded = decode_batch(batch.encode())
+            assume(all(r.key != b"q" for r in decoded.records))
+        scripted.put(batch)
+        if then_intent:
+            latest += 1
+            scripted.put(_written(b"q", _intent("q", latest)))
+    found = _store(scripted).last("q")
+    assert found is not None and found.batch_id == latest
