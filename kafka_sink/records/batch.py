@@ -4,9 +4,10 @@ Role: the producer's ``send()`` path appends records one at a time to a RecordBa
 it into an immutable SealedBatch (records section compressed once), and stamps producer id,
 epoch and base sequence only when the batch is drained into a Produce request. The encoded bytes
 are then kept, so a retry resends exactly the same bytes. ``read_batches`` decodes batches back
-(tests, verification) and checks their CRC. ``as_bytes`` is the one rule for what a key, value
-or header value given as bytes, bytearray, memoryview or str becomes in a record (``send()``
-and the columnar paths' Python sequences share it).
+(tests, verification) and checks their CRC; ``decode_batch`` decodes one, and is what a reader
+of a topic other clients write uses (``fetched.py``), with ``max_decoded_bytes``. ``as_bytes``
+is the one rule for what a key, value or header value given as bytes, bytearray, memoryview or
+str becomes in a record (``send()`` and the columnar paths' Python sequences share it).
 
 Batch layout (all integers big-endian; 61-byte header, then the records section)::
 
@@ -36,6 +37,14 @@ Invariants: offset deltas are 0..n-1 in append order; lastOffsetDelta = n - 1; t
 are relative to baseTimestamp; batchLength = size - 12; the CRC covers attributes..end *after*
 compression; only the records section is compressed; a non-empty builder never grows past
 ``batch_size`` (estimated on uncompressed bytes), but its first record always fits.
+
+Reader invariants: whatever the bytes, decoding returns batches or raises
+:class:`~kafka_sink.errors.CorruptRecordError` (never another exception: a header key that is
+not UTF-8 is one too), naming the batch's offset and saying whether its CRC-32C matched. With
+``max_decoded_bytes`` a batch never costs much more than that to decode: the count its header
+claims, the decompressed section (every codec stops at the limit) and every record and header
+are counted as they come (``RECORD_COST``, ``HEADER_COST``), and going past raises
+:class:`~kafka_sink.errors.DecodeLimitError`.
 """
 
 from __future__ import annotations

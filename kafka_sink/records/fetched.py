@@ -152,7 +152,6 @@ def fetched_records(
     skipped: list[CorruptRecordError] = []
     next_offset = fetch_offset
     room = max_decoded_bytes
-    decoded_any = False
     for start, end in batch_spans(view) if whole else []:
         header = batch_header(view, start)
         last_offset = header.base_offset + header.last_offset_delta
@@ -173,7 +172,7 @@ def fetched_records(
         try:
             batch = decode_batch(view[start:end], max_decoded_bytes=room)
         except CorruptRecordError as exc:
-            if decoded_any and isinstance(exc, DecodeLimitError):
+            if next_offset > fetch_offset and isinstance(exc, DecodeLimitError):
                 break  # no room left in this answer: the next fetch starts at this batch
             bad = _located(exc, topic, partition.partition_index)
             # A marker is never skipped: passing over one would change which data is aborted.
@@ -182,10 +181,19 @@ def fetched_records(
             skipped.append(bad)
             next_offset = max(next_offset, last_offset + 1)
             continue
-        decoded_any = True
         room -= batch.decoded_bytes
         next_offset = max(next_offset, last_offset + 1)
-        marker = control_type(batch)
+        try:
+            marker = control_type(batch)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(
+                f"cannot read {topic}-{partition.partition_index}: {exc}",
+                topic=topic,
+                partition=partition.partition_index,
+                offset=header.base_offset,
+                last_offset=last_offset,
+                checksum_ok=True,
+            ) from None
         if read_committed and producer_id >= 0:
             while pending and pending[0][0] <= last_offset:
                 aborted.add(heapq.heappop(pending)[1])

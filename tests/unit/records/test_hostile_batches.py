@@ -311,3 +311,14 @@ def test_aborted_data_is_dropped_without_being_decoded() -> None:
     got = fetched_records(partition, 0, read_committed=True)
     assert [(r.offset, r.value) for r in got.records] == [(1, b"kept")]
     assert got.next_offset == 2
+
+
+def test_a_marker_with_a_bad_key_names_where() -> None:
+    builder = RecordBatchBuilder()
+    builder.append(TS, b"\x00", b"")  # a control record's key is two int16s
+    raw = bytearray(builder.seal().encode(base_offset=4, producer_id=3, is_transactional=True))
+    raw[21:23] = struct.pack(">h", 0x10 | CONTROL_FLAG)
+    raw[17:21] = struct.pack(">I", crc32c(bytes(raw[21:])))
+    partition = PD(0, 0, 5, 5, 0, records=bytes(raw))
+    with pytest.raises(CorruptRecordError, match="cannot read t-0: control batch at offset 4"):
+        fetched_records(partition, 4, read_committed=True, topic="t", skip_corrupt=True)
