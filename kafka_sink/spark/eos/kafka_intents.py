@@ -69,8 +69,8 @@ Its keys cannot be known, so the choice rests on its CRC-32C, checked before dec
 - CRC matches: the bytes are the ones its producer wrote (the broker checks the CRC on append).
   No store writes such a batch (each write is one record, a UTF-8 key and a JSON value of a few
   KB, no headers, which always decodes within the limit), so it holds no record of any store:
-  it is passed over with one warning per process, and skipping it cannot make ``last`` return
-  an older record than the latest.
+  it is passed over with one warning per batch and process (the first 100; then at debug
+  level), and skipping it cannot make ``last`` return an older record than the latest.
 - CRC does not match: the bytes changed after the broker took them, and the batch may be one of
   the store's own; reading on could return an older record as the latest, so the read fails
   (:class:`IntentStoreError` naming the topic, partition and offset).
@@ -151,8 +151,11 @@ class _Position:
 _POSITIONS: dict[tuple[str, str, int, str], _Position] = {}
 # (bootstrap servers, topic) of the topics this process has checked.
 _CHECKED: set[tuple[str, str]] = set()
-# (bootstrap servers, topic, partition, offset) of the undecodable batches this process warned of.
+# (bootstrap servers, topic, partition, offset) of the undecodable batches this process warned of;
+# past the first _MAX_SKIP_WARNINGS (a writer appending garbage on purpose) they are logged at
+# debug level only.
 _SKIPPED: set[tuple[str, str, int | None, int | None]] = set()
+_MAX_SKIP_WARNINGS = 100
 # Whether this process has warned that an intent topic lives on a 1-broker cluster.
 _WARNED_SINGLE_BROKER = False
 # Idle connections to a cluster, by the producer config (Spark plans and commits every
@@ -423,15 +426,18 @@ class KafkaIntentStore:
             )
         where = (self.cluster, self.topic, error.partition, error.offset)
         with _lock:
-            warned = where in _SKIPPED
-            _SKIPPED.add(where)
-        if not warned:
+            new = where not in _SKIPPED and len(_SKIPPED) < _MAX_SKIP_WARNINGS
+            if new:
+                _SKIPPED.add(where)
+        if new:
             log.warning(
                 "the exactly-once intent store skips a record batch it did not write and cannot "
                 "read in topic %r (another client of the topic wrote it): %s",
                 self.topic,
                 error,
             )
+        else:
+            log.debug("skipped again: %s", error)
 
     def _where(self, key_text: str, offset: int) -> str:
         at = "" if offset < 0 else f" at offset {offset}"
