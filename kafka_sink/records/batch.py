@@ -626,7 +626,9 @@ def decode_batch(
             if room < 0:
                 raise _over_limit(f"its {count} records", max_decoded_bytes)
         section = view[BATCH_HEADER_SIZE:]
-        raw = decompress(ctype, section, max_size=room)
+        # An empty batch (what compaction leaves of a batch whose producer state it keeps) has no
+        # records section, whatever codec its attributes name: nothing to decompress, as Java.
+        raw = decompress(ctype, section, max_size=room) if count else b""
         if room is not None:
             room -= len(raw)
             # The per-record costs were taken out already; _read_records takes them again.

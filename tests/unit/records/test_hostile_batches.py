@@ -322,3 +322,16 @@ def test_a_marker_with_a_bad_key_names_where() -> None:
     partition = PD(0, 0, 5, 5, 0, records=bytes(raw))
     with pytest.raises(CorruptRecordError, match="cannot read t-0: control batch at offset 4"):
         fetched_records(partition, 4, read_committed=True, topic="t", skip_corrupt=True)
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.config_name)
+def test_an_empty_batch_compaction_left_has_no_section_to_decompress(
+    codec: CompressionType,
+) -> None:
+    # The cleaner keeps a header with the original attributes (codec included) and no records.
+    empty = _sealed(codec, b"", count=0, last_delta=2)
+    data = empty.encode(base_offset=10, producer_id=5, producer_epoch=0, is_transactional=True)
+    partition = PD(0, 0, 14, 14, 0, records=data + _plain(13, [b"after"]))
+    got = fetched_records(partition, 10, read_committed=True, topic="t")
+    assert [(r.offset, r.value) for r in got.records] == [(13, b"after")]
+    assert (got.next_offset, got.skipped) == (14, [])
