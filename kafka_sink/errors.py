@@ -69,7 +69,37 @@ class ProtocolError(KafkaError):
 
 
 class CorruptRecordError(KafkaError):
-    """A record batch failed its CRC-32C check or could not be parsed."""
+    """A record batch failed its CRC-32C check or could not be parsed (Java's
+    CorruptRecordException).
+
+    Where it is known: ``topic``, ``partition``, ``offset`` (the batch's base offset) and
+    ``last_offset`` (the batch's last offset, from its header: a reader that passes over the batch
+    goes on after it). ``checksum_ok`` is True when the batch's CRC-32C matched, so its bytes are
+    the ones its producer wrote (that producer wrote something unreadable); False when they were
+    damaged since, or the checksum could not be checked.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        last_offset: int | None = None,
+        checksum_ok: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.last_offset = last_offset
+        self.checksum_ok = checksum_ok
+
+
+class DecodeLimitError(CorruptRecordError):
+    """A record batch would decode to more than the reader allows: a decompression bomb, or more
+    records or headers than the limit leaves room for."""
 
 
 class BufferExhaustedError(KafkaTimeoutError):

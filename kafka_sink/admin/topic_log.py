@@ -50,7 +50,11 @@ Invariants:
   (``current_leader_epoch``, ListOffsets v4+, Fetch v9+): a broker with another view of the
   leadership answers FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH instead of data, and the call
   refreshes the metadata and retries.
-- Fetch is sent at v12 at most, where topics travel by name.
+- Fetch is sent at v12 at most, where topics travel by name, with ``max_bytes`` 4 MiB. What one
+  answer may decode to is bounded by ``records/fetched.py`` (64 MiB, sixteen times that): a
+  batch that alone inflates past it, or that cannot be decoded at all, raises
+  :class:`~kafka_sink.errors.CorruptRecordError` naming the topic, partition and offset, or is
+  handed to the reader's ``on_corrupt`` and passed over.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from kafka_sink.admin.client import AdminClient, Deadline
 from kafka_sink.admin.transactions import end_transaction, init_producer_id
 from kafka_sink.errors import (
     BrokerResponseError,
+    CorruptRecordError,
     DuplicateSequenceNumberError,
     KafkaConnectionError,
     KafkaError,
@@ -343,17 +348,37 @@ class TopicLog:
 
         return self._retrying(deadline, attempt)
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
-        """The records of ``topic-partition`` at ``start <= offset < end``, in offset order."""
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        *,
+        on_corrupt: Callable[[CorruptRecordError], None] | None = None,
+    ) -> Iterator[Record]:
+        """The records of ``topic-partition`` at ``start <= offset < end``, in offset order.
+
+        A batch that cannot be decoded raises CorruptRecordError naming the topic, partition and
+        offset. With ``on_corrupt``, a data batch that cannot be decoded is handed to it instead
+        (it may raise) and passed over; the read goes on after it.
+        """
         deadline = self._deadline(f"reading {topic}-{partition} from offset {start} to {end}")
         position = start
+        skip = on_corrupt is not None
         while position < end:
-            records, following = self._retrying(
-                deadline, functools.partial(self._fetch, topic, partition, position, end, deadline)
+            records, following, skipped = self._retrying(
+                deadline,
+                functools.partial(
+                    self._fetch, topic, partition, position, end, deadline, skip_corrupt=skip
+                ),
             )
             if following <= position:
                 return  # the leader has nothing at or after ``position``
             position = following
+            for error in skipped:
+                assert on_corrupt is not None
+                on_corrupt(error)
             for record in records:
                 if record.offset >= end:
                     return
@@ -449,16 +474,26 @@ class TopicLog:
         self.client.retrying(deadline, attempt, on_moved=moved)
 
     def _fetch(
-        self, topic: str, partition: int, offset: int, end: int, deadline: Deadline
-    ) -> tuple[list[Record], int]:
-        """Records from ``offset`` and the offset after them, from a leader that has ``end``."""
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        end: int,
+        deadline: Deadline,
+        *,
+        skip_corrupt: bool,
+    ) -> tuple[list[Record], int, list[CorruptRecordError]]:
+        """Records from ``offset``, the offset after them and the batches passed over as
+        undecodable, from a leader that has ``end``."""
         leader, data = self._fetch_partition(topic, partition, offset, deadline, READ_COMMITTED)
         try:
-            fetched = fetched_records(data, offset, read_committed=True, topic=topic)
+            fetched = fetched_records(
+                data, offset, read_committed=True, topic=topic, skip_corrupt=skip_corrupt
+            )
         except OffsetOutOfRangeError:
             if offset >= data.log_start_offset >= 0 or data.log_start_offset < 0:
                 raise
-            return [], data.log_start_offset  # compaction or retention moved the start
+            return [], data.log_start_offset, []  # compaction or retention moved the start
         if fetched.high_watermark < end:
             # Its log is shorter than the one ListOffsets saw: what it lacks may hold the newest
             # record, so this answer must not end the read.
@@ -466,8 +501,8 @@ class TopicLog:
         if fetched.next_offset == offset and not fetched.records:
             # No batch at or after ``offset``: compaction emptied the rest of a cleaned segment
             # (the next batch starts the active segment), or there is nothing more at all.
-            return [], max(offset, fetched.high_watermark)
-        return fetched.records, fetched.next_offset
+            return [], max(offset, fetched.high_watermark), []
+        return fetched.records, fetched.next_offset, fetched.skipped
 
     def _fetch_partition(
         self, topic: str, partition: int, offset: int, deadline: Deadline, isolation_level: int

@@ -8,7 +8,8 @@ Modules:
 * ``batch``: RecordBatchBuilder (per-record appends, the producer's ``send()`` path),
   SealedBatch (records compressed once; ``encode`` stamps producer id/epoch/sequence and the
   CRC), ``estimate_record_size``, ``as_bytes`` (what a key, value or header value becomes),
-  and ``read_batches`` (decoder that verifies CRCs).
+  ``read_batches`` (decoder that verifies CRCs) and ``decode_batch`` (one batch, within a
+  decoding limit).
 * ``columnar``: ``seal_columns``, the bulk path that encodes whole Arrow columns with numpy and
   pyarrow; its uncompressed output equals the builder's byte for byte.
 * ``compression``: the codecs in the framings Kafka expects (gzip member, xerial snappy, LZ4
@@ -16,7 +17,8 @@ Modules:
 * ``crc``: CRC-32C.
 * ``fetched``: ``fetched_records``, the data records a consumer sees in one Fetch response
   partition (truncated tail, control batches and, under read_committed, aborted transactions
-  left out) and the offset to fetch next.
+  left out) and the offset to fetch next, decoding at most ``MAX_DECODED_BYTES`` (64 MiB) per
+  answer.
 * ``murmur2``: Java's key hash and partition choice (no numpy); ``murmur2_columns``: the same
   vectorised over a key column.
 

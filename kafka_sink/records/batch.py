@@ -4,9 +4,10 @@ Role: the producer's ``send()`` path appends records one at a time to a RecordBa
 it into an immutable SealedBatch (records section compressed once), and stamps producer id,
 epoch and base sequence only when the batch is drained into a Produce request. The encoded bytes
 are then kept, so a retry resends exactly the same bytes. ``read_batches`` decodes batches back
-(tests, verification) and checks their CRC. ``as_bytes`` is the one rule for what a key, value
-or header value given as bytes, bytearray, memoryview or str becomes in a record (``send()``
-and the columnar paths' Python sequences share it).
+(tests, verification) and checks their CRC; ``decode_batch`` decodes one, and is what a reader
+of a topic other clients write uses (``fetched.py``), with ``max_decoded_bytes``. ``as_bytes``
+is the one rule for what a key, value or header value given as bytes, bytearray, memoryview or
+str becomes in a record (``send()`` and the columnar paths' Python sequences share it).
 
 Batch layout (all integers big-endian; 61-byte header, then the records section)::
 
@@ -36,6 +37,14 @@ Invariants: offset deltas are 0..n-1 in append order; lastOffsetDelta = n - 1; t
 are relative to baseTimestamp; batchLength = size - 12; the CRC covers attributes..end *after*
 compression; only the records section is compressed; a non-empty builder never grows past
 ``batch_size`` (estimated on uncompressed bytes), but its first record always fits.
+
+Reader invariants: whatever the bytes, decoding returns batches or raises
+:class:`~kafka_sink.errors.CorruptRecordError` (never another exception: a header key that is
+not UTF-8 is one too), naming the batch's offset and saying whether its CRC-32C matched. With
+``max_decoded_bytes`` a batch never costs much more than that to decode: the count its header
+claims, the decompressed section (every codec stops at the limit) and every record and header
+are counted as they come (``RECORD_COST``, ``HEADER_COST``), and going past raises
+:class:`~kafka_sink.errors.DecodeLimitError`.
 """
 
 from __future__ import annotations
@@ -43,19 +52,26 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from kafka_sink.errors import CorruptRecordError
+from kafka_sink.errors import CorruptRecordError, DecodeLimitError
 from kafka_sink.records.compression import CompressionType, compress, decompress, validate_level
 from kafka_sink.records.crc import crc32c
 
 __all__ = [
     "BATCH_HEADER_SIZE",
+    "HEADER_COST",
+    "RECORD_COST",
+    "BatchHeader",
     "Header",
     "Record",
     "RecordBatch",
     "RecordBatchBuilder",
     "SealedBatch",
     "as_bytes",
+    "batch_header",
+    "batch_spans",
+    "decode_batch",
     "encode_headers",
     "encode_varint",
     "estimate_record_size",
@@ -72,6 +88,11 @@ TIMESTAMP_TYPE_FLAG = 0x08
 CODEC_MASK = 0x07
 # Length varint (5) + attributes (1) + timestampDelta varlong (10) + offsetDelta varint (5).
 MAX_RECORD_OVERHEAD = 21
+# What a decoded record and a decoded header cost in memory besides their bytes (a Record with
+# its ints and header list is about 200 bytes in CPython; a header's tuple and str about 110),
+# counted against a reader's ``max_decoded_bytes``.
+RECORD_COST = 256
+HEADER_COST = 128
 
 # The full header, for the reader.
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -404,6 +425,24 @@ class Record:
     headers: list[Header] = field(default_factory=list)
 
 
+class BatchHeader(NamedTuple):
+    """The 61-byte header of a RecordBatch v2, as stored (unchecked)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp_ms: int
+    max_timestamp_ms: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+
 @dataclass(slots=True)
 class RecordBatch:
     """One decoded RecordBatch v2 with its records (decompressed)."""
@@ -423,6 +462,8 @@ class RecordBatch:
     producer_epoch: int
     base_sequence: int
     records: list[Record]
+    # What decoding it cost, as ``max_decoded_bytes`` counts it (0 when not decoded here).
+    decoded_bytes: int = 0
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -453,7 +494,26 @@ def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     return buf[pos : pos + length], pos + length
 
 
-def _read_records(buf: bytes, count: int, base_offset: int, base_ts: int) -> list[Record]:
+def _over_limit(what: str, limit: int) -> DecodeLimitError:
+    return DecodeLimitError(
+        f"{what} would take the batch past {limit} bytes decoded, the limit of what one batch "
+        f"may decode to (each record counts {RECORD_COST} bytes and each header "
+        f"{HEADER_COST} besides its bytes)"
+    )
+
+
+def _read_records(
+    buf: bytes,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    *,
+    room: int | None = None,
+    limit: int = 0,
+) -> list[Record]:
+    """The ``count`` records of a decompressed records section. ``room``: what they may cost
+    besides ``buf`` (RECORD_COST per record, HEADER_COST per header; None: no limit), what is
+    left of the batch's ``limit``."""
     records: list[Record] = []
     pos = 0
     total = len(buf)
@@ -462,6 +522,10 @@ def _read_records(buf: bytes, count: int, base_offset: int, base_ts: int) -> lis
         end = pos + length
         if length < 0 or end > total:
             raise CorruptRecordError("record: length runs past the end of the batch")
+        if room is not None:
+            room -= RECORD_COST
+            if room < 0:
+                raise _over_limit(f"record {len(records)}", limit)
         pos += 1  # attributes: no record attributes are defined
         ts_delta, pos = _read_varint(buf, pos)
         offset_delta, pos = _read_varint(buf, pos)
@@ -470,13 +534,29 @@ def _read_records(buf: bytes, count: int, base_offset: int, base_ts: int) -> lis
         header_count, pos = _read_varint(buf, pos)
         if header_count < 0:
             raise CorruptRecordError(f"record: invalid header count {header_count}")
+        # Every header takes at least two bytes (key length and value length).
+        if header_count > (end - pos) // 2:
+            raise CorruptRecordError(
+                f"record: {header_count} headers cannot fit in the {end - pos} bytes left of it"
+            )
+        if room is not None:
+            room -= HEADER_COST * header_count
+            if room < 0:
+                raise _over_limit(f"the {header_count} headers of record {len(records)}", limit)
         headers: list[Header] = []
         for _h in range(header_count):
             hkey, pos = _read_bytes(buf, pos, end)
             if hkey is None:
                 raise CorruptRecordError("record: null header key")
             hvalue, pos = _read_bytes(buf, pos, end)
-            headers.append((hkey.decode("utf-8"), hvalue))
+            try:
+                name = hkey.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorruptRecordError(
+                    f"record at offset {base_offset + offset_delta}: header key {hkey[:32]!r} "
+                    f"is not UTF-8 ({exc.reason} at byte {exc.start})"
+                ) from None
+            headers.append((name, hvalue))
         if pos != end:
             raise CorruptRecordError("record: length does not match its fields")
         records.append(Record(base_offset + offset_delta, base_ts + ts_delta, key, value, headers))
@@ -485,77 +565,146 @@ def _read_records(buf: bytes, count: int, base_offset: int, base_ts: int) -> lis
     return records
 
 
+def batch_header(data: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header fields of the batch at byte ``pos`` of ``data`` (nothing checked but that the
+    61 bytes are there)."""
+    view = memoryview(data).cast("B")
+    if len(view) - pos < BATCH_HEADER_SIZE:
+        raise CorruptRecordError("batch: truncated header")
+    return BatchHeader(*_HEADER.unpack_from(view, pos))
+
+
+def decode_batch(
+    data: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    max_decoded_bytes: int | None = None,
+) -> RecordBatch:
+    """Decode the one RecordBatch v2 that ``data`` holds, exactly (all of it, nothing after).
+
+    ``max_decoded_bytes`` bounds what the batch may cost once decoded: its decompressed records
+    section, plus RECORD_COST per record and HEADER_COST per header (about what their Python
+    objects take). A batch past it raises DecodeLimitError before much more than that is
+    allocated, whatever its codec or header claims; the decoded records then hold at most about
+    twice it (keys, values and headers are copies of the section). None: no limit.
+
+    Errors are CorruptRecordError with ``offset`` and ``last_offset`` set, and ``checksum_ok``
+    when the CRC-32C was verified before the fault was found.
+    """
+    view = memoryview(data).cast("B")
+    header = batch_header(view)
+    checksum_ok = False
+    try:
+        if header.magic != MAGIC:
+            raise CorruptRecordError(f"magic {header.magic} is not supported (only 2)")
+        if header.batch_length != len(view) - 12:
+            raise CorruptRecordError(
+                f"length {header.batch_length} does not match the {len(view) - 12} bytes given"
+            )
+        if verify_crc:
+            actual = crc32c(view[21:])
+            if actual != header.crc:
+                raise CorruptRecordError(
+                    f"CRC-32C mismatch (stored {header.crc:#010x}, computed {actual:#010x})"
+                )
+            checksum_ok = True
+        try:
+            ctype = CompressionType(header.attributes & CODEC_MASK)
+        except ValueError:
+            raise CorruptRecordError(
+                f"unknown compression codec {header.attributes & CODEC_MASK}"
+            ) from None
+        count = header.records_count
+        if count < 0 or count > header.last_offset_delta + 1:
+            # Compaction may leave fewer records than offsets, never more.
+            raise CorruptRecordError(
+                f"invalid record count {count} (last offset delta {header.last_offset_delta})"
+            )
+        room = None
+        if max_decoded_bytes is not None:
+            room = max_decoded_bytes - RECORD_COST * count
+            if room < 0:
+                raise _over_limit(f"its {count} records", max_decoded_bytes)
+        section = view[BATCH_HEADER_SIZE:]
+        # An empty batch (what compaction leaves of a batch whose producer state it keeps) has no
+        # records section, whatever codec its attributes name: nothing to decompress, as Java.
+        raw = decompress(ctype, section, max_size=room) if count else b""
+        if room is not None:
+            room -= len(raw)
+            # The per-record costs were taken out already; _read_records takes them again.
+            room += RECORD_COST * count
+        records = _read_records(
+            raw,
+            count,
+            header.base_offset,
+            header.base_timestamp_ms,
+            room=room,
+            limit=max_decoded_bytes or 0,
+        )
+        headers = sum(len(r.headers) for r in records)
+        decoded = len(raw) + RECORD_COST * count + HEADER_COST * headers
+    except CorruptRecordError as exc:
+        kind = DecodeLimitError if isinstance(exc, DecodeLimitError) else CorruptRecordError
+        last = header.base_offset + max(header.last_offset_delta, 0)
+        raise kind(
+            f"batch at offset {header.base_offset}: {exc}",
+            offset=header.base_offset,
+            last_offset=last,
+            checksum_ok=checksum_ok,
+        ) from None
+    return RecordBatch(
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        magic=header.magic,
+        crc=header.crc,
+        attributes=header.attributes,
+        compression_type=ctype,
+        is_transactional=bool(header.attributes & TRANSACTIONAL_FLAG),
+        is_control=bool(header.attributes & CONTROL_FLAG),
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp_ms=header.base_timestamp_ms,
+        max_timestamp_ms=header.max_timestamp_ms,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records=records,
+        decoded_bytes=decoded,
+    )
+
+
+def batch_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
+    """The (start, end) byte ranges of the batches in ``data``, a concatenation of whole batches,
+    from their length fields."""
+    view = memoryview(data).cast("B")
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    total = len(view)
+    while pos < total:
+        header = batch_header(view, pos)
+        end = pos + 12 + header.batch_length
+        if header.batch_length < BATCH_HEADER_SIZE - 12 or end > total:
+            raise CorruptRecordError(
+                f"batch at offset {header.base_offset}: length runs past the end of the data"
+            )
+        spans.append((pos, end))
+        pos = end
+    return spans
+
+
 def read_batches(
-    data: bytes | bytearray | memoryview, *, verify_crc: bool = True
+    data: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    max_decoded_bytes: int | None = None,
 ) -> list[RecordBatch]:
     """Decode every RecordBatch v2 in ``data`` (a concatenation of batches).
 
     Raises CorruptRecordError on a CRC mismatch, a truncated batch, another magic, or records
-    that do not parse.
+    that do not parse; DecodeLimitError when one batch would decode to more than
+    ``max_decoded_bytes`` (see :func:`decode_batch`; None: no limit).
     """
     view = memoryview(data).cast("B")
-    batches: list[RecordBatch] = []
-    pos = 0
-    total = len(view)
-    while pos < total:
-        if total - pos < BATCH_HEADER_SIZE:
-            raise CorruptRecordError("batch: truncated header")
-        (
-            base_offset,
-            batch_length,
-            leader_epoch,
-            magic,
-            crc,
-            attributes,
-            last_offset_delta,
-            base_ts,
-            max_ts,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        ) = _HEADER.unpack_from(view, pos)
-        if magic != MAGIC:
-            raise CorruptRecordError(f"batch: magic {magic} is not supported (only 2)")
-        end = pos + 12 + batch_length
-        if batch_length < BATCH_HEADER_SIZE - 12 or end > total:
-            raise CorruptRecordError("batch: length runs past the end of the data")
-        if verify_crc:
-            actual = crc32c(view[pos + 21 : end])
-            if actual != crc:
-                raise CorruptRecordError(
-                    f"batch at offset {base_offset}: CRC-32C mismatch "
-                    f"(stored {crc:#010x}, computed {actual:#010x})"
-                )
-        try:
-            ctype = CompressionType(attributes & CODEC_MASK)
-        except ValueError:
-            raise CorruptRecordError(
-                f"batch: unknown compression codec {attributes & CODEC_MASK}"
-            ) from None
-        section = view[pos + BATCH_HEADER_SIZE : end]
-        raw = decompress(ctype, section)
-        if count < 0:
-            raise CorruptRecordError(f"batch: invalid record count {count}")
-        records = _read_records(raw, count, base_offset, base_ts)
-        batches.append(
-            RecordBatch(
-                base_offset=base_offset,
-                partition_leader_epoch=leader_epoch,
-                magic=magic,
-                crc=crc,
-                attributes=attributes,
-                compression_type=ctype,
-                is_transactional=bool(attributes & TRANSACTIONAL_FLAG),
-                is_control=bool(attributes & CONTROL_FLAG),
-                last_offset_delta=last_offset_delta,
-                base_timestamp_ms=base_ts,
-                max_timestamp_ms=max_ts,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                base_sequence=base_sequence,
-                records=records,
-            )
-        )
-        pos = end
-    return batches
+    return [
+        decode_batch(view[start:end], verify_crc=verify_crc, max_decoded_bytes=max_decoded_bytes)
+        for start, end in batch_spans(view)
+    ]

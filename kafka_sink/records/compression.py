@@ -25,7 +25,15 @@ Levels follow Kafka's ``compression.<codec>.level`` producer configs (KIP-390):
   uses LZ4 HC at that level (liblz4 caps HC at 12).
 * zstd: -131072..22, default 3.
 
-Invariant: ``decompress(t, compress(t, data, level)) == data`` for every codec and valid level.
+Invariants:
+
+* ``decompress(t, compress(t, data, level)) == data`` for every codec and valid level.
+* ``decompress(..., max_size=n)`` never holds much more than ``n`` bytes of output, whatever the
+  input claims: gzip and lz4 stop at the limit (zlib's and lz4's ``max_length``), snappy checks
+  each block's declared length before inflating it, and zstd is fed its input in steps small
+  enough that one step cannot inflate far past what is left (a zstd block inflates at most
+  32768-fold). Past the limit it raises :class:`~kafka_sink.errors.DecodeLimitError`; a
+  decompression bomb (kilobytes that inflate to gigabytes) costs the reader about ``n``.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import lz4.block
 import lz4.frame
 import zstandard
 
-from kafka_sink.errors import ConfigError, CorruptRecordError, KafkaError
+from kafka_sink.errors import ConfigError, CorruptRecordError, DecodeLimitError, KafkaError
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -224,27 +232,80 @@ def compress(
     return compressor(ctype, level)(data)
 
 
-def _gzip_decompress(data: bytes | memoryview) -> bytes:
-    out: list[bytes] = []
+class _Output:
+    """Decompressed pieces of one records section, refused once they pass ``limit`` bytes."""
+
+    __slots__ = ("codec", "limit", "pieces", "total")
+
+    def __init__(self, codec: str, limit: int | None) -> None:
+        self.codec = codec
+        self.limit = limit
+        self.pieces: list[bytes] = []
+        self.total = 0
+
+    def room(self) -> int:
+        """Bytes still allowed (plus one, so that going past the limit is seen); -1: no limit."""
+        return -1 if self.limit is None else self.limit - self.total + 1
+
+    def check(self, more: int) -> None:
+        """Raise unless ``more`` bytes of output still fit under the limit."""
+        if self.limit is not None and self.total + more > self.limit:
+            raise DecodeLimitError(
+                f"{self.codec}: the records section decompresses to more than {self.limit} "
+                "bytes, the limit of what one batch may decode to"
+            )
+
+    def add(self, piece: bytes) -> None:
+        self.check(len(piece))
+        self.total += len(piece)
+        if piece:
+            self.pieces.append(piece)
+
+    def result(self) -> bytes:
+        return self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+
+
+def _gzip_decompress(data: bytes | memoryview, out: _Output) -> None:
     view = memoryview(data)
     while len(view) > 0:
         dec = zlib.decompressobj(wbits=31)
-        out.append(dec.decompress(view))
-        if not dec.eof:
-            raise CorruptRecordError("gzip: truncated stream")
+        pending: bytes | memoryview = view
+        while not dec.eof:
+            # max_length stops zlib at the limit; what it did not read waits in unconsumed_tail.
+            piece = dec.decompress(pending, max(out.room(), 0))
+            out.add(piece)
+            pending = dec.unconsumed_tail
+            if not piece and not pending and not dec.eof:
+                raise CorruptRecordError("gzip: truncated stream")
         view = memoryview(dec.unused_data)
         # Trailing zero padding after the last member is tolerated, as GZIPInputStream does.
         if len(view) > 0 and bytes(view[:2]) != b"\x1f\x8b":
             break
-    return b"".join(out)
 
 
-def _snappy_decompress(data: bytes | memoryview) -> bytes:
+def _snappy_declared_length(block: bytes | memoryview) -> int:
+    """The uncompressed length a raw snappy block declares (its leading unsigned varint)."""
+    length = 0
+    for i in range(min(len(block), 5)):
+        byte = block[i]
+        length |= (byte & 0x7F) << (7 * i)
+        if byte < 0x80:
+            return length
+    raise CorruptRecordError("snappy: invalid uncompressed length")
+
+
+def _snappy_block(snappy: Any, block: bytes | memoryview, out: _Output) -> None:
+    # Checked before decompressing: cramjam allocates the declared length up front.
+    out.check(_snappy_declared_length(block))
+    out.add(bytes(snappy.decompress_raw(block)))
+
+
+def _snappy_decompress(data: bytes | memoryview, out: _Output) -> None:
     snappy = _cramjam().snappy
     raw = bytes(data)
     if not raw.startswith(_SNAPPY_MAGIC):
-        return bytes(snappy.decompress_raw(raw))
-    out: list[bytes] = []
+        _snappy_block(snappy, raw, out)
+        return
     pos = 0
     end = len(raw)
     while pos < end:
@@ -258,44 +319,86 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
         pos += 4
         if length < 0 or pos + length > end:
             raise CorruptRecordError("snappy: xerial block runs past the end of the data")
-        out.append(bytes(snappy.decompress_raw(raw[pos : pos + length])))
+        _snappy_block(snappy, memoryview(raw)[pos : pos + length], out)
         pos += length
-    return b"".join(out)
 
 
-def _zstd_decompress(data: bytes | memoryview) -> bytes:
-    out: list[bytes] = []
-    remaining: bytes | memoryview = data
+def _lz4_decompress(data: bytes | memoryview, out: _Output) -> None:
+    view = memoryview(data)
+    while len(view) > 0:  # one frame per turn
+        dec = lz4.frame.LZ4FrameDecompressor()
+        pending: bytes | memoryview = view
+        while not dec.eof:
+            room = out.room()
+            # With max_length the decompressor keeps the input it has not used yet.
+            piece = dec.decompress(pending, max_length=room)
+            pending = b""
+            out.add(piece)
+            if not piece and dec.needs_input and not dec.eof:
+                raise CorruptRecordError("lz4: truncated frame")
+        view = memoryview(dec.unused_data or b"")
+        # Bytes after a frame that do not start another one are ignored, as they always were.
+        if len(view) > 0 and bytes(view[:4]) != _LZ4_FRAME_HEADER[:4]:
+            break
+
+
+# The most a zstd frame can inflate per input byte: a 4-byte RLE block (3-byte header and the
+# byte) stands for up to 128 KiB. Input is fed in steps of at most a quarter of the room left
+# over this ratio, so one step never produces much more than the limit allows.
+_ZSTD_MAX_RATIO = 128 * 1024 // 4
+_ZSTD_MIN_STEP = 64
+
+
+def _zstd_decompress(data: bytes | memoryview, out: _Output) -> None:
+    view = memoryview(data)
+    end = len(view)
     decompressor = zstandard.ZstdDecompressor()
-    while True:
+    pos = 0
+    while True:  # one frame per turn
         dobj = decompressor.decompressobj()
-        out.append(dobj.decompress(remaining))
-        if not dobj.eof:
-            raise CorruptRecordError("zstd: truncated frame")
-        remaining = dobj.unused_data
-        if not remaining:
-            return b"".join(out)
+        while not dobj.eof:
+            if pos >= end:
+                raise CorruptRecordError("zstd: truncated frame")
+            room = out.room()
+            step = end if room < 0 else max(_ZSTD_MIN_STEP, room // (4 * _ZSTD_MAX_RATIO))
+            stop = min(end, pos + step)
+            out.add(dobj.decompress(view[pos:stop]))
+            pos = stop
+        pos -= len(dobj.unused_data)  # input after the end of this frame
+        if pos >= end:
+            return
 
 
-def decompress(ctype: CompressionType, data: bytes | bytearray | memoryview) -> bytes:
+def decompress(
+    ctype: CompressionType,
+    data: bytes | bytearray | memoryview,
+    *,
+    max_size: int | None = None,
+) -> bytes:
     """Decompress a records section written with ``ctype``.
 
-    Malformed input raises CorruptRecordError; a missing optional codec library raises KafkaError.
+    Every codec decompresses incrementally: past ``max_size`` bytes of output (None: no limit)
+    it stops and raises DecodeLimitError (a CorruptRecordError), so a small hostile batch cannot
+    make the reader allocate much more than ``max_size``. Malformed input raises
+    CorruptRecordError too; a missing optional codec library raises KafkaError.
     """
     ctype = CompressionType(ctype)
+    out = _Output(ctype.config_name, max_size)
     if ctype is CompressionType.NONE:
+        out.check(len(data))
         return bytes(data)
     buf: bytes | memoryview = data if isinstance(data, bytes) else memoryview(data)
     try:
         if ctype is CompressionType.GZIP:
-            return _gzip_decompress(buf)
-        if ctype is CompressionType.SNAPPY:
-            return _snappy_decompress(buf)
-        if ctype is CompressionType.LZ4:
-            result: bytes = lz4.frame.decompress(buf)
-            return result
-        return _zstd_decompress(buf)
+            _gzip_decompress(buf, out)
+        elif ctype is CompressionType.SNAPPY:
+            _snappy_decompress(buf, out)
+        elif ctype is CompressionType.LZ4:
+            _lz4_decompress(buf, out)
+        else:
+            _zstd_decompress(buf, out)
     except KafkaError:
         raise
     except Exception as exc:  # every codec library has its own exception types
         raise CorruptRecordError(f"{ctype.config_name}: cannot decompress: {exc}") from exc
+    return out.result()

@@ -112,7 +112,9 @@ class CoordinatedTopicLog:
                 return offset
         return len(entries)
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
+    def read(
+        self, topic: str, partition: int, start: int, end: int, *, on_corrupt: object = None
+    ) -> Iterator[Record]:
         entries = self.coordinator.log.get((topic, partition), [])
         for offset in range(start, min(end, len(entries))):
             serial, row = entries[offset]

@@ -58,6 +58,27 @@ Invariants:
   deadline, not read short (:class:`~kafka_sink.admin.topic_log.TopicLog` ``at_least`` and its
   high-watermark check), and a timeout raises.
 - Errors name the topic, what was refused and the fix (ACLs, creating the topic, the option).
+
+Other writers: every exactly-once principal may write to the topic, so what a read finds there
+is not trusted. Decoding is bounded (``records/fetched.py``: 64 MiB per Fetch answer, so a
+decompression bomb costs a driver about twice that at most), and a batch that cannot be decoded
+(a bomb past the limit, a header key that is not UTF-8, records that do not parse) comes to the
+store as a :class:`~kafka_sink.errors.CorruptRecordError` naming the topic, partition and offset.
+Its keys cannot be known, so the choice rests on its CRC-32C, checked before decoding:
+
+- CRC matches: the bytes are the ones its producer wrote (the broker checks the CRC on append).
+  No store writes such a batch (each write is one record, a UTF-8 key and a JSON value of a few
+  KB, no headers, which always decodes within the limit), so it holds no record of any store:
+  it is passed over with one warning per batch and process (the first 100; then at debug
+  level), and skipping it cannot make ``last`` return an older record than the latest.
+- CRC does not match: the bytes changed after the broker took them, and the batch may be one of
+  the store's own; reading on could return an older record as the latest, so the read fails
+  (:class:`IntentStoreError` naming the topic, partition and offset).
+
+Records that decode are filtered by key as always: another writer's records under other keys
+never matter. A query's own latest record (or a claim) that is not what this store writes (not
+UTF-8, not JSON, not a valid format-1 record) fails that query's read, naming the key, topic,
+partition and offset, and the fix; other queries are not affected.
 """
 
 from __future__ import annotations
@@ -65,18 +86,20 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from kafka_sink.admin.topic_log import ProducerState, TopicLog
 from kafka_sink.errors import (
     ClusterAuthorizationFailedError,
+    CorruptRecordError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     KafkaError,
     ProducerFencedError,
     TopicAuthorizationFailedError,
 )
+from kafka_sink.records.batch import Record
 from kafka_sink.spark.eos.fence import DriverFence, FenceToken
 from kafka_sink.spark.eos.intents import BatchRecord, record_from_json, record_to_json
 from kafka_sink.spark.errors import SinkError
@@ -121,12 +144,18 @@ class IntentStoreError(SinkError):
 class _Position:
     next_offset: int
     value: bytes | None  # the key's latest record value (None: no record, or a tombstone)
+    offset: int = -1  # where that record was read (-1: none, or written by this process)
 
 
 # (bootstrap servers, topic, partition, key) -> what this process last knew of the key.
 _POSITIONS: dict[tuple[str, str, int, str], _Position] = {}
 # (bootstrap servers, topic) of the topics this process has checked.
 _CHECKED: set[tuple[str, str]] = set()
+# (bootstrap servers, topic, partition, offset) of the undecodable batches this process warned of;
+# past the first _MAX_SKIP_WARNINGS (a writer appending garbage on purpose) they are logged at
+# debug level only.
+_SKIPPED: set[tuple[str, str, int | None, int | None]] = set()
+_MAX_SKIP_WARNINGS = 100
 # Whether this process has warned that an intent topic lives on a 1-broker cluster.
 _WARNED_SINGLE_BROKER = False
 # Idle connections to a cluster, by the producer config (Spark plans and commits every
@@ -217,7 +246,8 @@ class KafkaIntentStore:
     # -- IntentStore --------------------------------------------------------------------------
 
     def last(self, query_key: str) -> BatchRecord | None:
-        return _decode(self._latest(query_key))
+        value, offset = self._latest_at(query_key)
+        return _decode(value, self._where(query_key, offset))
 
     def new_key_from(self, query_key: str) -> int:
         """The partition's end offset now, for a key no record can have yet (a batch job's new
@@ -254,8 +284,17 @@ class KafkaIntentStore:
 
     def claim_owner(self, prefix: str) -> str | None:
         """The query key that claimed ``prefix``; None when no query holds it."""
-        value = self._latest(claim_key(prefix))
-        return None if value is None else value.decode("utf-8")
+        key = claim_key(prefix)
+        value, offset = self._latest_at(key)
+        if value is None:
+            return None
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IntentStoreError(
+                f"the claim {self._where(key, offset)} is not a UTF-8 query key ({exc}): it was "
+                f"not written by this sink. {_UNREADABLE_FIX}"
+            ) from None
 
     def claim(self, prefix: str, query_key: str) -> None:
         """Record that ``query_key`` owns ``prefix`` (through the fence: a fenced claim raises)."""
@@ -264,6 +303,10 @@ class KafkaIntentStore:
     # -- the log ------------------------------------------------------------------------------
 
     def _latest(self, key_text: str) -> bytes | None:
+        return self._latest_at(key_text)[0]
+
+    def _latest_at(self, key_text: str) -> tuple[bytes | None, int]:
+        """The latest value of ``key_text`` and its offset (-1: no record read here)."""
         key = key_text.encode("utf-8")
         slot = (self.cluster, self.topic, PARTITION, key_text)
         with _lock:
@@ -273,15 +316,15 @@ class KafkaIntentStore:
             seen = 0 if known is None else known.next_offset
             end = self.log.end_offset(self.topic, PARTITION, at_least=seen)
             if known is not None:
-                found = self._forward(key, known, end)
+                found, at = self._forward(key, known, end)
             else:
-                found = self._backward(key, end)
+                found, at = self._backward(key, end)
         except KafkaError as exc:
             self._healthy = False
             raise IntentStoreError(self._failure("read", exc)) from exc
         with _lock:
-            _POSITIONS[slot] = _Position(end, found)
-        return found
+            _POSITIONS[slot] = _Position(end, found, at)
+        return found, at
 
     def _append(self, key_text: str, value: bytes | None, doing: str) -> None:
         key = key_text.encode("utf-8")
@@ -343,30 +386,62 @@ class KafkaIntentStore:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def _forward(self, key: bytes, known: _Position, end: int) -> bytes | None:
-        found = known.value
+    def _forward(self, key: bytes, known: _Position, end: int) -> tuple[bytes | None, int]:
+        found, at = known.value, known.offset
         if known.next_offset >= end:
-            return found
-        for record in self.log.read(self.topic, PARTITION, known.next_offset, end):
+            return found, at
+        for record in self._read(known.next_offset, end):
             if record.key == key:
-                found = record.value
-        return found
+                found, at = record.value, record.offset
+        return found, at
 
-    def _backward(self, key: bytes, end: int) -> bytes | None:
+    def _backward(self, key: bytes, end: int) -> tuple[bytes | None, int]:
         high = end
         window = _FIRST_WINDOW
         while high > 0:
             low = max(0, high - window)
-            latest: bytes | None = None
-            seen = False
-            for record in self.log.read(self.topic, PARTITION, low, high):
+            latest: tuple[bytes | None, int] | None = None
+            for record in self._read(low, high):
                 if record.key == key:
-                    latest, seen = record.value, True
-            if seen:
+                    latest = record.value, record.offset
+            if latest is not None:
                 return latest
             high = low
             window *= _WINDOW_GROWTH
-        return None
+        return None, -1
+
+    def _read(self, start: int, end: int) -> Iterator[Record]:
+        return self.log.read(self.topic, PARTITION, start, end, on_corrupt=self._unreadable)
+
+    def _unreadable(self, error: CorruptRecordError) -> None:
+        """A batch of the topic that cannot be decoded: passed over when no store can have
+        written it (its CRC-32C matched, so its writer made it so), else the read fails."""
+        if not error.checksum_ok:
+            raise IntentStoreError(
+                f"the exactly-once intent store cannot read topic {self.topic!r}: {error}. The "
+                "batch's bytes changed after the broker accepted them, so it may hold this "
+                "query's latest record and reading on could return an older one. Fix: check the "
+                "brokers' disks and logs for that partition, or set option 'intentTopic' to a "
+                "new topic (the queries that used this one then start without their intents)"
+            )
+        where = (self.cluster, self.topic, error.partition, error.offset)
+        with _lock:
+            new = where not in _SKIPPED and len(_SKIPPED) < _MAX_SKIP_WARNINGS
+            if new:
+                _SKIPPED.add(where)
+        if new:
+            log.warning(
+                "the exactly-once intent store skips a record batch it did not write and cannot "
+                "read in topic %r (another client of the topic wrote it): %s",
+                self.topic,
+                error,
+            )
+        else:
+            log.debug("skipped again: %s", error)
+
+    def _where(self, key_text: str, offset: int) -> str:
+        at = "" if offset < 0 else f" at offset {offset}"
+        return f"of key {key_text!r} in {self.topic}-{PARTITION}{at}"
 
     def _failure(self, what: str, exc: KafkaError) -> str:
         return f"the exactly-once intent store could not {what} topic {self.topic!r}: {exc}. " + (
@@ -459,16 +534,39 @@ def _token(state: ProducerState) -> FenceToken:
     )
 
 
-def _decode(value: bytes | None) -> BatchRecord | None:
+_UNREADABLE_FIX = (
+    "Fix: find which client of the topic wrote it (every exactly-once principal may write "
+    "there) and stop it; then write a valid record over it, or delete the key with "
+    "kafka_sink.spark.eos.kafka_intents.release_prefix for a claim, or give the query a new "
+    "checkpoint"
+)
+
+
+def _decode(value: bytes | None, where: str = "") -> BatchRecord | None:
+    """The record a value of a query's own key holds; IntentStoreError naming ``where`` (its
+    key, topic, partition and offset) when it is not one this store wrote."""
     if value is None:
         return None  # a tombstone: the key was deleted
-    data = json.loads(value)
+    try:
+        data = json.loads(value)
+    except ValueError as exc:  # not UTF-8, or not JSON
+        raise IntentStoreError(
+            f"the intent record {where} is not JSON ({exc}): it was not written by this sink. "
+            f"{_UNREADABLE_FIX}"
+        ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise IntentStoreError(
-            f"an intent record has format {data.get('format') if isinstance(data, dict) else '?'}"
-            f", which this version of the sink does not read (it reads format {FORMAT})"
+            f"the intent record {where} has format "
+            f"{data.get('format') if isinstance(data, dict) else '?'}, which this version of the "
+            f"sink does not read (it reads format {FORMAT})"
         )
-    return record_from_json(data)
+    try:
+        return record_from_json(data)
+    except (KeyError, IndexError, TypeError, ValueError, AssertionError) as exc:
+        raise IntentStoreError(
+            f"the intent record {where} is format {FORMAT} but not a valid one ({exc!r}): it was "
+            f"not written by this sink. {_UNREADABLE_FIX}"
+        ) from None
 
 
 def release_prefix(producer_config: Mapping[str, str], prefix: str, topic: str) -> None:

@@ -35,7 +35,9 @@ class FakeTopicLog:
         assert self.next_offset >= at_least
         return self.next_offset
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[_Rec]:
+    def read(
+        self, topic: str, partition: int, start: int, end: int, *, on_corrupt: object = None
+    ) -> Iterator[_Rec]:
         self.reads.append((start, end))
         return iter([r for r in self.records if start <= r.offset < end])
 
@@ -234,7 +236,9 @@ class ClusterLog(FakeTopicLog):
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
         return self._part(partition).end_offset(topic, partition, at_least=at_least)
 
-    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[_Rec]:
+    def read(
+        self, topic: str, partition: int, start: int, end: int, *, on_corrupt: object = None
+    ) -> Iterator[_Rec]:
         return self._part(partition).read(topic, partition, start, end)
 
     def append(self, topic: str, partition: int, key: bytes, value: bytes | None) -> int:
