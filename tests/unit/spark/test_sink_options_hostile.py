@@ -119,9 +119,18 @@ def test_hostile_locations_are_option_errors_when_checked_too(
 
 def test_a_deep_local_commit_log_is_made_or_refused_without_recursion(tmp_path: Path) -> None:
     deep = str(tmp_path) + "/d" * 1_500  # under PATH_MAX, deeper than Python's recursion limit
-    opts = SinkOptions.from_options({**BASE, "commitLog": deep})
-    assert opts.check_commit_dir(streaming=False) == deep
-    assert os.path.isdir(deep)
+    try:
+        opts = SinkOptions.from_options({**BASE, "commitLog": deep})
+        assert opts.check_commit_dir(streaming=False) == deep
+        assert os.path.isdir(deep)
+    finally:
+        # Removed bottom-up here: shutil.rmtree (pytest's clean-up of old temporary
+        # directories) recurses once per level and would fail on 1,500 of them later.
+        path = deep
+        while path != str(tmp_path):
+            if os.path.isdir(path):
+                os.rmdir(path)
+            path = os.path.dirname(path)
 
 
 # -- integers as Java reads them ------------------------------------------------------------
