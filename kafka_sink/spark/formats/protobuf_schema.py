@@ -29,7 +29,8 @@ library (the driver's planning loads none of them). Two things:
 Invariants: a derived schema always binds to its own Spark type; the trees are immutable and
 picklable (built on the driver, followed by tasks); ``ProtoSchema.text`` is the ``.proto``
 text registered with schemaType ``PROTOBUF``, rendered from the tree (so the registry, the
-encoder and a reader's generated class agree); every error names the field path.
+encoder and a reader's generated class agree); every error names the field path; the Spark
+type's nesting is checked (``sql_types.check_nesting``) before either walk recurses.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from kafka_sink.spark.formats.sql_types import (
     MapType,
     SqlType,
     StructType,
+    check_nesting,
 )
 
 __all__ = [
@@ -160,6 +162,7 @@ def derive_protobuf_schema(
             f"{path}: recordNamespace {namespace!r} is not a Protobuf package name "
             "(dot-separated identifiers). Fix: change recordNamespace"
         )
+    check_nesting(sql_type, path)
     return ProtoSchema(_message(sql_type, record_name, path), namespace)
 
 
@@ -265,6 +268,7 @@ def bind_protobuf(sql_type: SqlType, schema: ProtoSchema, path: str = "value") -
             f"{path}: Spark type {sql_type.simple_string()} is not a struct, and Protobuf "
             f"message {schema.root.name} is. Fix: write a struct column"
         )
+    check_nesting(sql_type, path)  # the walk follows the Spark type, so this bounds it
     return _bind(sql_type, schema.root, path)
 
 
