@@ -374,14 +374,17 @@ def test_the_deepest_json_schema_within_the_bound_parses_binds_and_encodes() -> 
 
 def test_the_checks_hold_with_little_stack_left() -> None:
     """A deep caller (Spark's own frames) leaves less room; the walks stay within it."""
+    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+
     sql = _deep_struct(MAX_NESTING)
+    chain = parse_protobuf_schema(_proto_chain(MAX_NESTING))
 
     def at_depth(frames: int) -> None:
         if frames:
             return at_depth(frames - 1)
         bind(sql, parse_avro_schema(derive_avro_schema(sql).text))
         bind_json(sql, parse_json_schema(derive_json_schema(sql).text))
-        bind_protobuf(sql, derive_protobuf_schema(sql))
+        bind_protobuf(sql, chain)
         return None
 
     at_depth(sys.getrecursionlimit() // 3)
@@ -449,3 +452,45 @@ def test_proto_messages_nested_past_the_bound_are_refused_naming_the_path() -> N
     assert deepest.root.name == "M0"
     with pytest.raises(SinkSchemaError, match=r"^value(\.f){64}: the \.proto schema nests more"):
         parse_protobuf_schema(chain(MAX_NESTING))
+
+
+def test_a_derived_proto_nests_no_more_message_declarations_than_protoc_parses() -> None:
+    from kafka_sink.spark.formats.protobuf_columnar import ProtobufColumnEncoder
+    from kafka_sink.spark.formats.protobuf_descriptor import message_class
+    from kafka_sink.spark.formats.protobuf_schema import MAX_NESTED_MESSAGES
+
+    deepest = derive_protobuf_schema(_deep_struct(MAX_NESTED_MESSAGES))
+    cls = message_class(deepest.text)  # protoc compiles it
+    array = pa.array([_deep_row(MAX_NESTED_MESSAGES, 7)], type=_deep_arrow(MAX_NESTED_MESSAGES))
+    message = cls.FromString(ProtobufColumnEncoder(deepest).encode(array).to_pylist()[0])
+    for _ in range(MAX_NESTED_MESSAGES - 1):
+        message = message.f
+    assert message.f == 7
+    with pytest.raises(
+        SinkSchemaError, match=r"^value(\.f){31}: the derived \.proto would declare"
+    ):
+        derive_protobuf_schema(_deep_struct(MAX_NESTED_MESSAGES + 1))
+    with pytest.raises(SinkSchemaError, match=r"Reached maximum recursion limit"):
+        message_class(deepest.text.replace("int32 f = 1;", "Deeper f = 1; message Deeper {}"))
+
+
+def test_an_explicit_proto_chain_at_the_bound_binds_and_encodes() -> None:
+    from kafka_sink.spark.formats.protobuf_columnar import ProtobufColumnEncoder
+    from kafka_sink.spark.formats.protobuf_descriptor import message_class, parse_protobuf_schema
+
+    text = _proto_chain(MAX_NESTING)
+    schema = parse_protobuf_schema(text)
+    bind_protobuf(_deep_struct(MAX_NESTING), schema)
+    array = pa.array([_deep_row(MAX_NESTING, 7)], type=_deep_arrow(MAX_NESTING))
+    message = message_class(text).FromString(ProtobufColumnEncoder(schema).encode(array)[0].as_py())
+    for _ in range(MAX_NESTING - 1):
+        message = message.f
+    assert message.f == 7
+
+
+def _proto_chain(depth: int) -> str:
+    """Messages M0 ... M<depth-1> declared side by side, each holding the next in field f: the
+    last an optional int32 f, as derived for ``_deep_struct(depth)``."""
+    lines = ['syntax = "proto3";']
+    lines += [f"message M{i} {{ M{i + 1} f = 1; }}" for i in range(depth - 1)]
+    return "\n".join([*lines, f"message M{depth - 1} {{ optional int32 f = 1; }}"])
