@@ -390,6 +390,50 @@ def test_the_checks_hold_with_little_stack_left() -> None:
     at_depth(sys.getrecursionlimit() // 3)
 
 
+# ---- On the driver: the plan -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["avro", "jsonschema", "protobuf"])
+def test_the_plan_names_the_column_whose_type_nests_past_the_bound(fmt: str) -> None:
+    from kafka_sink.spark.formats.options import FormatOptions
+    from kafka_sink.spark.formats.plan import resolve_formats
+    from tests.unit.spark.test_sink_formats import URL, FakeClient
+
+    options = FormatOptions.from_options({"keyformat": fmt, "schema.registry.url": URL})
+    deep = {"key": _deep_json(MAX_NESTING + 1, "struct")}
+    with pytest.raises(SinkSchemaError, match=r"^key(\.f){64}: the Spark type nests more than"):
+        resolve_formats(options, deep, "t", client_factory=FakeClient)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "registered", "error"),
+    [
+        ("avro", '{"type": "record", "name": "r"}', r"^value: record r has no list of 'fields'"),
+        ("jsonschema", '{"properties": 5}', r"^value: the JSON Schema's 'properties' is not"),
+    ],
+)
+def test_a_malformed_registered_schema_is_refused_naming_the_path(
+    fmt: str, registered: str, error: str
+) -> None:
+    from kafka_sink.spark.formats.options import FormatOptions
+    from kafka_sink.spark.formats.plan import resolve_formats
+    from kafka_sink.spark.formats.registry import Schema
+    from tests.unit.spark.test_sink_formats import URL, FakeClient
+
+    def factory(config: Any) -> Any:
+        client = FakeClient(config)
+        kind = "AVRO" if fmt == "avro" else "JSON"
+        client.subjects["orders-value"] = [(3, Schema(registered, kind))]
+        return client
+
+    options = {"valueformat": fmt, "schema.registry.url": URL, "use.latest.version": "true"}
+    struct = {"type": "struct", "fields": [{"name": "f", "type": "integer", "nullable": True}]}
+    with pytest.raises(SinkSchemaError, match=error):
+        resolve_formats(
+            FormatOptions.from_options(options), {"value": struct}, "orders", client_factory=factory
+        )
+
+
 # ---- Protobuf ------------------------------------------------------------------------------------
 
 
