@@ -45,7 +45,9 @@ refused per row, only if a null actually comes (Spark types are nullable by defa
 Invariants: a derived schema always binds to its own Spark type; Binding trees are immutable
 and picklable (the driver builds them once, tasks follow them); every error names the path; no
 walk recurses deeper than ``nesting.MAX_NESTING`` levels (deriving and binding follow the Spark
-type, checked first; parsing counts its own levels).
+type, checked first; parsing counts its own levels); binding tries each (Spark type, Avro type,
+path) once, so unions of records sharing named types cost time linear in the schema, not
+exponential in its depth.
 """
 
 from __future__ import annotations
@@ -218,7 +220,7 @@ def derive_avro_schema(
         _check_name(part, path, "namespace")
     check_nesting(sql_type, path)
     schema_json = _derive(sql_type, nullable, record_name, namespace, path)
-    return parse_avro_schema(schema_json)
+    return parse_avro_schema(schema_json, path)
 
 
 def _check_name(name: str, path: str, what: str) -> None:
@@ -489,7 +491,14 @@ def bind(sql_type: SqlType, schema: AvroSchema | AvroType, path: str = "value") 
     """Check that ``sql_type`` is writable as ``schema``; the encoder's plan for it."""
     root = schema.root if isinstance(schema, AvroSchema) else schema
     check_nesting(sql_type, path)  # the walk follows the Spark type, so this bounds it
-    return _bind(sql_type, root, path)
+    return _bind(sql_type, root, path, {})
+
+
+# What a (Spark type, Avro type, path) bound to, or why not, within one bind(): a union tries
+# each branch, and branches sharing named types (records referring to the same records) would
+# otherwise be tried again on every path to them, exponentially in the depth. Keyed by identity
+# (hashing a type walks it); each entry holds its two objects, so no id is reused meanwhile.
+_Memo = dict[tuple[int, int, str], tuple[SqlType, AvroType, "Binding | SinkSchemaError"]]
 
 
 def _mismatch(path: str, t: SqlType, avro: AvroType, why: str = "") -> SinkSchemaError:
@@ -500,9 +509,9 @@ def _mismatch(path: str, t: SqlType, avro: AvroType, why: str = "") -> SinkSchem
     )
 
 
-def _bind(t: SqlType, avro: AvroType, path: str) -> Binding:
+def _bind(t: SqlType, avro: AvroType, path: str, memo: _Memo) -> Binding:
     if not isinstance(avro, AvroUnion):
-        return _bind_single(t, avro, path)
+        return _bind_single(t, avro, path, memo)
     null_branch = avro.null_branch()
     if t == AtomicType("void"):
         if null_branch is None:
@@ -513,7 +522,7 @@ def _bind(t: SqlType, avro: AvroType, path: str) -> Binding:
         if i == null_branch:
             continue
         try:
-            single = _bind_single(t, branch, path)
+            single = _bind_single(t, branch, path, memo)
         except SinkSchemaError as exc:
             first_error = first_error or exc
             continue
@@ -542,7 +551,22 @@ _ATOMIC_WRITABLE: dict[str, tuple[tuple[str, tuple[str | None, ...]], ...]] = {
 }
 
 
-def _bind_single(t: SqlType, avro: AvroType, path: str) -> Binding:
+def _bind_single(t: SqlType, avro: AvroType, path: str, memo: _Memo) -> Binding:
+    key = (id(t), id(avro), path)
+    if key in memo:
+        found = memo[key][2]
+    else:
+        try:
+            found = _bind_single_once(t, avro, path, memo)
+        except SinkSchemaError as exc:
+            found = exc
+        memo[key] = (t, avro, found)
+    if isinstance(found, SinkSchemaError):
+        raise found
+    return found
+
+
+def _bind_single_once(t: SqlType, avro: AvroType, path: str, memo: _Memo) -> Binding:
     if isinstance(avro, AvroUnion):  # a union directly inside a union is not valid Avro
         raise _mismatch(path, t, avro, "a union may not contain a union")
     if isinstance(t, AtomicType):
@@ -562,16 +586,18 @@ def _bind_single(t: SqlType, avro: AvroType, path: str) -> Binding:
     if isinstance(t, ArrayType):
         if not isinstance(avro, AvroArray):
             raise _mismatch(path, t, avro)
-        return Binding(path, t, avro, children=(_bind(t.element, avro.items, f"{path}[]"),))
+        items = _bind(t.element, avro.items, f"{path}[]", memo)
+        return Binding(path, t, avro, children=(items,))
     if isinstance(t, MapType):
         if not isinstance(avro, AvroMap):
             raise _mismatch(path, t, avro)
         if t.key != AtomicType("string"):
             raise _mismatch(path, t, avro, "Avro map keys are strings")
-        return Binding(path, t, avro, children=(_bind(t.value, avro.values, f"{path}{{}}"),))
+        values = _bind(t.value, avro.values, f"{path}{{}}", memo)
+        return Binding(path, t, avro, children=(values,))
     if not isinstance(avro, AvroRecord):
         raise _mismatch(path, t, avro)
-    return _bind_record(t, avro, path)
+    return _bind_record(t, avro, path, memo)
 
 
 _KNOWN_LOGICAL = {
@@ -603,7 +629,7 @@ def _bind_decimal(t: DecimalType, avro: AvroType, path: str) -> Binding:
     return Binding(path, t, avro)
 
 
-def _bind_record(t: StructType, avro: AvroRecord, path: str) -> Binding:
+def _bind_record(t: StructType, avro: AvroRecord, path: str, memo: _Memo) -> Binding:
     by_name = {f.name: i for i, f in enumerate(t.fields)}
     known = {f.name for f in avro.fields}
     for f in t.fields:
@@ -618,19 +644,19 @@ def _bind_record(t: StructType, avro: AvroRecord, path: str) -> Binding:
         child_path = f"{path}.{af.name}"
         index = by_name.get(af.name)
         if index is None:
-            children.append(_bind_missing(af, child_path))
+            children.append(_bind_missing(af, child_path, memo))
             sources.append(None)
             continue
         sf = t.fields[index]
-        children.append(_bind(sf.type, af.type, child_path))
+        children.append(_bind(sf.type, af.type, child_path, memo))
         sources.append(index)
     return Binding(path, t, avro, children=tuple(children), sources=tuple(sources))
 
 
-def _bind_missing(af: AvroField, path: str) -> Binding:
+def _bind_missing(af: AvroField, path: str, memo: _Memo) -> Binding:
     void = AtomicType("void")
     try:
-        return _bind(void, af.type, path)
+        return _bind(void, af.type, path, memo)
     except SinkSchemaError:
         raise SinkSchemaError(
             f"{path}: Avro field of type {af.type.describe()} has no Spark field and cannot be "

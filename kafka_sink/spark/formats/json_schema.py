@@ -47,7 +47,9 @@ without a level between.
 
 Invariants: a derived schema always binds to its own Spark type; bindings are immutable and
 picklable (the driver builds them once, tasks follow them); every error names the path; no walk
-recurses deeper than ``nesting.MAX_NESTING`` levels (the Spark type is checked first).
+recurses deeper than ``nesting.MAX_NESTING`` levels (the Spark type is checked first); binding
+tries each (Spark type, schema node, path) once, so ``oneOf`` branches sharing ``$ref`` targets
+cost time linear in the schema, and a ``$ref`` cycle with no level in it is refused.
 """
 
 from __future__ import annotations
@@ -240,6 +242,12 @@ _ANY: dict[str, Any] = {}
 class _Binder:
     def __init__(self, root: Any) -> None:
         self.root = root
+        # What a (Spark type, schema node, path) bound to, or why not (None: being bound), by
+        # identity: oneOf branches sharing $ref targets are bound once, not once per path to
+        # them (exponential in the depth), and a node met again while being bound is a cycle.
+        # Each entry holds its objects, so no id is reused during the binding.
+        self.memo: dict[tuple[int, int, str], tuple[Any, Any, JsonBinding | Exception | None]]
+        self.memo = {}
 
     def resolve(self, node: Any, path: str) -> Any:
         seen = 0
@@ -266,9 +274,29 @@ class _Binder:
         return node
 
     def bind(self, t: SqlType, node: Any, path: str, hops: int = 0) -> JsonBinding:
-        """``hops``: the oneOf/anyOf branches taken since the last level (bounded, so a cycle
-        of ``$ref`` through ``oneOf`` is refused instead of followed forever)."""
+        """``hops``: the oneOf/anyOf branches taken since the last level (bounded)."""
         node = self.resolve(node, path)
+        key = (id(t), id(node), path)
+        if key in self.memo:
+            found = self.memo[key][2]
+            if found is None:
+                raise SinkSchemaError(
+                    f"{path}: the JSON Schema refers back to a schema that contains the "
+                    "reference (a $ref cycle through oneOf/anyOf) with no property or item "
+                    "between, which no value can end. Fix: correct the $ref"
+                )
+        else:
+            self.memo[key] = (t, node, None)
+            try:
+                found = self._bind_node(t, node, path, hops)
+            except SinkSchemaError as exc:
+                found = exc
+            self.memo[key] = (t, node, found)
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def _bind_node(self, t: SqlType, node: Any, path: str, hops: int) -> JsonBinding:
         if node is True or node == _ANY:
             return _default(t, path, nullable=True)
         if node is False:
@@ -281,7 +309,7 @@ class _Binder:
             if not isinstance(branches, list):
                 raise _malformed(path, keyword, "a list of schemas", branches)
             if hops >= MAX_NESTING:
-                raise too_deep(path, f"the JSON Schema's {keyword} (or a $ref cycle through it)")
+                raise too_deep(path, f"the JSON Schema's {keyword}")
             return self._bind_branches(t, branches, path, hops + 1)
         types = node.get("type")
         names = types if isinstance(types, list) else [types] if types is not None else []
