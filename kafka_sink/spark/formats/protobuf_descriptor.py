@@ -13,7 +13,8 @@ field types (enums, ``sint``/``uint``/``fixed`` integers, imported messages, one
 files, unpacked repeated scalars) are refused naming the field. So is a message that contains
 itself (directly, through other messages, a ``repeated`` field or a map value: legal proto3,
 but a recursion no Spark type can express), naming the message type and the cycle, and messages
-nested more than ``nesting.MAX_NESTING`` levels. Used by the producer
+nested more than ``nesting.MAX_NESTING`` levels; a message used by several fields is read once
+and shared (time linear in the file). Used by the producer
 serializer's per-record path, by the parsing of an explicit ``value.schema`` / ``key.schema``,
 and by tests, which compare the columnar encoder with that class's ``SerializeToString``.
 
@@ -158,14 +159,19 @@ def parse_protobuf_schema(text: str, path: str = "value") -> ProtoSchema:
 class _Walk:
     """The message tree, refusing what a Spark type cannot hold: ``within`` holds the full names
     of the messages enclosing the one read (a message met again inside itself is a recursion),
-    and its length is the level, bounded by MAX_NESTING before descending."""
+    and its length is the level, bounded by MAX_NESTING before descending. A message read once
+    is kept with its height (its own level and those of the messages below it) and shared by
+    every field of its type, so messages used by several fields at each level cost time linear
+    in the file, not exponential in its depth."""
 
     def __init__(self, nested: dict[str, Any]) -> None:
         self.nested = nested
+        self.done: dict[str, tuple[ProtoMessage, int]] = {}
 
     def message(self, message: Any, full: str, path: str, within: tuple[str, ...]) -> ProtoMessage:
         within = (*within, full)
         fields = []
+        heights = [0]  # of the messages below this one
         for field in sorted(message.field, key=lambda f: f.number):
             child = f"{path}.{field.name}"
             if field.HasField("oneof_index") and not field.proto3_optional:
@@ -178,9 +184,12 @@ class _Walk:
                 if target.options.map_entry:
                     key, value = sorted(target.field, key=lambda f: f.number)
                     fields.append(self._map(field, key, value, child, within))
+                    if value.type == _TYPE_MESSAGE:
+                        heights.append(self.done[value.type_name][1])
                     continue
                 label = "repeated" if repeated else "implicit"
                 inner = self._nested(target, field.type_name, child, within)
+                heights.append(self.done[field.type_name][1])
                 fields.append(ProtoField(field.name, field.number, "message", label, inner))
                 continue
             scalar = _scalar(field, child)
@@ -188,7 +197,9 @@ class _Walk:
                 raise SinkSchemaError(f"{child}: [packed = false] is not written. Fix: remove it")
             label = "repeated" if repeated else "optional" if field.proto3_optional else "implicit"
             fields.append(ProtoField(field.name, field.number, scalar, label))
-        return ProtoMessage(message.name, tuple(fields))
+        built = ProtoMessage(message.name, tuple(fields))
+        self.done[full] = (built, 1 + max(heights))
+        return built
 
     def _target(self, field: Any, path: str) -> Any:
         target = self.nested.get(field.type_name)
@@ -208,6 +219,11 @@ class _Walk:
                 "schema without the recursive field, or unroll it into distinct messages to "
                 "the depth the data needs"
             )
+        if full in self.done:
+            known, height = self.done[full]
+            if len(within) + height > MAX_NESTING:
+                raise too_deep(path, "the .proto schema")
+            return known
         if len(within) >= MAX_NESTING:
             raise too_deep(path, "the .proto schema")
         return self.message(target, full, path, within)

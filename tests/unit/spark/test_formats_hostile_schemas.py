@@ -593,3 +593,36 @@ def test_branches_sharing_named_types_are_bound_once_not_once_per_path() -> None
         bind(sql, parse_avro_schema(_avro_twins(MAX_NESTING)))
     with pytest.raises(SinkSchemaError, match=r"^value(\.f){64}: Spark type int cannot be"):
         bind_json(sql, parse_json_schema(_json_twins(MAX_NESTING)))
+
+
+def _proto_diamonds(depth: int, leaf: str = "int32 v = 1;") -> str:
+    """M0 ... M<depth-1>, each holding the next twice (fields a and b): 2**depth paths."""
+    lines = ['syntax = "proto3";']
+    lines += [f"message M{i} {{ M{i + 1} a = 1; M{i + 1} b = 2; }}" for i in range(depth - 1)]
+    return "\n".join([*lines, f"message M{depth - 1} {{ {leaf} }}"])
+
+
+@pytest.mark.timeout(30)
+def test_proto_messages_used_by_several_fields_are_read_once() -> None:
+    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+
+    schema = parse_protobuf_schema(_proto_diamonds(MAX_NESTING))
+    assert schema.root.fields[0].message is schema.root.fields[1].message  # shared
+    # A shared message met again deeper than before is still held to the bound.
+    text = (
+        _proto_diamonds(MAX_NESTING).replace(
+            "message M0 { M1 a = 1; M1 b = 2; }", "message M0 { M1 a = 1; M2 b = 2; X x = 3; }"
+        )
+        + "\nmessage X { Y y = 1; }\nmessage Y { M1 m = 1; }\n"
+    )
+    with pytest.raises(SinkSchemaError, match=r"^value\.x\.y\.m: the \.proto schema nests more"):
+        parse_protobuf_schema(text)
+    via_map = (
+        _proto_diamonds(MAX_NESTING).replace(
+            "message M0 { M1 a = 1; M1 b = 2; }", "message M0 { M1 a = 1; X x = 2; }"
+        )
+        + "\nmessage X { map<string, M1> m = 1; }\n"
+    )
+    with pytest.raises(SinkSchemaError, match=r"^value\.x\.m\.value: the \.proto schema nests"):
+        parse_protobuf_schema(via_map)
+    parse_protobuf_schema(via_map.replace("map<string, M1> m", "map<string, M2> m"))
