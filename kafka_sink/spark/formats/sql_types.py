@@ -115,6 +115,7 @@ _JSON_ATOMIC = {
     "interval year": "interval year to month",
     "interval month": "interval year to month",
 }
+_MAX_DECIMAL_PRECISION = 38
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)")
 _STRING_LIKE = re.compile(r"(char|varchar)\(\d+\)|string collate \S+")
 _DAY_TIME = re.compile(r"interval (day|hour|minute|second)( to (day|hour|minute|second))?")
@@ -138,7 +139,7 @@ def _from_json(value: Any, path: str, depth: int) -> SqlType:
             return DecimalType(10, 0)
         match = _DECIMAL.fullmatch(name)
         if match:
-            return DecimalType(int(match[1]), int(match[2]))
+            return _decimal(match[1], match[2], path)
         if _STRING_LIKE.fullmatch(name):
             return AtomicType("string")
         if _DAY_TIME.fullmatch(name):
@@ -165,6 +166,21 @@ def _from_json(value: Any, path: str, depth: int) -> SqlType:
                 bool(value.get("valueContainsNull", True)),
             )
     raise SinkSchemaError(f"{path}: not a Spark type in its JSON form: {_excerpt(value)}")
+
+
+def _decimal(precision: str, scale: str, path: str) -> DecimalType:
+    # Spark's decimals hold at most 38 digits; the digit strings are checked before int()
+    # (which refuses thousands of digits, and a huge precision would size an Avro fixed).
+    if len(precision) > 2 or len(scale.lstrip("-")) > 2:
+        p, s = 39, 0
+    else:
+        p, s = int(precision), int(scale)
+    if not (1 <= p <= _MAX_DECIMAL_PRECISION and -_MAX_DECIMAL_PRECISION <= s <= p):
+        raise SinkSchemaError(
+            f"{path}: Spark type decimal({precision[:10]},{scale[:10]}) is not one Spark has "
+            f"(precision 1 to {_MAX_DECIMAL_PRECISION}, scale at most the precision)"
+        )
+    return DecimalType(p, s)
 
 
 def _struct_from_json(value: dict[str, Any], path: str, depth: int) -> StructType:

@@ -626,3 +626,17 @@ def test_proto_messages_used_by_several_fields_are_read_once() -> None:
     with pytest.raises(SinkSchemaError, match=r"^value\.x\.m\.value: the \.proto schema nests"):
         parse_protobuf_schema(via_map)
     parse_protobuf_schema(via_map.replace("map<string, M1> m", "map<string, M2> m"))
+
+
+_BAD_DECIMALS = ["decimal(0,0)", "decimal(39,0)", "decimal(5,6)", "decimal(10,-99999)",
+                 "decimal(" + "9" * 5000 + ",1)"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _BAD_DECIMALS)
+def test_decimals_spark_cannot_have_are_refused_naming_the_path(name: str) -> None:
+    struct = {"type": "struct", "fields": [{"name": "d", "type": name, "nullable": True}]}
+    with pytest.raises(
+        SinkSchemaError, match=r"^value\.d: Spark type decimal\(.* is not one Spark"
+    ):
+        sql_type_from_json(struct)
+    assert sql_type_from_json("decimal(38,38)") == sql_type_from_json("DECIMAL(38, 38)")
