@@ -11,7 +11,8 @@ day-time intervals).
 Invariants: the tree is immutable and hashable; names are Spark's ``simpleString`` names
 (``int``, ``bigint``, ``decimal(10,2)``), which every error message uses; char, varchar and
 collated strings are ``string`` (Spark writes them as strings); a type this module does not
-know, a malformed JSON form, or a type nested more than ``nesting.MAX_NESTING`` (64) levels
+know, a malformed JSON form, a decimal outside Spark's range (precision 1 to 38, scale at most
+the precision), or a type nested more than ``nesting.MAX_NESTING`` (64) levels
 raises :class:`~kafka_sink.spark.errors.SinkSchemaError` naming the field path
 (``value.address.street``); ``check_nesting`` refuses a hand-built type nested too deep, without
 recursing, and every format calls it before it walks a type.
