@@ -7,6 +7,13 @@ Invariants:
 - Exit status 0 on success; 2 with a one-line message (no traceback) when the location cannot be
   read, holds no commit document, or the plot cannot be drawn.
 - The location is echoed without the password of its user info (``display_location``).
+- A file of the log that cannot be used (``reader.Skipped``: unreadable, not JSON, another
+  version, a malformed field) costs one line on stderr, ``report: skipped <file>: <why>``, and
+  a count after them; the others are reported, and the status is 0 as long as one document was
+  read (2, as above, when none was).
+- Text read from the log (file names, fields, reasons quoting them) is printed through
+  ``table.printable``: no terminal escape sequence or control character from a file reaches the
+  terminal.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from kafka_sink.report.reader import load_commits
-from kafka_sink.report.table import AUTO_BATCH_ROWS, render, report_rows, totals
+from kafka_sink.report.table import AUTO_BATCH_ROWS, printable, render, report_rows, totals
 
 __all__ = ["main"]
 
@@ -48,10 +55,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kafka_sink.spark.commit_log.store import CommitStoreError, display_location
 
     try:
-        where, documents = load_commits(args.location)
+        log = load_commits(args.location)
     except CommitStoreError as exc:
-        print(f"report: cannot read {display_location(args.location)}: {exc}", file=sys.stderr)
+        print(
+            f"report: cannot read {printable(display_location(args.location))}: {exc}",
+            file=sys.stderr,
+        )
         return 2
+    where, documents = log.location, log.documents
+    for skipped in log.skipped:
+        print(f"report: skipped {printable(skipped.name)}: {printable(skipped.reason)}",
+              file=sys.stderr)  # fmt: skip
+    if log.skipped:
+        print(f"report: {len(log.skipped)} file(s) skipped, {len(documents)} read",
+              file=sys.stderr)  # fmt: skip
     if not documents:
         print(f"report: no pykafka commit documents in {where}", file=sys.stderr)
         return 2

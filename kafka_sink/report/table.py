@@ -1,7 +1,8 @@
 """A commit log's metrics as rows: one per batch, or one per minute for long runs, and totals.
 
 Role: :func:`report_rows` turns commit documents (``reader.py``) into :class:`Row`\\ s;
-:func:`render` prints them as a fixed-width table.
+:func:`render` prints them as a fixed-width table; :func:`printable` is how any text read from
+the log is shown.
 
 The rule for rows: ``per="batch"`` gives one row per committed batch; ``per="minute"`` sums the
 batches committed in each wall-clock minute (UTC); ``per="auto"`` (the default) is per batch up
@@ -13,19 +14,40 @@ Invariants:
 - A batch whose document has no ``metrics`` section counts its ``record_count`` and leaves the
   rest empty (None), as does a row with no measured batch.
 - The totals row sums every batch; its time span is the first batch's start to the last commit.
+- Nothing read from the log reaches the terminal raw: every cell goes through
+  :func:`printable`, which strips terminal escape sequences and C0/C1 control characters.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["AUTO_BATCH_ROWS", "Row", "render", "report_rows", "totals"]
+__all__ = ["AUTO_BATCH_ROWS", "Row", "printable", "render", "report_rows", "totals"]
 
 AUTO_BATCH_ROWS = 60
 _MB = 1_000_000
+
+
+# Terminal escape sequences (ECMA-48), whole, then any control character left: CSI (ESC [ or
+# C1 0x9b) with its parameters; OSC, DCS, SOS, PM, APC strings up to their terminator (BEL or
+# ST) or the end; other ESC sequences; then C0, DEL and C1.
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d-\x9f]).*?(?:\x07|\x1b\\|\x9c|$)"
+    r"|\x1b[ -/]*[0-~]?"
+    r"|[\x00-\x1f\x7f-\x9f]",
+    re.DOTALL,
+)
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal escape sequences or control characters (C0, DEL, C1): what a
+    file in the log says cannot move the cursor, recolour, retitle or clear the terminal."""
+    return _ESCAPES.sub("", text)
 
 
 @dataclass(frozen=True)
@@ -132,7 +154,7 @@ def render(rows: Iterable[Row], total: Row, *, per_minute: bool = False) -> str:
         line = []
         for _, attr, fmt in _COLUMNS:
             value = getattr(row, attr)
-            line.append("-" if value is None else fmt.format(value))
+            line.append("-" if value is None else printable(fmt.format(value)))
         cells.append(line)
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]

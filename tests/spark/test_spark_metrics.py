@@ -116,7 +116,7 @@ def test_commit_documents_report_and_pushgateway_carry_what_kafka_holds(
     assert image.shape[0] >= 800 and image.shape[1] >= 800
     assert float(image[..., :3].std()) > 0.05  # drawn, not blank
     # The same picture drawn here: every series, one point per batch, from the documents.
-    _, read_back = load_commits(str(checkpoint))
+    read_back = load_commits(str(checkpoint)).documents
     drawn = plot_rows(report_rows(read_back), str(tmp_path / "again.png"), title="t")
     # (the documents round rows/s to 0.1)
     assert drawn["rows/s"]["rows/s"] == pytest.approx(

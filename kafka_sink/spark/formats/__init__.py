@@ -9,6 +9,8 @@ producer's users get the same serializers.
 Modules and who uses them:
 
 - ``sql_types``: Spark types as plain data, from Spark's JSON or from Arrow.
+- ``nesting``: the bounds on how deep a type or schema nests (64 levels; 512 JSON levels for a
+  schema document), checked before any walk recurses.
 - ``avro_schema`` (driver): ``derive_avro_schema`` (Spark's own ``to_avro`` mapping),
   ``parse_avro_schema`` (an explicit ``value.schema``), ``bind`` (is the Spark type writable
   with the schema; the plan the encoder follows). No numpy: the driver's planning may load it.

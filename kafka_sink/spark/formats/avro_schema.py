@@ -17,8 +17,12 @@ driver's planning loads none of them). Three things:
   level is not a union: a null value is a null Kafka value (a tombstone), never encoded, as
   Confluent's serializers treat None (Spark's ``to_avro`` on a nullable column writes the
   union instead).
-- ``parse_avro_schema(text)``: an explicit schema (Avro JSON) as a tree of ``Avro*`` nodes with
-  named types resolved (namespaces inherited as the Avro specification says).
+- ``parse_avro_schema(text, path)``: an explicit schema (Avro JSON) as a tree of ``Avro*`` nodes
+  with named types resolved (namespaces inherited as the Avro specification says). A malformed
+  schema (a record without ``fields``, an array without ``items``, a field without ``type``, a
+  ``size`` or ``symbols`` of the wrong type, a union directly in a union) or one nested past the
+  bounds of ``nesting.py`` is a ``SinkSchemaError`` naming the field path in the schema; a
+  named type referring to itself (a recursive record) stays legal: references are not walked.
 - ``bind(sql_type, schema, path)``: checks that a Spark type is writable with an Avro schema
   and returns the ``Binding`` tree the columnar encoder follows (which union branch each
   value takes, which Spark field feeds each Avro field). A mismatch is a
@@ -39,7 +43,11 @@ null branch; a Spark-nullable value bound to an Avro type without null is accept
 refused per row, only if a null actually comes (Spark types are nullable by default).
 
 Invariants: a derived schema always binds to its own Spark type; Binding trees are immutable
-and picklable (the driver builds them once, tasks follow them); every error names the path.
+and picklable (the driver builds them once, tasks follow them); every error names the path; no
+walk recurses deeper than ``nesting.MAX_NESTING`` levels (deriving and binding follow the Spark
+type, checked first; parsing counts its own levels); binding tries each (Spark type, Avro type,
+path) once, so unions of records sharing named types cost time linear in the schema, not
+exponential in its depth.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_sink.spark.errors import SinkSchemaError
+from kafka_sink.spark.formats.nesting import MAX_NESTING, check_document_depth, too_deep
 from kafka_sink.spark.formats.sql_types import (
     ArrayType,
     AtomicType,
@@ -57,6 +66,7 @@ from kafka_sink.spark.formats.sql_types import (
     MapType,
     SqlType,
     StructType,
+    check_nesting,
 )
 
 __all__ = [
@@ -208,8 +218,9 @@ def derive_avro_schema(
     _check_name(record_name, path, "record name")
     for part in namespace.split(".") if namespace else ():
         _check_name(part, path, "namespace")
+    check_nesting(sql_type, path)
     schema_json = _derive(sql_type, nullable, record_name, namespace, path)
-    return parse_avro_schema(schema_json)
+    return parse_avro_schema(schema_json, path)
 
 
 def _check_name(name: str, path: str, what: str) -> None:
@@ -296,75 +307,161 @@ def _derive_atomic(t: AtomicType, path: str) -> Any:
 # ---- parsing an explicit schema ----------------------------------------------------------
 
 
-def parse_avro_schema(schema: Any) -> AvroSchema:
-    """Parse Avro JSON (text, or the decoded object); SinkSchemaError if it is not valid."""
+def parse_avro_schema(schema: Any, path: str = "value") -> AvroSchema:
+    """Parse Avro JSON (text, or the decoded object); SinkSchemaError if it is not valid.
+
+    ``path`` names the column: errors name the field path in the schema (``value.address.zip``;
+    ``[]`` an array's items, ``{}`` a map's values).
+    """
+    check_document_depth(schema, path, "the Avro schema")
     if isinstance(schema, str) and schema.strip()[:1] in '{["':
         try:
             schema = json.loads(schema)
         except json.JSONDecodeError as exc:
-            raise SinkSchemaError(f"the Avro schema is not valid JSON: {exc}") from None
-    return AvroSchema(schema, _Parser().parse(schema, ""))
+            raise SinkSchemaError(f"{path}: the Avro schema is not valid JSON: {exc}") from None
+    return AvroSchema(schema, _Parser().parse(schema, "", path, 0, 0))
+
+
+def _excerpt(s: Any) -> str:
+    try:
+        text = json.dumps(s)
+    except (TypeError, ValueError):
+        text = repr(s)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _invalid(path: str, what: str) -> SinkSchemaError:
+    return SinkSchemaError(
+        f"{path}: {what}. Fix: correct the Avro schema (see the Avro specification's "
+        "schema declarations)"
+    )
+
+
+def _int(s: dict[str, Any], key: str, path: str, default: int | None = None) -> int:
+    value = s.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _invalid(path, f"the {s['type']} schema's {key!r} is not a non-negative integer: "
+                       f"{_excerpt(value)}")  # fmt: skip
+    return value
 
 
 class _Parser:
+    """Builds the tree; ``depth`` counts the levels above a schema (record fields, array items,
+    map values) and ``hops`` the unions and ``{"type": {...}}`` wrappers since the last level:
+    both bounded by MAX_NESTING before recursing."""
+
     def __init__(self) -> None:
         self.named: dict[str, AvroType] = {}
 
-    def parse(self, s: Any, namespace: str) -> AvroType:
+    def parse(self, s: Any, namespace: str, path: str, depth: int, hops: int) -> AvroType:
         if isinstance(s, str):
-            return self._reference(s, namespace)
+            return self._reference(s, namespace, path)
         if isinstance(s, list):
-            return AvroUnion(tuple(self.parse(b, namespace) for b in s))
+            if hops >= MAX_NESTING:
+                raise too_deep(path, "the Avro schema")
+            if any(isinstance(b, list) for b in s):
+                raise _invalid(path, "a union may not contain a union directly")
+            return AvroUnion(tuple(self.parse(b, namespace, path, depth, hops + 1) for b in s))
         if not isinstance(s, dict) or "type" not in s:
-            raise SinkSchemaError(f"not an Avro schema: {json.dumps(s)[:200]}")
+            raise _invalid(path, f"not an Avro schema: {_excerpt(s)}")
         kind = s["type"]
+        if isinstance(kind, dict | list):
+            if hops >= MAX_NESTING:
+                raise too_deep(path, "the Avro schema")
+            return self.parse(kind, namespace, path, depth, hops + 1)
         if not isinstance(kind, str):
-            return self.parse(kind, namespace)
+            raise _invalid(
+                path, f"an Avro schema's type is a name or a schema, not {_excerpt(kind)}"
+            )
         logical = s.get("logicalType")
+        # Unknown or malformed logical types are ignored, as the specification says.
+        logical = logical if isinstance(logical, str) else None
         if kind in PRIMITIVES:
-            return AvroPrimitive(kind, logical, int(s.get("precision", 0)), int(s.get("scale", 0)))
-        if kind == "array":
-            return AvroArray(self.parse(s["items"], namespace))
-        if kind == "map":
-            return AvroMap(self.parse(s["values"], namespace))
+            if kind == "bytes" and logical == "decimal":
+                precision, scale = self._decimal(s, path)
+                return AvroPrimitive(kind, logical, precision, scale)
+            return AvroPrimitive(kind, logical)
+        if kind in ("array", "map"):
+            key = "items" if kind == "array" else "values"
+            if key not in s:
+                raise _invalid(path, f"the {kind} schema has no {key!r}")
+            if depth >= MAX_NESTING:
+                raise too_deep(path, "the Avro schema")
+            child = f"{path}[]" if kind == "array" else f"{path}{{}}"
+            inner = self.parse(s[key], namespace, child, depth + 1, 0)
+            return AvroArray(inner) if kind == "array" else AvroMap(inner)
         if kind not in ("record", "error", "enum", "fixed"):
-            return self._reference(kind, namespace)
-        full, own_namespace = self._full_name(s, namespace)
+            return self._reference(kind, namespace, path)
+        full, own_namespace = self._full_name(s, namespace, path)
         node: AvroType
         if kind == "fixed":
-            node = AvroFixed(
-                full, int(s["size"]), logical, int(s.get("precision", 0)), int(s.get("scale", 0))
-            )
+            size = _int(s, "size", path)
+            if logical == "decimal":
+                node = AvroFixed(full, size, logical, *self._decimal(s, path))
+            else:
+                node = AvroFixed(full, size, logical)
         elif kind == "enum":
-            node = AvroEnum(full, tuple(s["symbols"]))
+            symbols = s.get("symbols")
+            if not (isinstance(symbols, list) and all(isinstance(x, str) for x in symbols)):
+                raise _invalid(path, f"enum {full}'s symbols are not a list of strings")
+            node = AvroEnum(full, tuple(symbols))
         else:
             node = AvroRecord(full)
-        self._register(full, node)
+        self._register(full, node, path)
         if isinstance(node, AvroRecord):
-            node.fields = [
-                AvroField(f["name"], self.parse(f["type"], own_namespace)) for f in s["fields"]
-            ]
+            node.fields = self._fields(s, full, own_namespace, path, depth)
         return node
 
-    def _full_name(self, s: dict[str, Any], namespace: str) -> tuple[str, str]:
-        name = str(s.get("name", ""))
+    def _fields(
+        self, s: dict[str, Any], full: str, namespace: str, path: str, depth: int
+    ) -> list[AvroField]:
+        fields = s.get("fields")
+        if not isinstance(fields, list):
+            raise _invalid(path, f"record {full} has no list of 'fields'")
+        out = []
+        for f in fields:
+            if not (isinstance(f, dict) and isinstance(f.get("name"), str)):
+                raise _invalid(path, f"a field of record {full} is not an object with a string "
+                               f"'name': {_excerpt(f)}")  # fmt: skip
+            child = f"{path}.{f['name']}"
+            if "type" not in f:
+                raise _invalid(child, "the field has no 'type'")
+            if depth >= MAX_NESTING:
+                raise too_deep(child, "the Avro schema")
+            out.append(AvroField(f["name"], self.parse(f["type"], namespace, child, depth + 1, 0)))
+        return out
+
+    def _decimal(self, s: dict[str, Any], path: str) -> tuple[int, int]:
+        precision = _int(s, "precision", path)
+        scale = _int(s, "scale", path, 0)
+        if precision < 1 or scale > precision:
+            raise _invalid(path, f"decimal precision {precision} and scale {scale} are not "
+                           "1 <= precision and 0 <= scale <= precision")  # fmt: skip
+        return precision, scale
+
+    def _full_name(self, s: dict[str, Any], namespace: str, path: str) -> tuple[str, str]:
+        name = s.get("name")
+        if not isinstance(name, str) or not name:
+            raise _invalid(path, f"the {s['type']} schema has no string 'name'")
         if "." in name:
             return name, name.rsplit(".", 1)[0]
         own = s.get("namespace", namespace) or ""
+        if not isinstance(own, str):
+            raise _invalid(path, f"the namespace of {name} is not a string: {_excerpt(own)}")
         return (f"{own}.{name}" if own else name), own
 
-    def _register(self, full: str, node: AvroType) -> None:
+    def _register(self, full: str, node: AvroType, path: str) -> None:
         if full in self.named:
-            raise SinkSchemaError(f"the Avro schema defines the name {full!r} twice")
+            raise _invalid(path, f"the Avro schema defines the name {full!r} twice")
         self.named[full] = node
 
-    def _reference(self, name: str, namespace: str) -> AvroType:
+    def _reference(self, name: str, namespace: str, path: str) -> AvroType:
         if name in PRIMITIVES:
             return AvroPrimitive(name)
         for candidate in (f"{namespace}.{name}" if namespace and "." not in name else None, name):
             if candidate is not None and candidate in self.named:
                 return self.named[candidate]
-        raise SinkSchemaError(f"the Avro schema refers to {name!r}, which it does not define")
+        raise _invalid(path, f"the Avro schema refers to {name!r}, which it does not define")
 
 
 # ---- binding a Spark type to a schema -----------------------------------------------------
@@ -393,7 +490,15 @@ class Binding:
 def bind(sql_type: SqlType, schema: AvroSchema | AvroType, path: str = "value") -> Binding:
     """Check that ``sql_type`` is writable as ``schema``; the encoder's plan for it."""
     root = schema.root if isinstance(schema, AvroSchema) else schema
-    return _bind(sql_type, root, path)
+    check_nesting(sql_type, path)  # the walk follows the Spark type, so this bounds it
+    return _bind(sql_type, root, path, {})
+
+
+# What a (Spark type, Avro type, path) bound to, or why not, within one bind(): a union tries
+# each branch, and branches sharing named types (records referring to the same records) would
+# otherwise be tried again on every path to them, exponentially in the depth. Keyed by identity
+# (hashing a type walks it); each entry holds its two objects, so no id is reused meanwhile.
+_Memo = dict[tuple[int, int, str], tuple[SqlType, AvroType, "Binding | SinkSchemaError"]]
 
 
 def _mismatch(path: str, t: SqlType, avro: AvroType, why: str = "") -> SinkSchemaError:
@@ -404,9 +509,9 @@ def _mismatch(path: str, t: SqlType, avro: AvroType, why: str = "") -> SinkSchem
     )
 
 
-def _bind(t: SqlType, avro: AvroType, path: str) -> Binding:
+def _bind(t: SqlType, avro: AvroType, path: str, memo: _Memo) -> Binding:
     if not isinstance(avro, AvroUnion):
-        return _bind_single(t, avro, path)
+        return _bind_single(t, avro, path, memo)
     null_branch = avro.null_branch()
     if t == AtomicType("void"):
         if null_branch is None:
@@ -417,7 +522,7 @@ def _bind(t: SqlType, avro: AvroType, path: str) -> Binding:
         if i == null_branch:
             continue
         try:
-            single = _bind_single(t, branch, path)
+            single = _bind_single(t, branch, path, memo)
         except SinkSchemaError as exc:
             first_error = first_error or exc
             continue
@@ -446,7 +551,22 @@ _ATOMIC_WRITABLE: dict[str, tuple[tuple[str, tuple[str | None, ...]], ...]] = {
 }
 
 
-def _bind_single(t: SqlType, avro: AvroType, path: str) -> Binding:
+def _bind_single(t: SqlType, avro: AvroType, path: str, memo: _Memo) -> Binding:
+    key = (id(t), id(avro), path)
+    if key in memo:
+        found = memo[key][2]
+    else:
+        try:
+            found = _bind_single_once(t, avro, path, memo)
+        except SinkSchemaError as exc:
+            found = exc
+        memo[key] = (t, avro, found)
+    if isinstance(found, SinkSchemaError):
+        raise found
+    return found
+
+
+def _bind_single_once(t: SqlType, avro: AvroType, path: str, memo: _Memo) -> Binding:
     if isinstance(avro, AvroUnion):  # a union directly inside a union is not valid Avro
         raise _mismatch(path, t, avro, "a union may not contain a union")
     if isinstance(t, AtomicType):
@@ -466,16 +586,18 @@ def _bind_single(t: SqlType, avro: AvroType, path: str) -> Binding:
     if isinstance(t, ArrayType):
         if not isinstance(avro, AvroArray):
             raise _mismatch(path, t, avro)
-        return Binding(path, t, avro, children=(_bind(t.element, avro.items, f"{path}[]"),))
+        items = _bind(t.element, avro.items, f"{path}[]", memo)
+        return Binding(path, t, avro, children=(items,))
     if isinstance(t, MapType):
         if not isinstance(avro, AvroMap):
             raise _mismatch(path, t, avro)
         if t.key != AtomicType("string"):
             raise _mismatch(path, t, avro, "Avro map keys are strings")
-        return Binding(path, t, avro, children=(_bind(t.value, avro.values, f"{path}{{}}"),))
+        values = _bind(t.value, avro.values, f"{path}{{}}", memo)
+        return Binding(path, t, avro, children=(values,))
     if not isinstance(avro, AvroRecord):
         raise _mismatch(path, t, avro)
-    return _bind_record(t, avro, path)
+    return _bind_record(t, avro, path, memo)
 
 
 _KNOWN_LOGICAL = {
@@ -507,7 +629,7 @@ def _bind_decimal(t: DecimalType, avro: AvroType, path: str) -> Binding:
     return Binding(path, t, avro)
 
 
-def _bind_record(t: StructType, avro: AvroRecord, path: str) -> Binding:
+def _bind_record(t: StructType, avro: AvroRecord, path: str, memo: _Memo) -> Binding:
     by_name = {f.name: i for i, f in enumerate(t.fields)}
     known = {f.name for f in avro.fields}
     for f in t.fields:
@@ -522,19 +644,19 @@ def _bind_record(t: StructType, avro: AvroRecord, path: str) -> Binding:
         child_path = f"{path}.{af.name}"
         index = by_name.get(af.name)
         if index is None:
-            children.append(_bind_missing(af, child_path))
+            children.append(_bind_missing(af, child_path, memo))
             sources.append(None)
             continue
         sf = t.fields[index]
-        children.append(_bind(sf.type, af.type, child_path))
+        children.append(_bind(sf.type, af.type, child_path, memo))
         sources.append(index)
     return Binding(path, t, avro, children=tuple(children), sources=tuple(sources))
 
 
-def _bind_missing(af: AvroField, path: str) -> Binding:
+def _bind_missing(af: AvroField, path: str, memo: _Memo) -> Binding:
     void = AtomicType("void")
     try:
-        return _bind(void, af.type, path)
+        return _bind(void, af.type, path, memo)
     except SinkSchemaError:
         raise SinkSchemaError(
             f"{path}: Avro field of type {af.type.describe()} has no Spark field and cannot be "

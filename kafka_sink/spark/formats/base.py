@@ -38,7 +38,7 @@ class ColumnEncoder(Generic[SchemaT, BindingT]):
     def binding(self, arrow_type: Any) -> BindingT:
         found = self._bindings.get(arrow_type)
         if found is None:
-            found = self._bind(sql_type_from_arrow(arrow_type))
+            found = self._bind(sql_type_from_arrow(arrow_type, self.path))
             self._bindings[arrow_type] = found
         return found
 

@@ -39,8 +39,17 @@ a schema without null is accepted here and refused per row by the encoder, only 
 actually comes. ``$ref`` to ``#/definitions/...`` or ``#/$defs/...`` is followed; other
 keywords (``format``, ``pattern``, bounds, ``enum``) are not checked.
 
+Malformed keywords the binding reads (``properties`` not an object, ``required`` not a list of
+names, ``type`` not a name or list of names, ``oneOf`` / ``anyOf`` not a list) are refused
+naming the path and keyword; so are documents nested past ``nesting.MAX_DOCUMENT_DEPTH``, and
+``oneOf`` / ``anyOf`` nested (or cycling through ``$ref``) more than ``nesting.MAX_NESTING`` deep
+without a level between.
+
 Invariants: a derived schema always binds to its own Spark type; bindings are immutable and
-picklable (the driver builds them once, tasks follow them); every error names the path.
+picklable (the driver builds them once, tasks follow them); every error names the path; no walk
+recurses deeper than ``nesting.MAX_NESTING`` levels (the Spark type is checked first); binding
+tries each (Spark type, schema node, path) once, so ``oneOf`` branches sharing ``$ref`` targets
+cost time linear in the schema, and a ``$ref`` cycle with no level in it is refused.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_sink.spark.errors import SinkSchemaError
+from kafka_sink.spark.formats.nesting import MAX_NESTING, check_document_depth, too_deep
 from kafka_sink.spark.formats.sql_types import (
     ArrayType,
     AtomicType,
@@ -57,6 +67,7 @@ from kafka_sink.spark.formats.sql_types import (
     MapType,
     SqlType,
     StructType,
+    check_nesting,
 )
 
 __all__ = [
@@ -108,6 +119,7 @@ def derive_json_schema(
 
     ``path`` names the column in errors (``value`` or ``key``).
     """
+    check_nesting(sql_type, path)
     return JsonSchema({"$schema": DRAFT_07, "title": title, **_derive(sql_type, path)})
 
 
@@ -176,19 +188,23 @@ def _check_map_key(t: MapType, path: str) -> None:
 # ---- an explicit schema ----------------------------------------------------------------------
 
 
-def parse_json_schema(schema: Any) -> JsonSchema:
-    """An explicit schema: JSON text, a dict, or a boolean schema."""
+def parse_json_schema(schema: Any, path: str = "value") -> JsonSchema:
+    """An explicit schema: JSON text, a dict, or a boolean schema (``path``: the column, named
+    by errors)."""
+    check_document_depth(schema, path, "the JSON Schema")
     value = schema
     if isinstance(schema, str | bytes):
         try:
             value = json.loads(schema)
         except ValueError as e:
             raise SinkSchemaError(
-                f"the JSON Schema is not valid JSON ({e}). Fix: give the schema as JSON text"
+                f"{path}: the JSON Schema is not valid JSON ({e}). Fix: give the schema as JSON "
+                "text"
             ) from None
     if not isinstance(value, dict | bool):
         raise SinkSchemaError(
-            f"a JSON Schema is an object or a boolean, not {type(value).__name__}. Fix: give "
+            f"{path}: a JSON Schema is an object or a boolean, not {type(value).__name__}. Fix: "
+            "give "
             'the schema as a JSON object such as {"type": "object", "properties": {...}}'
         )
     return JsonSchema(value)
@@ -216,6 +232,7 @@ class JsonBinding:
 def bind_json(sql_type: SqlType, schema: JsonSchema | Any, path: str = "value") -> JsonBinding:
     """Check that ``sql_type`` is writable with ``schema``; the encoder's plan for it."""
     root = schema.json if isinstance(schema, JsonSchema) else schema
+    check_nesting(sql_type, path)  # each level of the walk is one of the Spark type's
     return _Binder(root).bind(sql_type, root, path)
 
 
@@ -225,6 +242,12 @@ _ANY: dict[str, Any] = {}
 class _Binder:
     def __init__(self, root: Any) -> None:
         self.root = root
+        # What a (Spark type, schema node, path) bound to, or why not (None: being bound), by
+        # identity: oneOf branches sharing $ref targets are bound once, not once per path to
+        # them (exponential in the depth), and a node met again while being bound is a cycle.
+        # Each entry holds its objects, so no id is reused during the binding.
+        self.memo: dict[tuple[int, int, str], tuple[Any, Any, JsonBinding | Exception | None]]
+        self.memo = {}
 
     def resolve(self, node: Any, path: str) -> Any:
         seen = 0
@@ -250,19 +273,48 @@ class _Binder:
             node = node[key]
         return node
 
-    def bind(self, t: SqlType, node: Any, path: str) -> JsonBinding:
+    def bind(self, t: SqlType, node: Any, path: str, hops: int = 0) -> JsonBinding:
+        """``hops``: the oneOf/anyOf branches taken since the last level (bounded)."""
         node = self.resolve(node, path)
+        key = (id(t), id(node), path)
+        if key in self.memo:
+            found = self.memo[key][2]
+            if found is None:
+                raise SinkSchemaError(
+                    f"{path}: the JSON Schema refers back to a schema that contains the "
+                    "reference (a $ref cycle through oneOf/anyOf) with no property or item "
+                    "between, which no value can end. Fix: correct the $ref"
+                )
+        else:
+            self.memo[key] = (t, node, None)
+            try:
+                found = self._bind_node(t, node, path, hops)
+            except SinkSchemaError as exc:
+                found = exc
+            self.memo[key] = (t, node, found)
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def _bind_node(self, t: SqlType, node: Any, path: str, hops: int) -> JsonBinding:
         if node is True or node == _ANY:
             return _default(t, path, nullable=True)
         if node is False:
             raise _mismatch(path, t, "false (no value is valid)")
         if not isinstance(node, dict):
             raise SinkSchemaError(f"{path}: {node!r} is not a JSON Schema")
-        branches = node.get("oneOf", node.get("anyOf"))
-        if isinstance(branches, list):
-            return self._bind_branches(t, branches, path)
+        keyword = "oneOf" if "oneOf" in node else "anyOf"
+        branches = node.get(keyword)
+        if branches is not None:
+            if not isinstance(branches, list):
+                raise _malformed(path, keyword, "a list of schemas", branches)
+            if hops >= MAX_NESTING:
+                raise too_deep(path, f"the JSON Schema's {keyword}")
+            return self._bind_branches(t, branches, path, hops + 1)
         types = node.get("type")
         names = types if isinstance(types, list) else [types] if types is not None else []
+        if not all(isinstance(n, str) for n in names):
+            raise _malformed(path, "type", "a type name or a list of them", types)
         nullable = not names or "null" in names
         candidates = [n for n in names if n != "null"]
         if not candidates:
@@ -275,7 +327,7 @@ class _Binder:
                 return found
         raise _mismatch(path, t, " or ".join(map(str, candidates)))
 
-    def _bind_branches(self, t: SqlType, branches: list[Any], path: str) -> JsonBinding:
+    def _bind_branches(self, t: SqlType, branches: list[Any], path: str, hops: int) -> JsonBinding:
         resolved = [self.resolve(b, path) for b in branches]
         null = [b for b in resolved if isinstance(b, dict) and b.get("type") == "null"]
         errors: list[SinkSchemaError] = []
@@ -283,7 +335,7 @@ class _Binder:
             if any(branch is b for b in null):
                 continue
             try:
-                found = self.bind(t, branch, path)
+                found = self.bind(t, branch, path, hops)
             except SinkSchemaError as e:
                 errors.append(e)
                 continue
@@ -337,9 +389,16 @@ class _Binder:
         self, t: StructType, node: dict[str, Any], path: str, nullable: bool
     ) -> JsonBinding:
         properties = node.get("properties", {})
+        if not isinstance(properties, dict):
+            raise _malformed(path, "properties", "an object of schemas", properties)
         extra = node.get("additionalProperties", True)
+        required_names = node.get("required", [])
+        if not (
+            isinstance(required_names, list) and all(isinstance(r, str) for r in required_names)
+        ):
+            raise _malformed(path, "required", "a list of property names", required_names)
         names = {f.name for f in t.fields}
-        for required in node.get("required", []):
+        for required in required_names:
             if required not in names:
                 raise SinkSchemaError(
                     f"{path}: the JSON Schema requires property {required!r}, which the Spark "
@@ -397,6 +456,15 @@ def _null_only(t: SqlType, path: str) -> JsonBinding:
 def _with_nullable(b: JsonBinding, nullable: bool) -> JsonBinding:
     return (
         b if b.nullable == nullable else JsonBinding(b.path, b.sql, nullable, b.quoted, b.children)
+    )
+
+
+def _malformed(path: str, keyword: str, expected: str, found: Any) -> SinkSchemaError:
+    text = repr(found)
+    text = text if len(text) <= 120 else text[:117] + "..."
+    return SinkSchemaError(
+        f"{path}: the JSON Schema's {keyword!r} is not {expected}: {text}. Fix: correct the "
+        "JSON Schema"
     )
 
 

@@ -110,7 +110,7 @@ def _parse_proto(text: str, path: str) -> ProtoSchema:
 _KINDS: dict[str, _Kind] = {
     "avro": _Kind(
         "AVRO",
-        lambda text, _path: parse_avro_schema(text),
+        parse_avro_schema,
         lambda t, f, path: derive_avro_schema(t, f.record_name, f.record_namespace, path=path),
         bind,
         _avro_record_name,
@@ -124,7 +124,7 @@ _KINDS: dict[str, _Kind] = {
     ),
     "jsonschema": _Kind(
         "JSON",
-        lambda text, _path: parse_json_schema(text),
+        parse_json_schema,
         lambda t, f, path: derive_json_schema(t, f.record_name, path=path),
         bind_json,
         lambda schema: schema.title,
@@ -213,7 +213,7 @@ def _resolve(
     topic: str | None,
     client: SchemaRegistryClient | None,
 ) -> ColumnFormat:
-    sql_type = sql_type_from_json(spark_type)
+    sql_type = sql_type_from_json(spark_type, side.side)
     path = side.side
     kind = _KINDS[side.format]
     schema: FormatSchema

@@ -10,7 +10,11 @@ registered schema) into the ``ProtoSchema`` tree the encoder follows: its first 
 the scalar types, ``optional``, ``repeated`` and ``map`` fields and messages nested in the
 file that the derived mapping uses (fields in number order, as Protobuf writes them); other
 field types (enums, ``sint``/``uint``/``fixed`` integers, imported messages, oneofs, proto2
-files, unpacked repeated scalars) are refused naming the field. Used by the producer
+files, unpacked repeated scalars) are refused naming the field. So is a message that contains
+itself (directly, through other messages, a ``repeated`` field or a map value: legal proto3,
+but a recursion no Spark type can express), naming the message type and the cycle, and messages
+nested more than ``nesting.MAX_NESTING`` levels; a message used by several fields is read once
+and shared (time linear in the file). Used by the producer
 serializer's per-record path, by the parsing of an explicit ``value.schema`` / ``key.schema``,
 and by tests, which compare the columnar encoder with that class's ``SerializeToString``.
 
@@ -27,6 +31,7 @@ import tempfile
 from typing import Any
 
 from kafka_sink.spark.errors import SinkSchemaError
+from kafka_sink.spark.formats.nesting import MAX_NESTING, too_deep
 from kafka_sink.spark.formats.protobuf_schema import ProtoField, ProtoMessage, ProtoSchema
 
 __all__ = ["compile_proto", "message_class", "parse_protobuf_schema"]
@@ -145,46 +150,95 @@ def parse_protobuf_schema(text: str, path: str = "value") -> ProtoSchema:
     for message in file.message_type:
         index(message, prefix)
     root = file.message_type[0]
-    return ProtoSchema(_message(root, nested, path), file.package, given_text=text)
+    walk = _Walk(nested)
+    return ProtoSchema(
+        walk.message(root, f"{prefix}.{root.name}", path, ()), file.package, given_text=text
+    )
 
 
-def _message(message: Any, nested: dict[str, Any], path: str) -> ProtoMessage:
-    fields = []
-    for field in sorted(message.field, key=lambda f: f.number):
-        child = f"{path}.{field.name}"
-        if field.HasField("oneof_index") and not field.proto3_optional:
-            raise SinkSchemaError(f"{child}: oneof fields are not written. Fix: remove the oneof")
-        repeated = field.label == _LABEL_REPEATED
-        if field.type == _TYPE_MESSAGE:
-            target = nested.get(field.type_name)
-            if target is None:
+class _Walk:
+    """The message tree, refusing what a Spark type cannot hold: ``within`` holds the full names
+    of the messages enclosing the one read (a message met again inside itself is a recursion),
+    and its length is the level, bounded by MAX_NESTING before descending. A message read once
+    is kept with its height (its own level and those of the messages below it) and shared by
+    every field of its type, so messages used by several fields at each level cost time linear
+    in the file, not exponential in its depth."""
+
+    def __init__(self, nested: dict[str, Any]) -> None:
+        self.nested = nested
+        self.done: dict[str, tuple[ProtoMessage, int]] = {}
+
+    def message(self, message: Any, full: str, path: str, within: tuple[str, ...]) -> ProtoMessage:
+        within = (*within, full)
+        fields = []
+        heights = [0]  # of the messages below this one
+        for field in sorted(message.field, key=lambda f: f.number):
+            child = f"{path}.{field.name}"
+            if field.HasField("oneof_index") and not field.proto3_optional:
                 raise SinkSchemaError(
-                    f"{child}: message {field.type_name.lstrip('.')} is not declared in the "
-                    "schema (imports are not written). Fix: declare it in the same file"
+                    f"{child}: oneof fields are not written. Fix: remove the oneof"
                 )
-            if target.options.map_entry:
-                key, value = sorted(target.field, key=lambda f: f.number)
-                fields.append(_map(field, key, value, nested, child))
+            repeated = field.label == _LABEL_REPEATED
+            if field.type == _TYPE_MESSAGE:
+                target = self._target(field, child)
+                if target.options.map_entry:
+                    key, value = sorted(target.field, key=lambda f: f.number)
+                    fields.append(self._map(field, key, value, child, within))
+                    if value.type == _TYPE_MESSAGE:
+                        heights.append(self.done[value.type_name][1])
+                    continue
+                label = "repeated" if repeated else "implicit"
+                inner = self._nested(target, field.type_name, child, within)
+                heights.append(self.done[field.type_name][1])
+                fields.append(ProtoField(field.name, field.number, "message", label, inner))
                 continue
-            label = "repeated" if repeated else "implicit"
-            inner = _message(target, nested, child)
-            fields.append(ProtoField(field.name, field.number, "message", label, inner))
-            continue
-        scalar = _scalar(field, child)
-        if repeated and field.options.HasField("packed") and not field.options.packed:
-            raise SinkSchemaError(f"{child}: [packed = false] is not written. Fix: remove it")
-        label = "repeated" if repeated else "optional" if field.proto3_optional else "implicit"
-        fields.append(ProtoField(field.name, field.number, scalar, label))
-    return ProtoMessage(message.name, tuple(fields))
+            scalar = _scalar(field, child)
+            if repeated and field.options.HasField("packed") and not field.options.packed:
+                raise SinkSchemaError(f"{child}: [packed = false] is not written. Fix: remove it")
+            label = "repeated" if repeated else "optional" if field.proto3_optional else "implicit"
+            fields.append(ProtoField(field.name, field.number, scalar, label))
+        built = ProtoMessage(message.name, tuple(fields))
+        self.done[full] = (built, 1 + max(heights))
+        return built
 
+    def _target(self, field: Any, path: str) -> Any:
+        target = self.nested.get(field.type_name)
+        if target is None:
+            raise SinkSchemaError(
+                f"{path}: message {field.type_name.lstrip('.')} is not declared in the "
+                "schema (imports are not written). Fix: declare it in the same file"
+            )
+        return target
 
-def _map(field: Any, key: Any, value: Any, nested: dict[str, Any], path: str) -> ProtoField:
-    key_type = _scalar(key, f"{path}.key")
-    if value.type == _TYPE_MESSAGE:
-        inner = _message(nested[value.type_name], nested, f"{path}.value")
-        return ProtoField(field.name, field.number, "message", "map", inner, key_type)
-    value_type = _scalar(value, f"{path}.value")
-    return ProtoField(field.name, field.number, value_type, "map", None, key_type)
+    def _nested(self, target: Any, full: str, path: str, within: tuple[str, ...]) -> ProtoMessage:
+        if full in within:
+            cycle = " -> ".join(n.lstrip(".") for n in within[within.index(full) :])
+            raise SinkSchemaError(
+                f"{path}: message {full.lstrip('.')} contains itself ({cycle} -> "
+                f"{full.lstrip('.')}), a recursion that Spark types cannot express. Fix: give a "
+                "schema without the recursive field, or unroll it into distinct messages to "
+                "the depth the data needs"
+            )
+        if full in self.done:
+            known, height = self.done[full]
+            if len(within) + height > MAX_NESTING:
+                raise too_deep(path, "the .proto schema")
+            return known
+        if len(within) >= MAX_NESTING:
+            raise too_deep(path, "the .proto schema")
+        return self.message(target, full, path, within)
+
+    def _map(
+        self, field: Any, key: Any, value: Any, path: str, within: tuple[str, ...]
+    ) -> ProtoField:
+        key_type = _scalar(key, f"{path}.key")
+        if value.type == _TYPE_MESSAGE:
+            child = f"{path}.value"
+            target = self._target(value, child)
+            inner = self._nested(target, value.type_name, child, within)
+            return ProtoField(field.name, field.number, "message", "map", inner, key_type)
+        value_type = _scalar(value, f"{path}.value")
+        return ProtoField(field.name, field.number, value_type, "map", None, key_type)
 
 
 def _scalar(field: Any, path: str) -> str:

@@ -19,9 +19,10 @@ library (the driver's planning loads none of them). Two things:
   default is not written). A null struct field is absent; a null array or map is written as an
   empty one (Protobuf has no null list). Refused, naming the field path: a top level that is
   not a struct, arrays of arrays or maps, maps of arrays or maps, year-month intervals, void,
-  and field names that are not Protobuf identifiers. Array elements and map values have no
-  presence in Protobuf: a null element is refused per row by the encoder (Spark types say
-  ``containsNull`` by default, so the type alone is not refused).
+  field names that are not Protobuf identifiers, and structs nested so deep that their messages
+  would be declared more than ``MAX_NESTED_MESSAGES`` (31, protoc's limit) levels deep. Array
+  elements and map values have no presence in Protobuf: a null element is refused per row by
+  the encoder (Spark types say ``containsNull`` by default, so the type alone is not refused).
 - ``bind_protobuf(sql_type, schema, path)``: checks that a Spark type is writable with the
   message (fields matched by name, each Spark type as the mapping above writes it) and returns
   the ``ProtoBinding`` tree the columnar encoder follows.
@@ -29,7 +30,8 @@ library (the driver's planning loads none of them). Two things:
 Invariants: a derived schema always binds to its own Spark type; the trees are immutable and
 picklable (built on the driver, followed by tasks); ``ProtoSchema.text`` is the ``.proto``
 text registered with schemaType ``PROTOBUF``, rendered from the tree (so the registry, the
-encoder and a reader's generated class agree); every error names the field path.
+encoder and a reader's generated class agree); every error names the field path; the Spark
+type's nesting is checked (``sql_types.check_nesting``) before either walk recurses.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from kafka_sink.spark.formats.sql_types import (
     MapType,
     SqlType,
     StructType,
+    check_nesting,
 )
 
 __all__ = [
@@ -76,6 +79,9 @@ _SCALARS = {
     "interval day to second": "int64",
 }
 _MAP_KEYS = ("string", "int32", "int64", "bool")
+#: protoc's parser refuses message declarations nested deeper than this (its recursion limit):
+#: the bound of a derived file, whose nested structs are declared inside their parents.
+MAX_NESTED_MESSAGES = 31
 #: The scalar types written as varints (the others: fixed32, fixed64, length-delimited).
 VARINT_TYPES = ("bool", "int32", "int64")
 
@@ -160,7 +166,30 @@ def derive_protobuf_schema(
             f"{path}: recordNamespace {namespace!r} is not a Protobuf package name "
             "(dot-separated identifiers). Fix: change recordNamespace"
         )
+    check_nesting(sql_type, path)
+    _check_declarations(sql_type, path)
     return ProtoSchema(_message(sql_type, record_name, path), namespace)
+
+
+def _check_declarations(t: StructType, path: str) -> None:
+    """Refuse a type whose derived file would nest more message declarations than protoc
+    parses (each struct's message is declared inside its parent's), without recursing."""
+    stack: list[tuple[SqlType, str, int]] = [(t, path, 1)]
+    while stack:
+        node, where, messages = stack.pop()
+        if isinstance(node, StructType):
+            if messages > MAX_NESTED_MESSAGES:
+                raise SinkSchemaError(
+                    f"{where}: the derived .proto would declare this struct's message "
+                    f"{messages} levels deep, and protoc parses at most {MAX_NESTED_MESSAGES} "
+                    "nested message declarations. Fix: give an explicit .proto schema declaring "
+                    "the messages side by side (each at the top level), or flatten the type"
+                )
+            stack.extend((f.type, f"{where}.{f.name}", messages + 1) for f in node.fields)
+        elif isinstance(node, ArrayType):
+            stack.append((node.element, f"{where}[]", messages))
+        elif isinstance(node, MapType):
+            stack.append((node.value, f"{where}.value", messages))
 
 
 def _check_name(name: str, path: str, what: str) -> None:
@@ -265,6 +294,7 @@ def bind_protobuf(sql_type: SqlType, schema: ProtoSchema, path: str = "value") -
             f"{path}: Spark type {sql_type.simple_string()} is not a struct, and Protobuf "
             f"message {schema.root.name} is. Fix: write a struct column"
         )
+    check_nesting(sql_type, path)  # the walk follows the Spark type, so this bounds it
     return _bind(sql_type, schema.root, path)
 
 

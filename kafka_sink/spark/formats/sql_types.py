@@ -11,7 +11,11 @@ day-time intervals).
 Invariants: the tree is immutable and hashable; names are Spark's ``simpleString`` names
 (``int``, ``bigint``, ``decimal(10,2)``), which every error message uses; char, varchar and
 collated strings are ``string`` (Spark writes them as strings); a type this module does not
-know raises :class:`~kafka_sink.spark.errors.SinkSchemaError` naming it.
+know, a malformed JSON form, a decimal outside Spark's range (precision 1 to 38, scale at most
+the precision), or a type nested more than ``nesting.MAX_NESTING`` (64) levels
+raises :class:`~kafka_sink.spark.errors.SinkSchemaError` naming the field path
+(``value.address.street``); ``check_nesting`` refuses a hand-built type nested too deep, without
+recursing, and every format calls it before it walks a type.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_sink.spark.errors import SinkSchemaError
+from kafka_sink.spark.formats.nesting import MAX_NESTING, too_deep
 
 __all__ = [
     "ArrayType",
@@ -30,6 +35,7 @@ __all__ = [
     "SqlType",
     "StructField",
     "StructType",
+    "check_nesting",
     "sql_type_from_arrow",
     "sql_type_from_json",
 ]
@@ -110,13 +116,22 @@ _JSON_ATOMIC = {
     "interval year": "interval year to month",
     "interval month": "interval year to month",
 }
+_MAX_DECIMAL_PRECISION = 38
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)")
 _STRING_LIKE = re.compile(r"(char|varchar)\(\d+\)|string collate \S+")
 _DAY_TIME = re.compile(r"interval (day|hour|minute|second)( to (day|hour|minute|second))?")
 
 
-def sql_type_from_json(value: Any) -> SqlType:
-    """A Spark type from its ``jsonValue()`` form (a name, or a dict for complex types)."""
+def sql_type_from_json(value: Any, path: str = "value") -> SqlType:
+    """A Spark type from its ``jsonValue()`` form (a name, or a dict for complex types).
+
+    ``path`` names the column in errors; a malformed form or one nested more than
+    :data:`~kafka_sink.spark.formats.nesting.MAX_NESTING` levels is refused naming the field.
+    """
+    return _from_json(value, path, 0)
+
+
+def _from_json(value: Any, path: str, depth: int) -> SqlType:
     if isinstance(value, str):
         name = value.strip().lower()
         if name in _JSON_ATOMIC:
@@ -125,69 +140,152 @@ def sql_type_from_json(value: Any) -> SqlType:
             return DecimalType(10, 0)
         match = _DECIMAL.fullmatch(name)
         if match:
-            return DecimalType(int(match[1]), int(match[2]))
+            return _decimal(match[1], match[2], path)
         if _STRING_LIKE.fullmatch(name):
             return AtomicType("string")
         if _DAY_TIME.fullmatch(name):
             return AtomicType("interval day to second")
-        raise SinkSchemaError(f"Spark type {value!r} has no mapping to a registry format")
-    if isinstance(value, dict):
-        kind = value.get("type")
-        if kind == "struct":
-            return StructType(
-                tuple(
-                    StructField(
-                        f["name"], sql_type_from_json(f["type"]), bool(f.get("nullable", True))
-                    )
-                    for f in value.get("fields", [])
-                )
-            )
-        if kind == "array":
+        raise SinkSchemaError(f"{path}: Spark type {value!r} has no mapping to a registry format")
+    if isinstance(value, dict) and value.get("type") in ("struct", "array", "map", "udt"):
+        kind = value["type"]
+        if kind == "udt":
+            if "sqlType" in value:
+                return _from_json(value["sqlType"], path, depth)
+        elif depth >= MAX_NESTING:
+            raise too_deep(path, "the Spark type")
+        elif kind == "struct":
+            return _struct_from_json(value, path, depth)
+        elif kind == "array":
             return ArrayType(
-                sql_type_from_json(value["elementType"]), bool(value.get("containsNull", True))
+                _from_json(_key(value, "elementType", path), f"{path}[]", depth + 1),
+                bool(value.get("containsNull", True)),
             )
-        if kind == "map":
+        else:
             return MapType(
-                sql_type_from_json(value["keyType"]),
-                sql_type_from_json(value["valueType"]),
+                _from_json(_key(value, "keyType", path), f"{path}{{}}", depth + 1),
+                _from_json(_key(value, "valueType", path), f"{path}{{}}", depth + 1),
                 bool(value.get("valueContainsNull", True)),
             )
-        if kind == "udt" and "sqlType" in value:
-            return sql_type_from_json(value["sqlType"])
-    raise SinkSchemaError(f"not a Spark type in its JSON form: {value!r}")
+    raise SinkSchemaError(f"{path}: not a Spark type in its JSON form: {_excerpt(value)}")
 
 
-def sql_type_from_arrow(arrow_type: Any) -> SqlType:
-    """The Spark type behind an Arrow type as Spark hands it to a Python data source."""
+def _decimal(precision: str, scale: str, path: str) -> DecimalType:
+    # Spark's decimals hold at most 38 digits; the digit strings are checked before int()
+    # (which refuses thousands of digits, and a huge precision would size an Avro fixed).
+    if len(precision) > 2 or len(scale.lstrip("-")) > 2:
+        p, s = 39, 0
+    else:
+        p, s = int(precision), int(scale)
+    if not (1 <= p <= _MAX_DECIMAL_PRECISION and -_MAX_DECIMAL_PRECISION <= s <= p):
+        raise SinkSchemaError(
+            f"{path}: Spark type decimal({precision[:10]},{scale[:10]}) is not one Spark has "
+            f"(precision 1 to {_MAX_DECIMAL_PRECISION}, scale at most the precision)"
+        )
+    return DecimalType(p, s)
+
+
+def _struct_from_json(value: dict[str, Any], path: str, depth: int) -> StructType:
+    fields = value.get("fields", [])
+    if not isinstance(fields, list):
+        raise SinkSchemaError(f"{path}: a Spark struct's fields are a list, not {_excerpt(fields)}")
+    out = []
+    for f in fields:
+        if not (isinstance(f, dict) and isinstance(f.get("name"), str)):
+            raise SinkSchemaError(
+                f"{path}: a Spark struct field is an object with a string name, not {_excerpt(f)}"
+            )
+        child = f"{path}.{f['name']}"
+        out.append(
+            StructField(
+                f["name"],
+                _from_json(_key(f, "type", child), child, depth + 1),
+                bool(f.get("nullable", True)),
+            )
+        )
+    return StructType(tuple(out))
+
+
+def _key(value: dict[str, Any], key: str, path: str) -> Any:
+    if key not in value:
+        raise SinkSchemaError(f"{path}: the Spark type's JSON form has no {key!r}")
+    return value[key]
+
+
+def _excerpt(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def check_nesting(t: SqlType, path: str = "value") -> None:
+    """Refuse a type nested more than :data:`~kafka_sink.spark.formats.nesting.MAX_NESTING`
+    levels (each struct field, array element and map value is one), naming the deepest path
+    within the bound; checked without recursing, before any walk that recurses."""
+    stack: list[tuple[SqlType, str, int]] = [(t, path, 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if isinstance(node, AtomicType | DecimalType):
+            continue
+        if depth >= MAX_NESTING:
+            raise too_deep(where, "the Spark type")
+        if isinstance(node, ArrayType):
+            stack.append((node.element, f"{where}[]", depth + 1))
+        elif isinstance(node, MapType):
+            stack.append((node.key, f"{where}{{}}", depth + 1))
+            stack.append((node.value, f"{where}{{}}", depth + 1))
+        else:
+            stack.extend((f.type, f"{where}.{f.name}", depth + 1) for f in node.fields)
+
+
+def sql_type_from_arrow(arrow_type: Any, path: str = "value") -> SqlType:
+    """The Spark type behind an Arrow type as Spark hands it to a Python data source
+    (nested at most :data:`~kafka_sink.spark.formats.nesting.MAX_NESTING` levels)."""
     # Imported here: the driver reads Spark's JSON form only, and pyarrow loads numpy.
     import pyarrow as pa
 
-    t = arrow_type
-    if pa.types.is_dictionary(t):
-        return sql_type_from_arrow(t.value_type)
+    return _from_arrow(pa, arrow_type, path, 0)
+
+
+def _from_arrow(pa: Any, t: Any, path: str, depth: int) -> SqlType:
+    while pa.types.is_dictionary(t):
+        t = t.value_type
     simple = _arrow_atomic(t)
     if simple is not None:
         return AtomicType(simple)
     if pa.types.is_decimal(t):
         return DecimalType(t.precision, t.scale)
+    nested = (
+        pa.types.is_map(t)
+        or pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_struct(t)
+    )
+    if nested and depth >= MAX_NESTING:
+        raise too_deep(path, "the Spark type")
     if pa.types.is_map(t):
         return MapType(
-            sql_type_from_arrow(t.key_type),
-            sql_type_from_arrow(t.item_type),
+            _from_arrow(pa, t.key_type, f"{path}{{}}", depth + 1),
+            _from_arrow(pa, t.item_type, f"{path}{{}}", depth + 1),
             t.item_field.nullable,
         )
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return ArrayType(sql_type_from_arrow(t.value_type), t.value_field.nullable)
+        return ArrayType(
+            _from_arrow(pa, t.value_type, f"{path}[]", depth + 1), t.value_field.nullable
+        )
     if pa.types.is_struct(t):
         return StructType(
             tuple(
                 StructField(
-                    t.field(i).name, sql_type_from_arrow(t.field(i).type), t.field(i).nullable
+                    t.field(i).name,
+                    _from_arrow(pa, t.field(i).type, f"{path}.{t.field(i).name}", depth + 1),
+                    t.field(i).nullable,
                 )
                 for i in range(t.num_fields)
             )
         )
-    raise SinkSchemaError(f"Arrow type {t} has no Spark type this sink can write in a format")
+    raise SinkSchemaError(
+        f"{path}: Arrow type {t} has no Spark type this sink can write in a format"
+    )
 
 
 def _arrow_atomic(t: Any) -> str | None:
