@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_sink.errors import ConfigError
+from kafka_sink.net.tls import UNENCRYPTED_KEY, pem_key_is_encrypted
 
 __all__ = [
     "CHUNK_BYTES",
@@ -105,6 +106,7 @@ class HttpTlsConfig:
                 f"({_reason(exc)})"
             ) from None
         if self.certificate_location is not None:
+            self._refuse_an_unused_key_password()
             try:
                 context.load_cert_chain(
                     self.certificate_location, self.key_location, self._password
@@ -116,6 +118,21 @@ class HttpTlsConfig:
                     f"({_reason(exc)}; an encrypted key needs ssl.key.password)"
                 ) from None
         return context
+
+    def _refuse_an_unused_key_password(self) -> None:
+        """A password for a key that is not encrypted would be accepted and never used: refused,
+        as Java refuses it (and as :class:`~kafka_sink.net.tls.TlsConfig` does for brokers)."""
+        if self.key_password is None:
+            return
+        where = self.key_location or self.certificate_location
+        assert where is not None
+        try:
+            with open(where, encoding="ascii", errors="replace") as f:
+                encrypted = pem_key_is_encrypted(f.read())
+        except OSError:
+            return  # load_cert_chain names the file that does not load
+        if encrypted is False:
+            raise ConfigError(UNENCRYPTED_KEY.format(where=where))
 
     def _password(self) -> str:
         # A callback rather than the string: OpenSSL asks only for an encrypted key, and an

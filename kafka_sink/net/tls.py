@@ -47,9 +47,11 @@ from kafka_sink.errors import ConfigError
 __all__ = [
     "IANA_TO_OPENSSL",
     "TLS13_SUITES",
+    "UNENCRYPTED_KEY",
     "TlsConfig",
     "describe_tls_failure",
     "is_tls_failure",
+    "pem_key_is_encrypted",
 ]
 
 # Java's IANA names of the common TLS 1.2 suites -> OpenSSL names (checked against
@@ -119,7 +121,7 @@ def _pem_labels(text: str) -> list[str]:
     return [label for label, _body in _PEM_BLOCK.findall(text)]
 
 
-def _key_is_encrypted(text: str) -> bool | None:
+def pem_key_is_encrypted(text: str) -> bool | None:
     """Whether the PEM private key in ``text`` is encrypted (PKCS#8 ``ENCRYPTED PRIVATE KEY``,
     or a legacy key with a ``Proc-Type: 4,ENCRYPTED`` header); None when it holds no key."""
     for label, body in _PEM_BLOCK.findall(text):
@@ -128,7 +130,7 @@ def _key_is_encrypted(text: str) -> bool | None:
     return None
 
 
-_UNENCRYPTED_KEY = (
+UNENCRYPTED_KEY = (
     "ssl.key.password: set, but the private key in {where} is not encrypted, so the password "
     "would not be used (Java refuses this too); remove ssl.key.password, or give an encrypted "
     "key (-----BEGIN ENCRYPTED PRIVATE KEY-----)"
@@ -198,8 +200,8 @@ class TlsConfig:
                     "ssl.keystore.key: expected a PEM private key "
                     "(-----BEGIN PRIVATE KEY----- or -----BEGIN ENCRYPTED PRIVATE KEY-----)"
                 )
-            if self.key_password is not None and not _key_is_encrypted(self.keystore_key):
-                raise ConfigError(_UNENCRYPTED_KEY.format(where="ssl.keystore.key"))
+            if self.key_password is not None and not pem_key_is_encrypted(self.keystore_key):
+                raise ConfigError(UNENCRYPTED_KEY.format(where="ssl.keystore.key"))
             if "CERTIFICATE" not in _pem_labels(self.keystore_certificate_chain):
                 raise ConfigError(
                     "ssl.keystore.certificate.chain: expected PEM certificates "
@@ -373,9 +375,9 @@ class TlsConfig:
             else:
                 if self.key_password is not None:
                     with open(self.keystore_location, encoding="ascii", errors="replace") as f:
-                        encrypted = _key_is_encrypted(f.read())
+                        encrypted = pem_key_is_encrypted(f.read())
                     if encrypted is False:
-                        raise ConfigError(_UNENCRYPTED_KEY.format(where=self.keystore_location))
+                        raise ConfigError(UNENCRYPTED_KEY.format(where=self.keystore_location))
                 context.load_cert_chain(
                     self.keystore_location, password=self._key_password_callback()
                 )

@@ -76,6 +76,7 @@ from typing import Any, Literal, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import ConfigError
+from kafka_sink.net.config import MAX_INT, parse_int
 from kafka_sink.net.http import (
     HttpBodyTooLargeError,
     HttpResponse,
@@ -429,21 +430,22 @@ def _int_option(options: Mapping[str, str], key: str, default: int, minimum: int
     raw = options.get(PREFIX + key)
     if raw is None:
         return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise ConfigError(f"{PREFIX}{key}: expected an integer >= {minimum}, got {raw!r}")
-    return value
+    # Read as the Java client's ConfigDef reads an INT: a capped quote, never a raw ValueError.
+    return parse_int(PREFIX + key, raw, minimum, MAX_INT)
 
 
 def _file_option(options: Mapping[str, str], key: str) -> str | None:
     raw = options.get(PREFIX + key)
     if raw is None:
         return None
-    if not Path(raw).is_file():
-        raise ConfigError(f"{PREFIX}{key}: no file at {raw!r}; give the path of a PEM file")
+    try:
+        found = Path(raw).is_file()
+    except (OSError, ValueError):  # a name too long for the OS, a NUL byte
+        found = False
+    if not found:
+        raise ConfigError(
+            f"{PREFIX}{key}: no file at {shown_value(raw)}; give the path of a PEM file"
+        )
     return raw
 
 

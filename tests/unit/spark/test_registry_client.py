@@ -402,7 +402,7 @@ def test_an_answer_that_is_not_json_says_to_check_the_url(registry: FakeRegistry
         ),
         ({"schema.registry.bearer.auth.logical.cluster": "x"}, "go with a bearer token"),
         ({"schema.registry.ssl.ca.location": "/nonexistent/ca.pem"}, "no file at"),
-        ({"schema.registry.timeout.ms": "0"}, "schema.registry.timeout.ms: expected"),
+        ({"schema.registry.timeout.ms": "0"}, "schema.registry.timeout.ms: 0 is out of range"),
         ({"schema.registry.max.retries": "x"}, "schema.registry.max.retries: expected"),
     ],
 )
@@ -537,3 +537,42 @@ def test_tls_failures_are_named_without_secrets(pki: TestPki) -> None:
     with pytest.raises(ConfigError, match=r"ssl\.key\.password") as caught:
         SchemaRegistryClient(wrong)
     assert "not-the-password" not in str(caught.value)
+
+
+def test_a_key_password_for_an_unencrypted_client_key_is_refused(pki: TestPki) -> None:
+    config = SchemaRegistryConfig.from_options(
+        {
+            "schema.registry.url": "https://r:1",
+            "schema.registry.ssl.certificate.location": str(pki.client_cert),
+            "schema.registry.ssl.key.location": str(pki.client_key),
+            "schema.registry.ssl.key.password": "never-used",
+        }
+    )
+    with pytest.raises(ConfigError, match=r"ssl\.key\.password.*not encrypted") as caught:
+        SchemaRegistryClient(config)
+    assert "never-used" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("schema.registry.timeout.ms", "1_000"),
+        ("schema.registry.timeout.ms", "9" * 5_000),
+        ("schema.registry.max.retries", "\uff15x"),
+        ("schema.registry.retries.wait.ms", str(2**31)),
+    ],
+)
+def test_registry_integers_are_read_as_java_reads_them_with_a_capped_quote(
+    key: str, value: str
+) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as caught:
+        SchemaRegistryConfig.from_options({"schema.registry.url": "http://r:1", key: value})
+    assert len(str(caught.value)) < 400
+
+
+def test_a_registry_file_option_too_long_for_the_os_is_named_not_raised() -> None:
+    with pytest.raises(ConfigError, match=r"ssl\.ca\.location: no file at") as caught:
+        SchemaRegistryConfig.from_options(
+            {"schema.registry.url": "https://r:1", "schema.registry.ssl.ca.location": "p" * 100_000}
+        )
+    assert len(str(caught.value)) < 400
