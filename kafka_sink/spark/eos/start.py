@@ -3,12 +3,20 @@
 Role: a driver that dies after its tasks prepared their transactions and before it committed
 them (no intent names them) leaves them open, and an open transaction holds read_committed
 readers of its partitions back until the coordinator times it out (``transaction.timeout.ms``,
-up to 15 minutes) or a commit's sweep ends it. So the first planning of a batch on a driver,
-for each query key, once the planning finished any unfinished intent
-(``EosCommitter.recover``, in ``datasource.py``), aborts the open transactions of the query's
-prefix that no unfinished intent names (:meth:`EosCommitter.sweep_leftovers`) and logs one INFO
-line with how many, naming the prefix. Nothing of the query is open then: within a run Spark
-plans batch N+1 only after commit(N) returned, and this runs before the batch's tasks start.
+up to 15 minutes) or a commit's sweep ends it. So a planning that starts the query on a driver,
+once it finished any unfinished intent (``EosCommitter.recover``, in ``datasource.py``), aborts
+the open transactions of the query's prefix that no unfinished intent names
+(:meth:`EosCommitter.sweep_leftovers`) and logs one INFO line with how many, naming the prefix.
+Nothing of the query is open then: within a run Spark plans batch N+1 only after commit(N)
+returned, and this runs before the batch's tasks start.
+
+Which planning starts the query: the first on the driver, and each one that took the query's
+fence anew (``fence.py``: the token was dropped, or another driver had taken the fence since, as
+when a Spark Connect server or a notebook starts the query again after another application ran
+it). The planning worker cannot see Spark's run id, so a restart inside one application that no
+other driver came between does not sweep here: what the stopped run left open is ended by the
+new run's first commit (its sweep), or by the brokers after ``transaction.timeout.ms`` when the
+restarted query has nothing to process.
 
 Which ``streamWriter()`` call plans. Spark calls it twice per micro-batch, both in Python
 workers on the driver, with the same arguments: ``pyspark.sql.worker.write_into_data_source``
@@ -31,9 +39,10 @@ guard, a stack that holds a frame of the commit worker's file skips the sweep: w
 pyspark to pickle the writer on the commit path, the sweep would still not run there.
 
 Invariants:
-- The sweep runs at most once per driver and query key (``logs.first_on_driver``: a marker in
-  the driver's Spark local directory, seen by all its Python workers), after ``recover``, and
-  keeps every transaction an unfinished intent names.
+- The sweep runs at most once per driver, query key and take of the fence
+  (``logs.first_on_driver`` keyed by the take's id: a marker in the driver's Spark local
+  directory, seen by all its Python workers), after ``recover``, and keeps every transaction an
+  unfinished intent names.
 - The driver took the query's fence before (``fence.py``, in the planning's
   ``EosCommitter.for_plan``); the sweep aborts only while the fence is still this driver's.
 - It never fails the planning: an error is logged as a warning (the first commit's sweep then
@@ -48,7 +57,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafka_sink.spark.eos.committer import EosCommitter
-from kafka_sink.spark.eos.fence import in_commit_worker
+from kafka_sink.spark.eos.fence import in_commit_worker, take_id
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import STARTED, pause_commit, start_sweep_disabled
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
@@ -64,8 +73,15 @@ class QueryStart:
     producer_config: Mapping[str, str] = field(repr=False)  # may carry credentials
 
     def run(self) -> None:
-        """Sweep the prefix once per driver; never raises (see the module docstring)."""
-        if in_commit_worker() or not first_on_driver("started", self.plan.query_key):
+        """Sweep the prefix once per driver and take of the fence; never raises (see the
+        module docstring)."""
+        if in_commit_worker():
+            return
+        started = self.plan.query_key
+        taken = take_id(self.plan.prefix, self.plan.query_key) if self.plan.fenced else ""
+        if taken:
+            started += "\0" + taken
+        if not first_on_driver("started", started):
             return
         ensure_logging()
         if not start_sweep_disabled():

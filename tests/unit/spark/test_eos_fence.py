@@ -315,3 +315,101 @@ def test_an_intent_write_whose_abort_fails_too_does_not_lose_the_next_write(vers
     last = reader.last(KEY)
     assert last is not None and last.batch_id == 2
     assert coordinator.open_transactions() == []
+
+
+# -- a query started again, a fence found lost, an EndTxn answer lost, a slow intent write -----
+
+
+def _in_driver(monkeypatch: pytest.MonkeyPatch, local_dir: Any) -> None:
+    """Run the next calls as a worker of the driver whose Spark local directory is
+    ``local_dir`` (where that driver keeps its fence token)."""
+    local_dir.mkdir(exist_ok=True)
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local_dir))
+
+
+def _planned(cluster: FakeCoordinator, query_key: str = "query-a") -> EosCommitter:
+    """A planning's committer (``for_plan``), on the model's clock."""
+    committer = EosCommitter.for_plan(_plan(query_key), {"bootstrap.servers": "h:1"})
+    committer.clock, committer.sleep_ms = cluster.clock, cluster.advance
+    return committer
+
+
+def test_a_query_started_again_in_the_same_application_takes_the_fence_back(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # Application A runs the query (batch 0), then stops it; application B runs it briefly.
+    _in_driver(monkeypatch, tmp_path / "a")
+    first = _planned(cluster)
+    assert first.commit(0, _tasks(cluster, 0)) == COMMITTED
+    _in_driver(monkeypatch, tmp_path / "b")
+    other = _planned(cluster)
+    assert other.fence is not None
+    # A starts the query again in the same application: its token (in A's local directory) is
+    # the one B fenced. The restart must take the fence back and commit once.
+    _in_driver(monkeypatch, tmp_path / "a")
+    again = _planned(cluster)
+    assert again.commit(1, _tasks(cluster, 1)) == COMMITTED
+    assert _visible(cluster) == _rows(0, 1)
+    assert cluster.open_transactions() == []
+    with pytest.raises(SinkFencedError):
+        other.fence.check("after A took it back")
+    assert again.fence is not None
+    again.fence.check("the restarted query")
+
+
+def test_a_commit_refused_by_the_fence_aborts_its_transactions_and_drops_the_token(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    _in_driver(monkeypatch, tmp_path / "a")
+    old = _planned(cluster)
+    tasks = _tasks(cluster, 0)  # prepared; then another driver takes the fence
+    _in_driver(monkeypatch, tmp_path / "b")
+    _planned(cluster)
+    _in_driver(monkeypatch, tmp_path / "a")
+    with pytest.raises(SinkFencedError):
+        old.commit(0, tasks)
+    # Readers of the batch's partitions are not held back for transaction.timeout.ms.
+    assert cluster.open_transactions() == []
+    assert _visible(cluster) == []
+    # The lost token is forgotten: the next planning on this driver takes the fence anew.
+    assert fence._load(PREFIX, "query-a") is None
+    assert _planned(cluster).commit(0, _tasks(cluster, 0)) == COMMITTED
+    assert _visible(cluster) == _rows(0)
+
+
+def test_an_intent_whose_end_txn_answer_was_lost_leaves_the_fence_at_its_new_epoch() -> None:
+    from tests.fakes.coordinator import LOST_ANSWER
+
+    coordinator = FakeCoordinator(transaction_version=2)
+    driver = _driver(coordinator, "driver", fenced=True)
+    # The intent's EndTxn (the first EndTxn of the commit) is applied, its answer lost: the
+    # intent is recorded and the fence's epoch moved on without this driver hearing it.
+    coordinator.script("end_txn", LOST_ANSWER)
+    assert driver.commit(5, _tasks(coordinator, 5)) == COMMITTED
+    assert _visible(coordinator) == _rows(5)
+    last = driver.store.last(KEY)
+    assert last is not None and (last.batch_id, last.state) == (5, "done")
+    assert driver.fence is not None
+    driver.fence.check("after the commit")
+    assert coordinator.open_transactions() == []
+
+
+def test_a_slow_intent_write_gives_up_while_the_batch_can_still_be_aborted() -> None:
+    coordinator = FakeCoordinator()
+    driver = _driver(coordinator, "driver", fenced=True)
+    log = driver.store.log  # type: ignore[attr-defined]
+    # Partition 0's transaction opens 30 s before partition 1's; at the check it has 16 s left
+    # of its 60 s, more than the 15 s margin, so the check lets the batch through.
+    t0 = TaskTransaction(0, coordinator.begin(f"{PREFIX}-0-0", {("out", 0): ["b1-p0"]}))
+    coordinator.advance(30_000)
+    t1 = TaskTransaction(1, coordinator.begin(f"{PREFIX}-1-0", {("out", 1): ["b1-p1"]}))
+    coordinator.advance(14_000)
+    log.write_delay_ms = 20_000  # the intent topic's leader answers in 20 s
+    with pytest.raises(IntentStoreError, match="did not finish within"):
+        driver.commit(1, [t0, t1])
+    # The intent write gave up before partition 0's transaction could expire: nothing of the
+    # batch is visible, nothing is open, and the re-run writes the whole batch.
+    assert log.write_timeouts[-1] <= 16_000
+    assert _visible(coordinator) == []
+    assert coordinator.open_transactions() == []
+    assert _intents(coordinator) == []

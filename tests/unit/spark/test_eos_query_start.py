@@ -183,3 +183,25 @@ def test_a_start_that_cannot_reach_kafka_warns_and_the_planning_goes_on(
     [line] = [r for r in caplog.records if "query start" in r.getMessage()]
     assert line.levelno == logging.WARNING
     assert PREFIX in line.getMessage() and "no broker answered" in line.getMessage()
+
+
+def test_the_start_runs_again_when_the_planning_took_the_fence_anew(driver: _Driver) -> None:
+    from kafka_sink.spark.eos import fence
+
+    # The query's first planning on this driver took the fence (take "a") and swept.
+    key = f"{PREFIX}\0q1"
+    fence._HELD[key] = fence.FenceToken(fence.fence_id(PREFIX), 7, 0, taken="a")
+    plan = EosPlan(PREFIX, "q1", None, fenced=True)
+    QueryStart(plan, {}).run()
+    assert driver.list_calls() == 1
+    # Later plannings of the same run (the fence still held, written through) do not sweep.
+    fence._HELD[key] = fence.FenceToken(fence.fence_id(PREFIX), 7, 3, taken="a")
+    QueryStart(plan, {}).run()
+    assert driver.list_calls() == 1
+    # The query started again in the same application after another driver held the fence:
+    # the planning took it anew (take "b"), and the start work ends what was left open.
+    run_tasks(driver.coordinator, 2)
+    fence._HELD[key] = fence.FenceToken(fence.fence_id(PREFIX), 7, 5, taken="b")
+    QueryStart(plan, {}).run()
+    assert driver.list_calls() == 2
+    assert driver.coordinator.open_transactions() == []
