@@ -413,3 +413,30 @@ def test_a_slow_intent_write_gives_up_while_the_batch_can_still_be_aborted() -> 
     assert _visible(coordinator) == []
     assert coordinator.open_transactions() == []
     assert _intents(coordinator) == []
+
+
+def test_two_queries_starting_together_with_one_prefix_write_nothing_twice(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # Query b reads no claim yet; before its InitProducerId lands, query a (another driver)
+    # plans entirely: it takes the fence and claims the prefix. Then b's InitProducerId fences a.
+    started: list[EosCommitter] = []
+
+    def query_a_plans() -> None:
+        _in_driver(monkeypatch, tmp_path / "a")
+        started.append(_planned(cluster, "query-a"))
+        _in_driver(monkeypatch, tmp_path / "b")
+
+    _in_driver(monkeypatch, tmp_path / "b")
+    cluster.script("init", query_a_plans)
+    with pytest.raises(SinkOptionError, match="'query-a'"):
+        _planned(cluster, "query-b")  # the prefix is a's: b stops, refused
+    # a's batch in flight is refused by the fence b took (both stopped once) ...
+    _in_driver(monkeypatch, tmp_path / "a")
+    with pytest.raises(SinkFencedError):
+        started[0].commit(0, _tasks(cluster, 0))
+    assert cluster.open_transactions() == []
+    # ... and a's next planning takes the fence back and writes the batch once.
+    assert _planned(cluster, "query-a").commit(0, _tasks(cluster, 0)) == COMMITTED
+    assert _visible(cluster) == _rows(0)
+    assert cluster.open_transactions() == []
