@@ -12,7 +12,8 @@ fencing does it: every query prefix owns the transactional id ``<prefix>.fence``
   query, and every other query given the same ``transactionalIdPrefix`` (they share the fence
   id). A planning starts the query when the driver holds no token for it (its first planning,
   or the first after the token was dropped), or when the token it holds is no longer the
-  coordinator's (one DescribeTransactions per planning): another driver took the fence since,
+  coordinator's (one DescribeTransactions per planning; a planning that gets no answer goes on
+  with its token, as before this check): another driver took the fence since,
   and this driver runs the query again (a Spark Connect server or a notebook that stopped the
   query and started it anew in the same application). Nothing tells the planning worker which
   run of the query it serves (Spark keeps the run id in the JVM), so that is how a new run is
@@ -28,8 +29,8 @@ fencing does it: every query prefix owns the transactional id ``<prefix>.fence``
 - Under Transactions V2 every write through the fence ends with an EndTxn that bumps the epoch.
   When that EndTxn was applied but its answer lost, the write fails while the coordinator moved
   on: :meth:`DriverFence.relearn` asks the coordinator and takes its epoch when it is exactly
-  the next one with the transaction ended (no other driver's InitProducerId can leave that), so
-  the driver is not left one epoch behind and reported fenced.
+  the next one with the transaction ended, so the driver is not left one epoch behind and
+  reported fenced.
 - The driver keeps the fence's :class:`FenceToken` (producer id, epoch; the next sequence under
   Transactions V1) where all its Python workers see it: a file next to ``logs.first_on_driver``'s
   markers in the driver's ``SPARK_LOCAL_DIRS``, replaced atomically. The planning worker and the
@@ -52,9 +53,13 @@ Invariants:
 - The fence is acquired only by a planning that starts the query (above), never in the commit
   worker; the token is dropped whenever this driver's fence is found lost.
 - :meth:`DriverFence.relearn` adopts only the producer id it holds, at exactly the next epoch,
-  with the transaction ended (CompleteCommit or CompleteAbort), and only for a fence whose
-  writes bump the epoch (Transactions V2).
-- Standard library only at import: the Kafka clients are reached through injected callables.
+  with the transaction being or having been ended (Prepare or Complete, Commit or Abort), and
+  only for a fence whose writes bump the epoch (Transactions V2). Another driver's take leaves
+  the id Empty at a later epoch; caught between the abort its InitProducerId does first and the
+  InitProducerId's end, the epoch adopted is refused at the next write, or that write lands
+  before the take completes, and the other driver reads the store after it.
+- Standard library and ``kafka_sink.errors`` only at import: the Kafka clients are reached
+  through injected callables.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ from dataclasses import asdict, dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from kafka_sink.errors import KafkaError
 from kafka_sink.spark.eos.intents import BatchRecord, IntentStore
 from kafka_sink.spark.errors import SinkError
 
@@ -98,7 +104,7 @@ _COMMIT_WORKER = "python_streaming_sink_runner"
 # Tokens of this process when there is no Spark local directory to share them through.
 _HELD: dict[str, FenceToken] = {}
 # The coordinator's states of a transaction this fence's own EndTxn ended.
-_ENDED = frozenset({"CompleteCommit", "CompleteAbort"})
+_ENDED = frozenset({"PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"})
 
 
 class SinkFencedError(SinkError):
@@ -148,9 +154,9 @@ class DriverFence:
 
     def relearn(self) -> bool:
         """After a write through the fence whose EndTxn may have been applied unanswered
-        (Transactions V2): take the coordinator's epoch when it is exactly the next one of this
-        producer id with the transaction ended, which only this driver's EndTxn leaves (another
-        driver's InitProducerId leaves the id Empty). True when the token moved."""
+        (Transactions V2 only): take the coordinator's epoch when it is exactly the next one of
+        this producer id with the transaction ended (see the module's invariants). True when the
+        token moved."""
         now = self._describe(self._token.transactional_id)
         held = self._token
         if (
@@ -248,7 +254,18 @@ def open_fence(
         return DriverFence(prefix, query_key, token, describe=describe)
     if token is not None:
         fence = DriverFence(prefix, query_key, token, describe=describe)
-        why = fence.why_not_held()
+        try:
+            why = fence.why_not_held()
+        except KafkaError as exc:
+            # No answer (brokers before Kafka 3.0 have no DescribeTransactions): go on with the
+            # token; a fence lost meanwhile is found at the next fenced step, as before.
+            log.warning(
+                "pykafka exactly-once: could not check the fence of transactionalIdPrefix %r "
+                "while planning (%s); going on with the one this driver holds",
+                prefix,
+                exc,
+            )
+            return fence
         if why is None:
             return fence
         log.warning(

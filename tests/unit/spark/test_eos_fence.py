@@ -440,3 +440,21 @@ def test_two_queries_starting_together_with_one_prefix_write_nothing_twice(
     assert _planned(cluster, "query-a").commit(0, _tasks(cluster, 0)) == COMMITTED
     assert _visible(cluster) == _rows(0)
     assert cluster.open_transactions() == []
+
+
+def test_a_planning_that_cannot_ask_where_the_fence_stands_keeps_its_token(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from tests.fakes.coordinator import COORDINATOR_NOT_AVAILABLE
+
+    _in_driver(monkeypatch, tmp_path / "a")
+    first = _planned(cluster)
+    assert first.fence is not None
+    held = first.fence.token
+    # The planning's check gets no answer (a coordinator moving; brokers before Kafka 3.0 have
+    # no DescribeTransactions at all): the planning goes on with the token, and fences nothing.
+    cluster.script("describe", COORDINATOR_NOT_AVAILABLE)
+    again = _planned(cluster)
+    assert again.fence is not None and again.fence.token == held
+    assert again.commit(0, _tasks(cluster, 0)) == COMMITTED
+    assert _visible(cluster) == _rows(0)
