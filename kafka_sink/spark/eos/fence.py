@@ -199,7 +199,7 @@ class DriverFence:
 
     def error(self, doing: str, why: object) -> SinkFencedError:
         """The error of a fence found lost; the token is dropped (see the module docstring)."""
-        drop_token(self.prefix, self.query_key)
+        drop_token(self.prefix, self.query_key, self._token.taken)
         return SinkFencedError(
             f"exactly-once: this driver was fenced while {doing}: a newer run of the query (or "
             f"another query given the same transactionalIdPrefix {self.prefix!r}) took over "
@@ -288,8 +288,12 @@ def take_id(prefix: str, query_key: str) -> str:
     return "" if token is None else token.taken
 
 
-def drop_token(prefix: str, query_key: str) -> None:
-    """Forget this driver's token of ``prefix`` (a fence found lost)."""
+def drop_token(prefix: str, query_key: str, taken: str) -> None:
+    """Forget this driver's token of ``prefix`` (a fence found lost), unless the token kept now
+    is of another take than ``taken`` (a later planning took the fence again since)."""
+    held = _load(prefix, query_key)
+    if held is None or held.taken != taken:
+        return
     path = _path(prefix, query_key)
     if path is None:
         _HELD.pop(f"{prefix}\0{query_key}", None)
