@@ -48,8 +48,8 @@ the batch nor an unfinished intent names (failed or speculative attempts, earlie
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`
 (run while Spark plans a batch, before its tasks start) finishes an unfinished intent, so a
 re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names; a
-write's start then sweeps the same way (:meth:`EosCommitter.sweep_leftovers`: a streaming query's
-first planning on a driver, ``start.py``, and a batch job with ``idempotencyKey``,
+write's start then sweeps the same way (:meth:`EosCommitter.sweep_leftovers`: a planning that
+starts a streaming query on a driver, ``start.py``, and a batch job with ``idempotencyKey``,
 ``idempotency.py``).
 
 A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
@@ -75,8 +75,12 @@ Invariants:
   marker makes it committed (``outcomes.py``); only an ABORT marker, or none that can be read,
   leaves it lost.
 - Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
-  the verification's by ``transaction.timeout.ms`` since the commit began; each call of the ops
-  by the ops' own deadline.
+  the verification's by ``transaction.timeout.ms`` since the commit began, the intent write (to
+  a store that waits on the network) by the smallest time the batch's transactions have left
+  less a share kept for their EndTxns; each call of the ops by the ops' own deadline.
+- A commit refused by the fence before its intent became visible still aborts the batch's own
+  transactions (exact producer id and epoch: never a newer driver's); only the sweep, which
+  lists, needs the fence.
 - Kafka is reached only through the injected :class:`TransactionOps`, and time only through the
   injected clock and sleep, so the state machine is tested with fakes on a manual clock.
 - The test-only fault hook (``fault_hooks.pause_commit``) sits between the durable intent and
