@@ -92,6 +92,8 @@ class _AnswerLostOnce:
         return result
 
     def __getattr__(self, name: str) -> object:
+        if name == "_log":  # not set yet (a copy being built): no recursion through here
+            raise AttributeError(name)
         return getattr(self._log, name)
 
 
