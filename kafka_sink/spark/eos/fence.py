@@ -58,8 +58,8 @@ Invariants:
   the id Empty at a later epoch; caught between the abort its InitProducerId does first and the
   InitProducerId's end, the epoch adopted is refused at the next write, or that write lands
   before the take completes, and the other driver reads the store after it.
-- Standard library and ``kafka_sink.errors`` only at import: the Kafka clients are reached
-  through injected callables.
+- Standard library, ``kafka_sink.errors`` and ``spark.logs`` only at import: the Kafka clients
+  are reached through injected callables.
 """
 
 from __future__ import annotations
@@ -76,9 +76,10 @@ from dataclasses import asdict, dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from kafka_sink.errors import KafkaError
+from kafka_sink.errors import KafkaError, UnsupportedVersionError
 from kafka_sink.spark.eos.intents import BatchRecord, IntentStore
 from kafka_sink.spark.errors import SinkError
+from kafka_sink.spark.logs import warn_once
 
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
@@ -259,12 +260,14 @@ def open_fence(
         except KafkaError as exc:
             # No answer (brokers before Kafka 3.0 have no DescribeTransactions): go on with the
             # token; a fence lost meanwhile is found at the next fenced step, as before.
-            log.warning(
-                "pykafka exactly-once: could not check the fence of transactionalIdPrefix %r "
-                "while planning (%s); going on with the one this driver holds",
-                prefix,
-                exc,
+            message = (
+                f"pykafka exactly-once: could not check the fence of transactionalIdPrefix "
+                f"{prefix!r} while planning ({exc}); going on with the one this driver holds"
             )
+            if isinstance(exc, UnsupportedVersionError):
+                warn_once("fence-check-unsupported", message)  # every planning would say it
+            else:
+                log.warning("%s", message)
             return fence
         if why is None:
             return fence

@@ -458,3 +458,30 @@ def test_a_planning_that_cannot_ask_where_the_fence_stands_keeps_its_token(
     assert again.fence is not None and again.fence.token == held
     assert again.commit(0, _tasks(cluster, 0)) == COMMITTED
     assert _visible(cluster) == _rows(0)
+
+
+def test_brokers_without_describe_transactions_warn_once_and_plan_on(
+    cluster: FakeCoordinator,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kafka_sink.errors import UnsupportedVersionError
+    from kafka_sink.spark import logs
+
+    monkeypatch.setattr(logs, "_WARNED", set())
+    _in_driver(monkeypatch, tmp_path / "a")
+    held = _planned(cluster).fence
+    assert held is not None
+
+    def unsupported(tid: str) -> None:
+        raise UnsupportedVersionError("DescribeTransactions is not supported by the broker")
+
+    monkeypatch.setattr(cluster, "describe", unsupported)
+    for _ in range(3):
+        fence_now = fence.open_fence(
+            PREFIX, "query-a", init=cluster.init_producer_id, describe=cluster.describe
+        )
+        assert fence_now.token == held.token
+    lines = [r for r in caplog.records if "could not check the fence" in r.getMessage()]
+    assert len(lines) == 1 and "DescribeTransactions" in lines[0].getMessage()
