@@ -12,8 +12,8 @@ bootstrap, TLS and SASL settings mean what they mean for the producer and secret
 messages.
 
 Invariants:
-- Every call is bounded by one deadline (``timeout_ms``, default ``max.block.ms``); its timeout
-  names the operation and the last error seen.
+- Every call is bounded by one deadline (``timeout_ms``, default ``max.block.ms``; an append
+  may be given a shorter one); its timeout names the operation and the last error seen.
 - Retriable broker errors (a moved leader, NOT_ENOUGH_REPLICAS, a lost connection) are retried
   with backoff after a metadata refresh; other errors raise at once.
 - ``append`` returns only once the partition leader acknowledged the record with ``acks=all``:
@@ -230,10 +230,19 @@ class TopicLog:
 
     # -- data -------------------------------------------------------------------------------
 
-    def append(self, topic: str, partition: int, key: bytes, value: bytes | None) -> int:
-        """Append one record with ``acks=all``; its offset once every in-sync replica has it."""
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes | None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> int:
+        """Append one record with ``acks=all``; its offset once every in-sync replica has it.
+        ``timeout_ms`` bounds the call below the log's own bound."""
         batch = _one_record_batch(key, value).encode()
-        deadline = self._deadline(f"appending to {topic}-{partition}")
+        deadline = self._deadline(f"appending to {topic}-{partition}", timeout_ms)
         return self._retrying(deadline, lambda: self._produce(topic, partition, batch, deadline))
 
     def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int) -> ProducerState:
@@ -245,11 +254,21 @@ class TopicLog:
         return ProducerState(transactional_id, pid, epoch)
 
     def append_transactional(
-        self, topic: str, partition: int, key: bytes, value: bytes | None, state: ProducerState
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes | None,
+        state: ProducerState,
+        *,
+        timeout_ms: int | None = None,
     ) -> tuple[int, ProducerState]:
         """Append one record in a transaction of ``state`` and commit it; its offset (-1 when a
-        retry found it already written) and the state for the next write."""
-        deadline = self._deadline(f"appending to {topic}-{partition} as {state.transactional_id!r}")
+        retry found it already written) and the state for the next write. ``timeout_ms`` bounds
+        the call below the log's own bound."""
+        deadline = self._deadline(
+            f"appending to {topic}-{partition} as {state.transactional_id!r}", timeout_ms
+        )
         leader, _epoch = self._retrying(deadline, lambda: self._leader(topic, partition, deadline))
         tv2 = self._retrying(deadline, lambda: self._transactions_v2(leader, deadline))
         sequence = 0 if tv2 else state.sequence
@@ -596,8 +615,16 @@ class TopicLog:
             raise KafkaConnectionError(f"no leader for {topic}-{partition} yet")
         return int(node.node_id), int(info.leader_epoch)
 
-    def _deadline(self, operation: str) -> Deadline:
-        return Deadline(self.client.clock, self.timeout_ms, operation)
+    def transactions_v2(self, topic: str, partition: int) -> bool:
+        """Whether a transactional write to ``topic-partition`` runs under Transactions V2 (its
+        EndTxn bumps the epoch)."""
+        deadline = self._deadline(f"asking the transaction version of {topic}-{partition}")
+        leader, _epoch = self._retrying(deadline, lambda: self._leader(topic, partition, deadline))
+        return self._retrying(deadline, lambda: self._transactions_v2(leader, deadline))
+
+    def _deadline(self, operation: str, timeout_ms: int | None = None) -> Deadline:
+        bound = self.timeout_ms if timeout_ms is None else max(0, min(timeout_ms, self.timeout_ms))
+        return Deadline(self.client.clock, bound, operation)
 
     def _retrying(self, deadline: Deadline, step: Callable[[], T]) -> T:
         attempts = 0

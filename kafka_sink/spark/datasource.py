@@ -23,11 +23,13 @@ the checkpoint's ``metadata`` file, which Spark writes when the query starts; ba
 id), and a streaming query's unfinished intent is finished (``EosCommitter.recover``) so that
 the batch's tasks never re-initialise an id whose transaction an intent still names; when the
 last batch ended partly committed, the plan tells its re-run's tasks which Spark partitions
-Kafka already committed (``EosPlan.partial``). Then, once per driver and query, the open
-transactions of the query's prefix that no unfinished intent names are aborted before the first
-batch's tasks run (``eos/start.py``: the stream writer does it when the planning pickles it,
-which the commit call never does). A streaming query's driver first takes the prefix's fence
-(``eos/fence.py``: before the store is read) and claims the prefix; a prefix another query
+Kafka already committed (``EosPlan.partial``). Then, when the planning starts the query on this
+driver (its first planning, or one that took the fence anew), the open transactions of the
+query's prefix that no unfinished intent names are aborted before the batch's tasks run
+(``eos/start.py``: the stream writer does it when the planning pickles it, which the commit call
+never does). A streaming query's planning first checks the prefix's fence, and takes it when
+this driver holds none or another driver took it since (``eos/fence.py``: before the store is
+read), and claims the prefix; a prefix another query
 claimed is refused in every call, and in a batch job's ``writer()`` given that prefix explicitly
 (``eos/claims.py``). A batch job with ``idempotencyKey`` is keyed by its identity instead of its
 write id and planned by ``eos/idempotency.py`` (a key already completed writes nothing; its
@@ -156,7 +158,8 @@ class PyKafkaDataSource(DataSource):
             formats=plan,
         )
         if eos is not None:
-            # Runs only if this call is the planning (see eos/start.py), once per driver.
+            # Runs only if this call is the planning (see eos/start.py), once per take of the
+            # query's fence on this driver.
             writer.start = QueryStart(eos, options.producer_config)
         return writer
 

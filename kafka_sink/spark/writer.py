@@ -39,7 +39,9 @@ Invariants:
   document (exactly-once: the transactions committed). With ``metricsPushGateway`` the section
   is then pushed (bounded; a failed push is a WARNING, never a failed batch).
 - Only the planning pickles a writer: an exactly-once stream writer runs its query's start work
-  (``eos/start.py``) then, and the pickled writer never carries it.
+  (``eos/start.py``) then, and the pickled writer never carries it. Its ``commit()`` and
+  ``abort()`` tell the start work the planned batch ended (``QueryStart.batch_ended``), so that
+  a planning after an interrupted batch is known for a start.
 """
 
 from __future__ import annotations
@@ -326,8 +328,19 @@ class PyKafkaStreamWriter(_WriterCore, DataSourceStreamArrowWriter):
         return self._write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        refuse_unwritten_commit(messages, batchId)
-        self._record(messages, batchId, ok=True)
+        try:
+            refuse_unwritten_commit(messages, batchId)
+            self._record(messages, batchId, ok=True)
+        finally:
+            self._batch_ended()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        self._record(messages, batchId, ok=False)
+        try:
+            self._record(messages, batchId, ok=False)
+        finally:
+            self._batch_ended()
+
+    def _batch_ended(self) -> None:
+        # The planned batch reached its commit or abort: a next planning is the run going on.
+        if self.start is not None:
+            self.start.batch_ended()

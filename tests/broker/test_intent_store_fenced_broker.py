@@ -12,11 +12,12 @@ from collections.abc import Iterator
 import pytest
 
 from kafka_sink.admin.transactions import TransactionAdmin
+from kafka_sink.errors import KafkaConnectionError
 from kafka_sink.spark.eos import fence, kafka_intents
 from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
 from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
 from kafka_sink.spark.eos.intents import INTENT, BatchRecord
-from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.testing.oracle import read_all
 
@@ -73,3 +74,58 @@ def test_an_old_driver_s_intent_is_refused_once_a_new_driver_took_the_fence(
     seen = read_all(kafka_bootstrap, topic, expected=3, isolation_level="read_committed")
     batches = [json.loads(r.value)["batch_id"] for r in seen if r.key == key.encode()]
     assert batches == [1, 3]
+
+
+class _AnswerLostOnce:
+    """A TopicLog whose next transactional append is applied (the record written and its
+    EndTxn committed by the broker, the epoch bumped) but whose answer the caller never gets."""
+
+    def __init__(self, log: object) -> None:
+        self._log = log
+        self.armed = False
+
+    def append_transactional(self, *args: object, **kwargs: object) -> object:
+        result = self._log.append_transactional(*args, **kwargs)  # type: ignore[attr-defined]
+        if self.armed:
+            self.armed = False
+            raise KafkaConnectionError("the connection was lost before the EndTxn answer")
+        return result
+
+    def __getattr__(self, name: str) -> object:
+        if name == "_log":  # not set yet (a copy being built): no recursion through here
+            raise AttributeError(name)
+        return getattr(self._log, name)
+
+
+def test_an_intent_whose_end_txn_answer_was_lost_does_not_leave_the_fence_behind(
+    kafka_bootstrap: str,
+) -> None:
+    config = {"bootstrap.servers": kafka_bootstrap}
+    topic = f"intents-{uuid.uuid4().hex[:8]}"
+    prefix, key = f"fence-test-{uuid.uuid4().hex[:8]}", "query-1"
+    with TransactionAdmin(config, 30) as admin:
+        held = _take_fence(admin, prefix, key)
+        store = KafkaIntentStore.open(config, topic, timeout_s=30, fence=held)
+        log = _AnswerLostOnce(store.log)
+        store.log = log  # type: ignore[assignment]
+        try:
+            assert log.transactions_v2(topic, 0), "the broker runs Transactions V1"
+            store.write(BatchRecord(key, 1, INTENT, ()))
+            before = held.token
+            log.armed = True
+            with pytest.raises(IntentStoreError):
+                store.write(BatchRecord(key, 2, INTENT, ()))
+            # The broker committed the record and moved the fence on: the driver follows it.
+            now = admin.describe([fence.fence_id(prefix)])[fence.fence_id(prefix)]
+            assert now is not None and now.state == "CompleteCommit"
+            assert (held.token.producer_id, held.token.producer_epoch) == (
+                now.producer_id,
+                now.producer_epoch,
+            )
+            assert held.token.producer_epoch == before.producer_epoch + 1
+            held.check("after the lost answer")
+            store.write(BatchRecord(key, 3, INTENT, ()))
+        finally:
+            store.close()
+    seen = read_all(kafka_bootstrap, topic, expected=3, isolation_level="read_committed")
+    assert [json.loads(r.value)["batch_id"] for r in seen if r.key == key.encode()] == [1, 2, 3]

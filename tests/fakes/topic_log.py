@@ -7,6 +7,9 @@ INVALID_PRODUCER_ID_MAPPING), then EndTxn v5 commit (which bumps the epoch); ``a
 plain write, visible at once. Reads are read_committed: the last stable offset stops at the
 first record of a transaction still open, and records of aborted transactions are skipped.
 Markers are written at once (as in the model), so a committed record is readable at once.
+A slow broker: :attr:`CoordinatedTopicLog.write_delay_ms` of the coordinator's clock pass (the
+reaper running) before each transactional write is applied; a write whose ``timeout_ms`` is
+shorter gives up when it has passed (KafkaTimeoutError), nothing applied.
 
 On a coordinator in Transactions V1 mode the epoch stays across ends, so the partition checks
 sequences as a leader does: a producer's next record at the epoch it last wrote must carry the
@@ -23,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from kafka_sink.admin.topic_log import ProducerState
-from kafka_sink.errors import OutOfOrderSequenceNumberError
+from kafka_sink.errors import KafkaTimeoutError, OutOfOrderSequenceNumberError
 from kafka_sink.records.batch import Record
 from tests.fakes.coordinator import ONGOING, FakeCoordinator
 
@@ -39,18 +42,48 @@ class CoordinatedTopicLog:
         # (topic, partition, producer id) -> (epoch, sequence, offset) of its last batch (V1):
         # the leader's producer state.
         self._batches: dict[tuple[str, int, int], tuple[int, int, int]] = {}
+        #: How long each transactional write takes (a slow broker), on the coordinator's clock.
+        self.write_delay_ms = 0
+        #: The ``timeout_ms`` each transactional write was given (None: the log's own bound).
+        self.write_timeouts: list[int | None] = []
 
     def close(self) -> None:
         pass
 
-    def append(self, topic: str, partition: int, key: bytes, value: bytes | None) -> int:
+    def transactions_v2(self, topic: str, partition: int) -> bool:
+        return self.coordinator.transaction_version >= 2
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes | None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> int:
         entries = self.coordinator.log.setdefault((topic, partition), [])
         entries.append((_PLAIN, (key, value)))
         return len(entries) - 1
 
     def append_transactional(
-        self, topic: str, partition: int, key: bytes, value: bytes | None, state: ProducerState
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes | None,
+        state: ProducerState,
+        *,
+        timeout_ms: int | None = None,
     ) -> tuple[int, ProducerState]:
+        self.write_timeouts.append(timeout_ms)
+        if self.write_delay_ms:
+            if timeout_ms is not None and timeout_ms < self.write_delay_ms:
+                self.coordinator.advance(max(timeout_ms, 0))
+                raise KafkaTimeoutError(
+                    f"appending to {topic}-{partition} did not finish within {timeout_ms} ms"
+                )
+            self.coordinator.advance(self.write_delay_ms)
         tid = state.transactional_id
         v1 = self.coordinator.transaction_version == 1
         try:

@@ -48,8 +48,8 @@ the batch nor an unfinished intent names (failed or speculative attempts, earlie
 aborted, so nothing lingers to hold back read_committed readers. :meth:`EosCommitter.recover`
 (run while Spark plans a batch, before its tasks start) finishes an unfinished intent, so a
 re-run's tasks never re-initialise (and so abort) an id whose transaction an intent names; a
-write's start then sweeps the same way (:meth:`EosCommitter.sweep_leftovers`: a streaming query's
-first planning on a driver, ``start.py``, and a batch job with ``idempotencyKey``,
+write's start then sweeps the same way (:meth:`EosCommitter.sweep_leftovers`: a planning that
+starts a streaming query on a driver, ``start.py``, and a batch job with ``idempotencyKey``,
 ``idempotency.py``).
 
 A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
@@ -75,8 +75,12 @@ Invariants:
   marker makes it committed (``outcomes.py``); only an ABORT marker, or none that can be read,
   leaves it lost.
 - Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
-  the verification's by ``transaction.timeout.ms`` since the commit began; each call of the ops
-  by the ops' own deadline.
+  the verification's by ``transaction.timeout.ms`` since the commit began, the intent write (to
+  a store that waits on the network) by the smallest time the batch's transactions have left
+  less a share kept for their EndTxns; each call of the ops by the ops' own deadline.
+- A commit refused by the fence before its intent became visible still aborts the batch's own
+  transactions (exact producer id and epoch: never a newer driver's); only the sweep, which
+  lists, needs the fence.
 - Kafka is reached only through the injected :class:`TransactionOps`, and time only through the
   injected clock and sleep, so the state machine is tested with fakes on a manual clock.
 - The test-only fault hook (``fault_hooks.pause_commit``) sits between the durable intent and
@@ -89,7 +93,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import KafkaError, TransactionLostError, UnsupportedVersionError
@@ -146,7 +150,9 @@ _FRESH_STATES = frozenset({"Empty", "Ongoing"})
 # intent sees it, so that the intent write and the EndTxns reach its coordinator before the
 # reaper may abort it (an expired transaction still shows Ongoing until the reaper's next run,
 # every 10 s), with an allowance for the driver's clock running behind the broker's. A quarter
-# of the timeout at most, so that short timeouts still leave the tasks most of it.
+# of the timeout at most, so that short timeouts still leave the tasks most of it. The intent
+# write is bounded to what the batch has left less a third of this (``_intent_bound``), so that
+# a slow intent write cannot outlast a transaction the check let through.
 _EXPIRY_MARGIN_MS = 15_000
 # How long an abort waits for the partition leaders' producer state (a count only).
 _COUNT_TIMEOUT_S = 10.0
@@ -219,6 +225,13 @@ class TransactionOps:
         Callable[[Sequence[TopicPartition]], Mapping[TopicPartition, PartitionProducers]] | None
     ) = None
     outcome: OutcomeReader | None = None
+
+
+@runtime_checkable
+class _BoundedWrites(Protocol):
+    """A store whose write can be given a deadline (the Kafka store)."""
+
+    def write_within(self, record: BatchRecord, timeout_ms: int | None) -> None: ...
 
 
 def _key(t: PreparedTransaction) -> tuple[str, int, int]:
@@ -363,7 +376,7 @@ class EosCommitter:
                 self._sweep(keep=last.transactions)
                 return ROLLED_FORWARD
             earlier = self._check_rerun(batch_id, last, tasks, skipped or {})
-            self._verify(batch_id, tasks, began_ms + self.transaction_timeout_ms)
+            intent_within_ms = self._verify(batch_id, tasks, began_ms + self.transaction_timeout_ms)
             prepared = tuple(t.transaction for t in tasks)
             intent = BatchRecord(
                 self.query_key,
@@ -382,7 +395,7 @@ class EosCommitter:
                     if t.first_offsets
                 },
             )
-            self._write_intent(intent)
+            self._write_intent(intent, intent_within_ms)
         except SinkIntentUnknownError:
             raise  # the intent may name these transactions: only a roll-forward may end them
         except BaseException as exc:
@@ -502,8 +515,12 @@ class EosCommitter:
 
     # -- steps -----------------------------------------------------------------------------
 
-    def _write_intent(self, intent: BatchRecord) -> None:
+    def _write_intent(self, intent: BatchRecord, within_ms: int | None = None) -> None:
         """Write ``intent``; when the write fails, ask the store whether it landed anyway.
+
+        ``within_ms`` (from :meth:`_verify`) bounds a store that waits on the network (the
+        Kafka store, else bounded by ``max.block.ms``): the intent must be written, or given
+        up, while every transaction of the batch has time left for its EndTxn.
 
         A write can fail after its record became durable (its answer lost; a file renamed into
         place whose directory could not be synced). Aborting the batch then is unsafe: the
@@ -513,7 +530,10 @@ class EosCommitter:
         :class:`SinkIntentUnknownError` leaves the batch to be rolled forward.
         """
         try:
-            self.store.write(intent)
+            if within_ms is not None and isinstance(self.store, _BoundedWrites):
+                self.store.write_within(intent, within_ms)
+            else:
+                self.store.write(intent)
         except Exception as exc:
             try:
                 found = self.store.last(self.query_key)
@@ -620,24 +640,32 @@ class EosCommitter:
         Its own transactions are aborted even when the store could not be read: no intent names
         them (Spark commits a batch's messages once, and this call wrote no intent). The sweep
         needs the store's answer, to keep what an unfinished intent names.
+
+        They are aborted also when this driver was fenced (a refused run): each EndTxn names
+        its transaction's exact producer id and epoch, which the coordinator refuses once the
+        id moved on, so no newer driver's transaction can be ended by it; and no intent names
+        them, not even a newer driver's roll-forward (this call's intent never became visible).
+        Left open, they would hold read_committed readers back for ``transaction.timeout.ms``.
+        The sweep, which lists, stays behind the fence check.
         """
         keep = last.transactions if last is not None and self._unfinished(last) else ()
         try:
-            self._abort_named(tasks, keep=keep)
+            self._abort_named(tasks, keep=keep, even_fenced=True)
             if swept:
                 self._sweep(keep=keep)
         except Exception as exc:  # the batch's own failure is the one to report
             log.warning("pykafka exactly-once: cleaning up the failed batch failed: %s", exc)
 
-    def _verify(self, batch_id: int, tasks: Sequence[TaskTransaction], until_ms: int) -> None:
-        """Fail the batch, before anything is visible, unless each transaction is still open.
+    def _verify(self, batch_id: int, tasks: Sequence[TaskTransaction], until_ms: int) -> int | None:
+        """Fail the batch, before anything is visible, unless each transaction is still open;
+        how long the intent write may take (None: no bound known, see :func:`_intent_bound`).
 
         Asks DescribeTransactions for the batch's own ids: a coordinator that is loading or
         moving can leave an id out of a ListTransactions answer, and that absence is no proof.
         """
         describe = self.ops.describe
         if describe is None or not tasks:
-            return
+            return None
         ids = sorted({t.transaction.transactional_id for t in tasks})
         try:
             seen = self._retrying(
@@ -651,16 +679,18 @@ class EosCommitter:
                 "transactions is still open; one that Kafka aborted meanwhile is found by its "
                 "EndTxn, after other transactions of the batch may be visible",
             )
-            return
+            return None
         gone = [
             (task, why)
             for task in tasks
             if (why := _why_gone(task.transaction, seen.get(task.transaction.transactional_id)))
             is not None
         ]
-        gone = gone or _expiring(tasks, seen, self.clock.wall_ms())
+        wall_ms = self.clock.wall_ms()
+        gone = gone or _expiring(tasks, seen, wall_ms)
         if gone:
             raise SinkTransactionLostError(self._gone_message(batch_id, gone))
+        return _intent_bound(tasks, seen, wall_ms)
 
     def _retrying(self, call: Callable[[], T], until_ms: int, what: str) -> T:
         """``call()``, again after backoff while it fails retriably, until ``until_ms``."""
@@ -818,11 +848,17 @@ class EosCommitter:
         return out
 
     def _abort_named(
-        self, tasks: Iterable[TaskTransaction], *, keep: Iterable[PreparedTransaction]
+        self,
+        tasks: Iterable[TaskTransaction],
+        *,
+        keep: Iterable[PreparedTransaction],
+        even_fenced: bool = False,
     ) -> None:
         kept = {_key(t) for t in keep}
         mine = [t for t in tasks if _key(t.transaction) not in kept]
-        if not mine or not self._holds_fence(f"aborting {len(mine)} transaction(s)"):
+        if not mine:
+            return
+        if not even_fenced and not self._holds_fence(f"aborting {len(mine)} transaction(s)"):
             return
         for task in mine:
             self._abort_quietly(task.transaction)
@@ -1043,6 +1079,36 @@ def _expiring(
                 )
             )
     return out
+
+
+def _intent_bound(
+    tasks: Sequence[TaskTransaction],
+    seen: Mapping[str, TransactionListing | None],
+    driver_wall_ms: int,
+) -> int | None:
+    """How long the intent write may take: the smallest time any of the batch's transactions
+    has left before its ``transaction.timeout.ms``, less a third of its expiry margin kept for
+    its EndTxn (``_expiring`` let through only those with at least the margin left, so this is
+    at least two thirds of it). None when no transaction shows its start time.
+    """
+    starts = [
+        now.transaction_start_time_ms
+        for now in seen.values()
+        if now is not None and now.transaction_start_time_ms >= 0
+    ]
+    if not starts:
+        return None
+    broker_now = max(driver_wall_ms, *starts)
+    bounds = [
+        now.transaction_timeout_ms
+        - (broker_now - now.transaction_start_time_ms)
+        - min(_EXPIRY_MARGIN_MS, now.transaction_timeout_ms // 4) // 3
+        for task in tasks
+        if (now := seen.get(task.transaction.transactional_id)) is not None
+        and now.transaction_start_time_ms >= 0
+        and now.transaction_timeout_ms > 0
+    ]
+    return max(min(bounds), 0) if bounds else None
 
 
 def _same_record(found: BatchRecord | None, record: BatchRecord) -> bool:

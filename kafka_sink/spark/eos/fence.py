@@ -6,10 +6,31 @@ transactions, overwrite its intent records or report committed data as lost. Kaf
 fencing does it: every query prefix owns the transactional id ``<prefix>.fence``
 (:func:`fence_id`; ``plan.parse_transactional_id`` does not parse it, so no sweep touches it).
 
-- The first planning on a driver (``EosCommitter.for_plan`` from ``datasource.py``, before the
-  store is read, an intent rolled forward or anything swept) sends InitProducerId on the fence
-  id. That fences every earlier holder: each earlier driver of the query, and every other query
-  given the same ``transactionalIdPrefix`` (they share the fence id).
+- A planning that starts the query on a driver (``EosCommitter.for_plan`` from
+  ``datasource.py``, before the store is read, an intent rolled forward or anything swept) sends
+  InitProducerId on the fence id. That fences every earlier holder: each earlier driver of the
+  query, and every other query given the same ``transactionalIdPrefix`` (they share the fence
+  id). A planning starts the query when the driver holds no token for it (its first planning,
+  or the first after the token was dropped), or when the token it holds is no longer the
+  coordinator's (one DescribeTransactions per planning; a planning that gets no answer goes on
+  with its token, as before this check): another driver took the fence since,
+  and this driver runs the query again (a Spark Connect server or a notebook that stopped the
+  query and started it anew in the same application). Nothing tells the planning worker which
+  run of the query it serves (Spark keeps the run id in the JVM), so that is how a new run is
+  told: an older run of the query that plans again after a newer driver took over takes the
+  fence back the same way, which is safe (a take is what any new driver does: the driver it
+  fences ends nothing more, and this one reads the store after taking) and stops that other
+  driver at its next fenced step. With a shared checkpoint, Spark itself refuses an older run
+  that plans a batch a newer run already planned.
+- Each take has an id of its own (:attr:`FenceToken.taken`), kept with the token across the
+  writes through it; the query's start work (``start.py``) runs once per take.
+- A fence found lost is forgotten: :meth:`DriverFence.error` drops the token, so the next
+  planning on this driver takes the fence anew instead of failing on a stale token.
+- Under Transactions V2 every write through the fence ends with an EndTxn that bumps the epoch.
+  When that EndTxn was applied but its answer lost, the write fails while the coordinator moved
+  on: :meth:`DriverFence.relearn` asks the coordinator and takes its epoch when it is exactly
+  the next one with the transaction ended, so the driver is not left one epoch behind and
+  reported fenced.
 - The driver keeps the fence's :class:`FenceToken` (producer id, epoch; the next sequence under
   Transactions V1) where all its Python workers see it: a file next to ``logs.first_on_driver``'s
   markers in the driver's ``SPARK_LOCAL_DIRS``, replaced atomically. The planning worker and the
@@ -29,23 +50,36 @@ Invariants:
 - :meth:`DriverFence.check` passes only while the coordinator shows the fence id at exactly the
   producer id and epoch this driver last recorded; a higher epoch, another producer id or an
   unknown id means another driver took over.
-- The fence is acquired at most once per driver and query key, and never in the commit worker.
-- Standard library only at import: the Kafka clients are reached through injected callables.
+- The fence is acquired only by a planning that starts the query (above), never in the commit
+  worker; the token is dropped whenever this driver's fence is found lost.
+- :meth:`DriverFence.relearn` adopts only the producer id it holds, at exactly the next epoch,
+  with the transaction being or having been ended (Prepare or Complete, Commit or Abort), and
+  only for a fence whose writes bump the epoch (Transactions V2). Another driver's take leaves
+  the id Empty at a later epoch; caught between the abort its InitProducerId does first and the
+  InitProducerId's end, the epoch adopted is refused at the next write, or that write lands
+  before the take completes, and the other driver reads the store after it.
+- Standard library, ``kafka_sink.errors`` and ``spark.logs`` only at import: the Kafka clients
+  are reached through injected callables.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import sys
+import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from kafka_sink.errors import KafkaError, UnsupportedVersionError
 from kafka_sink.spark.eos.intents import BatchRecord, IntentStore
 from kafka_sink.spark.errors import SinkError
+from kafka_sink.spark.logs import warn_once
 
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
@@ -56,16 +90,22 @@ __all__ = [
     "FenceToken",
     "FencedStore",
     "SinkFencedError",
+    "drop_token",
     "fence_id",
     "in_commit_worker",
     "open_fence",
+    "take_id",
 ]
+
+log = logging.getLogger("kafka_sink.spark")
 
 FENCE_SUFFIX = ".fence"
 # The file of pyspark's worker that commits or aborts a streaming batch.
 _COMMIT_WORKER = "python_streaming_sink_runner"
 # Tokens of this process when there is no Spark local directory to share them through.
 _HELD: dict[str, FenceToken] = {}
+# The coordinator's states of a transaction this fence's own EndTxn ended.
+_ENDED = frozenset({"PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"})
 
 
 class SinkFencedError(SinkError):
@@ -85,6 +125,7 @@ class FenceToken:
     producer_id: int
     producer_epoch: int
     sequence: int = 0  # Transactions V1: the next record's sequence (the epoch stays)
+    taken: str = ""  # the id of the InitProducerId that took the fence (kept across writes)
 
 
 class DriverFence:
@@ -109,8 +150,31 @@ class DriverFence:
 
     def advance(self, token: FenceToken) -> None:
         """Record where the fence stands after one of this driver's writes through it."""
-        self._token = token
-        _save(self.prefix, self.query_key, token)
+        self._token = replace(token, taken=self._token.taken)
+        _save(self.prefix, self.query_key, self._token)
+
+    def relearn(self) -> bool:
+        """After a write through the fence whose EndTxn may have been applied unanswered
+        (Transactions V2 only): take the coordinator's epoch when it is exactly the next one of
+        this producer id with the transaction ended (see the module's invariants). True when the
+        token moved."""
+        now = self._describe(self._token.transactional_id)
+        held = self._token
+        if (
+            now is None
+            or now.producer_id != held.producer_id
+            or now.producer_epoch != held.producer_epoch + 1
+            or now.state not in _ENDED
+        ):
+            return False
+        log.warning(
+            "pykafka exactly-once: the fence %r moved to epoch %d by this driver's own EndTxn, "
+            "whose answer was lost; continuing at that epoch",
+            held.transactional_id,
+            now.producer_epoch,
+        )
+        self.advance(FenceToken(held.transactional_id, now.producer_id, now.producer_epoch))
+        return True
 
     def why_not_held(self) -> str | None:
         """None while this driver holds the fence, else what the coordinator shows instead."""
@@ -135,6 +199,8 @@ class DriverFence:
             raise self.error(doing, why)
 
     def error(self, doing: str, why: object) -> SinkFencedError:
+        """The error of a fence found lost; the token is dropped (see the module docstring)."""
+        drop_token(self.prefix, self.query_key, self._token.taken)
         return SinkFencedError(
             f"exactly-once: this driver was fenced while {doing}: a newer run of the query (or "
             f"another query given the same transactionalIdPrefix {self.prefix!r}) took over "
@@ -174,21 +240,69 @@ def open_fence(
     describe: Callable[[str], TransactionListing | None],
     before_acquire: Callable[[], None] = lambda: None,
 ) -> DriverFence:
-    """This driver's fence of ``prefix``: the token it keeps, else a new InitProducerId (the
-    planning only; ``before_acquire`` runs first, to refuse a prefix another query owns)."""
+    """This driver's fence of ``prefix``: the token it keeps, else (the planning only) a new
+    InitProducerId, also when the coordinator no longer shows the token kept (a new run of the
+    query: see the module docstring). ``before_acquire`` runs first, to refuse a prefix another
+    query owns."""
     token = _load(prefix, query_key)
-    if token is None:
-        if in_commit_worker():
+    if in_commit_worker():
+        if token is None:
             raise SinkFencedError(
                 f"exactly-once: this driver holds no fence of transactionalIdPrefix {prefix!r} "
-                "when committing (its planning never took it); it ends nothing. Fix: restart "
-                "the query"
+                "when committing (its planning never took it, or it was found lost since); it "
+                "ends nothing. Fix: restart the query"
             )
-        before_acquire()
-        producer_id, epoch = init(fence_id(prefix))
-        token = FenceToken(fence_id(prefix), producer_id, epoch)
-        _save(prefix, query_key, token)
+        return DriverFence(prefix, query_key, token, describe=describe)
+    if token is not None:
+        fence = DriverFence(prefix, query_key, token, describe=describe)
+        try:
+            why = fence.why_not_held()
+        except KafkaError as exc:
+            # No answer (brokers before Kafka 3.0 have no DescribeTransactions): go on with the
+            # token; a fence lost meanwhile is found at the next fenced step, as before.
+            message = (
+                f"pykafka exactly-once: could not check the fence of transactionalIdPrefix "
+                f"{prefix!r} while planning ({exc}); going on with the one this driver holds"
+            )
+            if isinstance(exc, UnsupportedVersionError):
+                warn_once("fence-check-unsupported", message)  # every planning would say it
+            else:
+                log.warning("%s", message)
+            return fence
+        if why is None:
+            return fence
+        log.warning(
+            "pykafka exactly-once: another driver took the fence of transactionalIdPrefix %r "
+            "since this driver last held it (%s); this planning starts the query again here "
+            "and takes the fence back",
+            prefix,
+            why,
+        )
+    before_acquire()
+    producer_id, epoch = init(fence_id(prefix))
+    token = FenceToken(fence_id(prefix), producer_id, epoch, taken=uuid.uuid4().hex)
+    _save(prefix, query_key, token)
     return DriverFence(prefix, query_key, token, describe=describe)
+
+
+def take_id(prefix: str, query_key: str) -> str:
+    """The id of this driver's current take of ``prefix``'s fence ("" when it holds none)."""
+    token = _load(prefix, query_key)
+    return "" if token is None else token.taken
+
+
+def drop_token(prefix: str, query_key: str, taken: str) -> None:
+    """Forget this driver's token of ``prefix`` (a fence found lost), unless the token kept now
+    is of another take than ``taken`` (a later planning took the fence again since)."""
+    held = _load(prefix, query_key)
+    if held is None or held.taken != taken:
+        return
+    path = _path(prefix, query_key)
+    if path is None:
+        _HELD.pop(f"{prefix}\0{query_key}", None)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
 
 
 def in_commit_worker() -> bool:

@@ -273,11 +273,17 @@ class KafkaIntentStore:
         self._append(query_key, None, f"deleting the record of {query_key!r}")
 
     def write(self, record: BatchRecord) -> None:
+        self.write_within(record, None)
+
+    def write_within(self, record: BatchRecord, timeout_ms: int | None) -> None:
+        """``write``, given up after ``timeout_ms`` (None: the client's ``max.block.ms``): the
+        commit bounds its intent by the time the batch's transactions have left."""
         value = json.dumps({"format": FORMAT, **record_to_json(record)}, sort_keys=True)
         self._append(
             record.query_key,
             value.encode("utf-8"),
             f"writing the {record.state} record of batch {record.batch_id}",
+            timeout_ms,
         )
 
     # -- claims -------------------------------------------------------------------------------
@@ -326,13 +332,16 @@ class KafkaIntentStore:
             _POSITIONS[slot] = _Position(end, found, at)
         return found, at
 
-    def _append(self, key_text: str, value: bytes | None, doing: str) -> None:
+    def _append(
+        self, key_text: str, value: bytes | None, doing: str, timeout_ms: int | None = None
+    ) -> None:
         key = key_text.encode("utf-8")
         try:
             if self.fence is None:
-                offset = self.log.append(self.topic, PARTITION, key, value)
+                bound = {} if timeout_ms is None else {"timeout_ms": timeout_ms}
+                offset = self.log.append(self.topic, PARTITION, key, value, **bound)
             else:
-                offset = self._append_fenced(key, value)
+                offset = self._append_fenced(key, value, timeout_ms)
         except _FENCED as exc:
             self._healthy = False
             assert self.fence is not None  # only a fenced write is refused as fenced
@@ -353,6 +362,8 @@ class KafkaIntentStore:
         try:
             state = self.log.abort_transactional(self.topic, PARTITION, state)
         except KafkaError as exc:
+            if self._relearned():
+                return
             log.warning(
                 "could not abort the failed write to the intent topic %r (the coordinator "
                 "aborts it after 60 s, which fences this driver): %s",
@@ -365,14 +376,28 @@ class KafkaIntentStore:
             state = replace(state, sequence=state.sequence + 1)
         self.fence.advance(_token(state))
 
-    def _append_fenced(self, key: bytes, value: bytes | None) -> int:
+    def _relearned(self) -> bool:
+        """Under Transactions V2, whether the failed write's own EndTxn moved the fence on (its
+        answer lost, then the abort refused): the fence then continues at the coordinator's
+        epoch instead of one behind it, which the next write would find fenced."""
+        assert self.fence is not None
+        try:
+            return self.log.transactions_v2(self.topic, PARTITION) and self.fence.relearn()
+        except KafkaError as exc:
+            log.warning("could not ask where the fence %r stands: %s", self.fence.prefix, exc)
+            return False
+
+    def _append_fenced(self, key: bytes, value: bytes | None, timeout_ms: int | None) -> int:
         assert self.fence is not None
         token = self.fence.token
         state = ProducerState(
             token.transactional_id, token.producer_id, token.producer_epoch, token.sequence
         )
         try:
-            offset, state = self.log.append_transactional(self.topic, PARTITION, key, value, state)
+            bound = {} if timeout_ms is None else {"timeout_ms": timeout_ms}
+            offset, state = self.log.append_transactional(
+                self.topic, PARTITION, key, value, state, **bound
+            )
         except _FENCED:
             raise
         except KafkaError:

@@ -3,12 +3,31 @@
 Role: a driver that dies after its tasks prepared their transactions and before it committed
 them (no intent names them) leaves them open, and an open transaction holds read_committed
 readers of its partitions back until the coordinator times it out (``transaction.timeout.ms``,
-up to 15 minutes) or a commit's sweep ends it. So the first planning of a batch on a driver,
-for each query key, once the planning finished any unfinished intent
-(``EosCommitter.recover``, in ``datasource.py``), aborts the open transactions of the query's
-prefix that no unfinished intent names (:meth:`EosCommitter.sweep_leftovers`) and logs one INFO
-line with how many, naming the prefix. Nothing of the query is open then: within a run Spark
-plans batch N+1 only after commit(N) returned, and this runs before the batch's tasks start.
+up to 15 minutes) or a commit's sweep ends it. So a planning that starts the query on a driver,
+once it finished any unfinished intent (``EosCommitter.recover``, in ``datasource.py``), aborts
+the open transactions of the query's prefix that no unfinished intent names
+(:meth:`EosCommitter.sweep_leftovers`) and logs one INFO line with how many, naming the prefix.
+Nothing of the query is open then: within a run Spark plans batch N+1 only after commit(N)
+returned, and this runs before the batch's tasks start.
+
+Which planning starts the query. The planning worker cannot see Spark's run id (Spark keeps
+it in the JVM; the worker gets the options only), so a start is told by what this driver saw:
+
+- the first planning of the query on the driver;
+- a planning that took the query's fence anew (``fence.py``: the token was dropped, or another
+  driver took the fence since, as when a Spark Connect server or a notebook starts the query
+  again after another application ran it);
+- a planning that finds the previous one's batch never reached ``commit()`` or ``abort()`` on
+  this driver (a pending marker, set by each planning and cleared by the commit worker's
+  :meth:`QueryStart.batch_ended`): within a run every planned batch is committed or aborted
+  before the next is planned, so the run that planned it was stopped mid-batch, and its
+  tasks' transactions may be open. This is a query stopped and started again inside one
+  application.
+
+A restart inside one application after a run that ended between batches is not told apart from
+the next batch of a run, and does not sweep here: that run's last commit swept the prefix, and
+what was opened after it (a task attempt still running then) is ended by the new run's first
+commit, or by the brokers after ``transaction.timeout.ms`` when the query processes nothing.
 
 Which ``streamWriter()`` call plans. Spark calls it twice per micro-batch, both in Python
 workers on the driver, with the same arguments: ``pyspark.sql.worker.write_into_data_source``
@@ -31,8 +50,10 @@ guard, a stack that holds a frame of the commit worker's file skips the sweep: w
 pyspark to pickle the writer on the commit path, the sweep would still not run there.
 
 Invariants:
-- The sweep runs at most once per driver and query key (``logs.first_on_driver``: a marker in
-  the driver's Spark local directory, seen by all its Python workers), after ``recover``, and
+- The sweep runs once per driver, query key and take of the fence (``logs.first_on_driver``
+  keyed by the take's id: a marker in the driver's Spark local directory, seen by all its
+  Python workers), and again at a planning whose previous planning's batch was never committed
+  or aborted here (the pending marker, in the same directory); always after ``recover``, and it
   keeps every transaction an unfinished intent names.
 - The driver took the query's fence before (``fence.py``, in the planning's
   ``EosCommitter.for_plan``); the sweep aborts only while the fence is still this driver's.
@@ -44,16 +65,23 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafka_sink.spark.eos.committer import EosCommitter
-from kafka_sink.spark.eos.fence import in_commit_worker
+from kafka_sink.spark.eos.fence import in_commit_worker, take_id
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import STARTED, pause_commit, start_sweep_disabled
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 
 __all__ = ["QueryStart"]
+
+# Query keys planned and not yet committed or aborted in this process, when there is no Spark
+# local directory to share the marker through.
+_PENDING: set[str] = set()
 
 
 @dataclass
@@ -64,13 +92,30 @@ class QueryStart:
     producer_config: Mapping[str, str] = field(repr=False)  # may carry credentials
 
     def run(self) -> None:
-        """Sweep the prefix once per driver; never raises (see the module docstring)."""
-        if in_commit_worker() or not first_on_driver("started", self.plan.query_key):
+        """Sweep the prefix once per driver and take of the fence; never raises (see the
+        module docstring)."""
+        if in_commit_worker():
+            return
+        started = self.plan.query_key
+        taken = take_id(self.plan.prefix, self.plan.query_key) if self.plan.fenced else ""
+        if taken:
+            started += "\0" + taken
+        interrupted = _set_pending(self.plan.query_key)
+        if not first_on_driver("started", started) and not interrupted:
             return
         ensure_logging()
         if not start_sweep_disabled():
             self._sweep()
         pause_commit(None, STARTED)  # test-only; see fault_hooks
+
+    def batch_ended(self) -> None:
+        """The commit worker reached ``commit()`` or ``abort()`` of the batch last planned."""
+        path = _pending_path(self.plan.query_key)
+        if path is None:
+            _PENDING.discard(self.plan.query_key)
+            return
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
     def _sweep(self) -> None:
         prefix = self.plan.prefix
@@ -94,3 +139,28 @@ class QueryStart:
             aborted,
             prefix,
         )
+
+
+def _pending_path(query_key: str) -> str | None:
+    local_dir = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
+    if not local_dir or not os.path.isdir(local_dir):
+        return None
+    digest = hashlib.sha256(query_key.encode()).hexdigest()[:16]
+    return os.path.join(local_dir, f"pykafka-pending-{digest}")
+
+
+def _set_pending(query_key: str) -> bool:
+    """Mark ``query_key``'s batch planned; whether the previous planning's batch was still
+    pending (never committed nor aborted on this driver)."""
+    path = _pending_path(query_key)
+    if path is None:
+        was = query_key in _PENDING
+        _PENDING.add(query_key)
+        return was
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return True
+    except OSError:
+        return False  # no marker: the first commit's sweep ends the leftovers instead
+    return False

@@ -315,3 +315,173 @@ def test_an_intent_write_whose_abort_fails_too_does_not_lose_the_next_write(vers
     last = reader.last(KEY)
     assert last is not None and last.batch_id == 2
     assert coordinator.open_transactions() == []
+
+
+# -- a query started again, a fence found lost, an EndTxn answer lost, a slow intent write -----
+
+
+def _in_driver(monkeypatch: pytest.MonkeyPatch, local_dir: Any) -> None:
+    """Run the next calls as a worker of the driver whose Spark local directory is
+    ``local_dir`` (where that driver keeps its fence token)."""
+    local_dir.mkdir(exist_ok=True)
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local_dir))
+
+
+def _planned(cluster: FakeCoordinator, query_key: str = "query-a") -> EosCommitter:
+    """A planning's committer (``for_plan``), on the model's clock."""
+    committer = EosCommitter.for_plan(_plan(query_key), {"bootstrap.servers": "h:1"})
+    committer.clock, committer.sleep_ms = cluster.clock, cluster.advance
+    return committer
+
+
+def test_a_query_started_again_in_the_same_application_takes_the_fence_back(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # Application A runs the query (batch 0), then stops it; application B runs it briefly.
+    _in_driver(monkeypatch, tmp_path / "a")
+    first = _planned(cluster)
+    assert first.commit(0, _tasks(cluster, 0)) == COMMITTED
+    _in_driver(monkeypatch, tmp_path / "b")
+    other = _planned(cluster)
+    assert other.fence is not None
+    # A starts the query again in the same application: its token (in A's local directory) is
+    # the one B fenced. The restart must take the fence back and commit once.
+    _in_driver(monkeypatch, tmp_path / "a")
+    again = _planned(cluster)
+    assert again.commit(1, _tasks(cluster, 1)) == COMMITTED
+    assert _visible(cluster) == _rows(0, 1)
+    assert cluster.open_transactions() == []
+    with pytest.raises(SinkFencedError):
+        other.fence.check("after A took it back")
+    assert again.fence is not None
+    again.fence.check("the restarted query")
+
+
+def test_a_commit_refused_by_the_fence_aborts_its_transactions_and_drops_the_token(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    _in_driver(monkeypatch, tmp_path / "a")
+    old = _planned(cluster)
+    tasks = _tasks(cluster, 0)  # prepared; then another driver takes the fence
+    _in_driver(monkeypatch, tmp_path / "b")
+    _planned(cluster)
+    _in_driver(monkeypatch, tmp_path / "a")
+    with pytest.raises(SinkFencedError):
+        old.commit(0, tasks)
+    # Readers of the batch's partitions are not held back for transaction.timeout.ms.
+    assert cluster.open_transactions() == []
+    assert _visible(cluster) == []
+    # The lost token is forgotten: the next planning on this driver takes the fence anew.
+    assert fence._load(PREFIX, "query-a") is None
+    assert _planned(cluster).commit(0, _tasks(cluster, 0)) == COMMITTED
+    assert _visible(cluster) == _rows(0)
+
+
+def test_an_intent_whose_end_txn_answer_was_lost_leaves_the_fence_at_its_new_epoch() -> None:
+    from tests.fakes.coordinator import LOST_ANSWER
+
+    coordinator = FakeCoordinator(transaction_version=2)
+    driver = _driver(coordinator, "driver", fenced=True)
+    # The intent's EndTxn (the first EndTxn of the commit) is applied, its answer lost: the
+    # intent is recorded and the fence's epoch moved on without this driver hearing it.
+    coordinator.script("end_txn", LOST_ANSWER)
+    assert driver.commit(5, _tasks(coordinator, 5)) == COMMITTED
+    assert _visible(coordinator) == _rows(5)
+    last = driver.store.last(KEY)
+    assert last is not None and (last.batch_id, last.state) == (5, "done")
+    assert driver.fence is not None
+    driver.fence.check("after the commit")
+    assert coordinator.open_transactions() == []
+
+
+def test_a_slow_intent_write_gives_up_while_the_batch_can_still_be_aborted() -> None:
+    coordinator = FakeCoordinator()
+    driver = _driver(coordinator, "driver", fenced=True)
+    log = driver.store.log  # type: ignore[attr-defined]
+    # Partition 0's transaction opens 30 s before partition 1's; at the check it has 16 s left
+    # of its 60 s, more than the 15 s margin, so the check lets the batch through.
+    t0 = TaskTransaction(0, coordinator.begin(f"{PREFIX}-0-0", {("out", 0): ["b1-p0"]}))
+    coordinator.advance(30_000)
+    t1 = TaskTransaction(1, coordinator.begin(f"{PREFIX}-1-0", {("out", 1): ["b1-p1"]}))
+    coordinator.advance(14_000)
+    log.write_delay_ms = 20_000  # the intent topic's leader answers in 20 s
+    with pytest.raises(IntentStoreError, match="did not finish within"):
+        driver.commit(1, [t0, t1])
+    # The intent write gave up before partition 0's transaction could expire: nothing of the
+    # batch is visible, nothing is open, and the re-run writes the whole batch.
+    assert log.write_timeouts[-1] <= 16_000
+    assert _visible(coordinator) == []
+    assert coordinator.open_transactions() == []
+    assert _intents(coordinator) == []
+
+
+def test_two_queries_starting_together_with_one_prefix_write_nothing_twice(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # Query b reads no claim yet; before its InitProducerId lands, query a (another driver)
+    # plans entirely: it takes the fence and claims the prefix. Then b's InitProducerId fences a.
+    started: list[EosCommitter] = []
+
+    def query_a_plans() -> None:
+        _in_driver(monkeypatch, tmp_path / "a")
+        started.append(_planned(cluster, "query-a"))
+        _in_driver(monkeypatch, tmp_path / "b")
+
+    _in_driver(monkeypatch, tmp_path / "b")
+    cluster.script("init", query_a_plans)
+    with pytest.raises(SinkOptionError, match="'query-a'"):
+        _planned(cluster, "query-b")  # the prefix is a's: b stops, refused
+    # a's batch in flight is refused by the fence b took (both stopped once) ...
+    _in_driver(monkeypatch, tmp_path / "a")
+    with pytest.raises(SinkFencedError):
+        started[0].commit(0, _tasks(cluster, 0))
+    assert cluster.open_transactions() == []
+    # ... and a's next planning takes the fence back and writes the batch once.
+    assert _planned(cluster, "query-a").commit(0, _tasks(cluster, 0)) == COMMITTED
+    assert _visible(cluster) == _rows(0)
+    assert cluster.open_transactions() == []
+
+
+def test_a_planning_that_cannot_ask_where_the_fence_stands_keeps_its_token(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from tests.fakes.coordinator import COORDINATOR_NOT_AVAILABLE
+
+    _in_driver(monkeypatch, tmp_path / "a")
+    first = _planned(cluster)
+    assert first.fence is not None
+    held = first.fence.token
+    # The planning's check gets no answer (a coordinator moving; brokers before Kafka 3.0 have
+    # no DescribeTransactions at all): the planning goes on with the token, and fences nothing.
+    cluster.script("describe", COORDINATOR_NOT_AVAILABLE)
+    again = _planned(cluster)
+    assert again.fence is not None and again.fence.token == held
+    assert again.commit(0, _tasks(cluster, 0)) == COMMITTED
+    assert _visible(cluster) == _rows(0)
+
+
+def test_brokers_without_describe_transactions_warn_once_and_plan_on(
+    cluster: FakeCoordinator,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kafka_sink.errors import UnsupportedVersionError
+    from kafka_sink.spark import logs
+
+    monkeypatch.setattr(logs, "_WARNED", set())
+    _in_driver(monkeypatch, tmp_path / "a")
+    held = _planned(cluster).fence
+    assert held is not None
+
+    def unsupported(tid: str) -> None:
+        raise UnsupportedVersionError("DescribeTransactions is not supported by the broker")
+
+    monkeypatch.setattr(cluster, "describe", unsupported)
+    for _ in range(3):
+        fence_now = fence.open_fence(
+            PREFIX, "query-a", init=cluster.init_producer_id, describe=cluster.describe
+        )
+        assert fence_now.token == held.token
+    lines = [r for r in caplog.records if "could not check the fence" in r.getMessage()]
+    assert len(lines) == 1 and "DescribeTransactions" in lines[0].getMessage()

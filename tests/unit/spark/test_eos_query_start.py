@@ -164,7 +164,9 @@ def test_once_per_driver_and_query_though_each_batch_is_planned_and_pickled_twic
     writer = driver.plan()
     pickle.dumps(writer)  # the planning pickles the writer twice (alone, in the write function)
     assert driver.list_calls() == 1
-    # Another planning worker of the same driver (the marker in the local dir) does not sweep.
+    # The batch ends in the commit worker (its commit or abort).
+    driver.stream_writer()._batch_ended()
+    # Another planning worker of the same driver (the markers in the local dir) does not sweep.
     logs._WARNED.clear()
     run_tasks(driver.coordinator, 2)
     driver.plan()
@@ -183,3 +185,55 @@ def test_a_start_that_cannot_reach_kafka_warns_and_the_planning_goes_on(
     [line] = [r for r in caplog.records if "query start" in r.getMessage()]
     assert line.levelno == logging.WARNING
     assert PREFIX in line.getMessage() and "no broker answered" in line.getMessage()
+
+
+def test_the_start_runs_again_when_the_planning_took_the_fence_anew(driver: _Driver) -> None:
+    from kafka_sink.spark.eos import fence
+
+    # The query's first planning on this driver took the fence (take "a") and swept.
+    key = f"{PREFIX}\0q1"
+    fence._HELD[key] = fence.FenceToken(fence.fence_id(PREFIX), 7, 0, taken="a")
+    plan = EosPlan(PREFIX, "q1", None, fenced=True)
+    QueryStart(plan, {}).run()
+    assert driver.list_calls() == 1
+    QueryStart(plan, {}).batch_ended()  # its commit
+    # Later plannings of the same run (the fence still held, written through) do not sweep.
+    fence._HELD[key] = fence.FenceToken(fence.fence_id(PREFIX), 7, 3, taken="a")
+    QueryStart(plan, {}).run()
+    assert driver.list_calls() == 1
+    QueryStart(plan, {}).batch_ended()
+    # The query started again in the same application after another driver held the fence:
+    # the planning took it anew (take "b"), and the start work ends what was left open.
+    run_tasks(driver.coordinator, 2)
+    fence._HELD[key] = fence.FenceToken(fence.fence_id(PREFIX), 7, 5, taken="b")
+    QueryStart(plan, {}).run()
+    assert driver.list_calls() == 2
+    assert driver.coordinator.open_transactions() == []
+
+
+def test_a_query_stopped_mid_batch_and_started_again_in_one_application_sweeps(
+    driver: _Driver, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first run plans and commits batch 0, then plans batch 1, whose tasks prepare; the
+    # query is stopped there (no commit, no abort reaches the sink).
+    driver.plan()
+    driver.commit(0, run_tasks(driver.coordinator, 0))
+    driver.plan()
+    assert driver.list_calls() == 2  # the first planning's start sweep and commit 0's sweep
+    run_tasks(driver.coordinator, 1)
+    assert len(driver.coordinator.open_transactions()) == 3
+    # The same application (same driver process, same markers) starts the query again: its
+    # first planning ends what the stopped run left open, before the batch's tasks run.
+    caplog.set_level(logging.INFO, logger="kafka_sink.spark")
+    driver.plan()
+    assert driver.coordinator.open_transactions() == []
+    assert _start_lines(caplog) == [
+        f"pykafka exactly-once: query start: aborted 3 open transaction(s) of prefix "
+        f"{PREFIX!r} that no unfinished intent names"
+    ]
+    driver.commit(1, run_tasks(driver.coordinator, 1))
+    assert visible_counts(driver.coordinator) == expected_rows([0, 1])
+    # Within the run, a planning after a commit is no start: no sweep of its own.
+    calls = driver.list_calls()
+    driver.plan()
+    assert driver.list_calls() == calls
