@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
+from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fingerprint import Fingerprint
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "INTENT",
     "PARTIAL",
     "BatchRecord",
+    "DoneRecordReplacedError",
     "FileIntentStore",
     "IntentStore",
     "MemoryIntentStore",
@@ -83,6 +86,28 @@ class BatchRecord:
     def __post_init__(self) -> None:
         if self.state not in _STATES:
             raise ValueError(f"BatchRecord.state must be one of {_STATES}: {self.state!r}")
+
+
+class DoneRecordReplacedError(SinkError):
+    """A write would turn a batch recorded done back into an intent or a partial record."""
+
+
+def refuse_replacing_done(current: BatchRecord | None, record: BatchRecord) -> None:
+    """Raise :class:`DoneRecordReplacedError` when writing ``record`` over ``current`` (the
+    store's latest record of its key) would undo a done batch: an intent or a partial record of
+    that batch or an earlier one. Done over done (a completion's stamp), the next batch's
+    intent and anything after a delete pass."""
+    if current is None or current.state != DONE or record.state == DONE:
+        return
+    if record.batch_id > current.batch_id:
+        return
+    raise DoneRecordReplacedError(
+        f"exactly-once: refused to write the {record.state} record of batch {record.batch_id} "
+        f"of {record.query_key!r}: batch {current.batch_id} is already done, finished by "
+        "another writer after this one read the store (another run of the same "
+        "idempotencyKey, or a newer driver of the query). The done record stands: this writer "
+        "stops here, and no re-run writes that batch again"
+    )
 
 
 class IntentStore(Protocol):
@@ -178,6 +203,7 @@ class MemoryIntentStore:
 
     def write(self, record: BatchRecord) -> None:
         with self._lock:
+            refuse_replacing_done(self._records.get(record.query_key), record)
             self._records[record.query_key] = record
             self.history.append(record)
 
@@ -214,13 +240,18 @@ class FileIntentStore:
 
     def write(self, record: BatchRecord) -> None:
         path = self._path(record.query_key)
-        tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(record_to_json(record), f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        self._sync_directory()
+        # The check and the replace under one lock: two processes of one host (two runs of a
+        # keyed job) cannot both pass the check and then replace each other's record.
+        with open(f"{path}.lock", "a", encoding="utf-8") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            refuse_replacing_done(self.last(record.query_key), record)
+            tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(record_to_json(record), f, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            self._sync_directory()
 
     def delete(self, query_key: str) -> None:
         try:

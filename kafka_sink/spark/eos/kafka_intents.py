@@ -78,7 +78,13 @@ from kafka_sink.errors import (
     TopicAuthorizationFailedError,
 )
 from kafka_sink.spark.eos.fence import DriverFence, FenceToken
-from kafka_sink.spark.eos.intents import BatchRecord, record_from_json, record_to_json
+from kafka_sink.spark.eos.intents import (
+    DONE,
+    BatchRecord,
+    record_from_json,
+    record_to_json,
+    refuse_replacing_done,
+)
 from kafka_sink.spark.errors import SinkError
 
 __all__ = [
@@ -243,6 +249,10 @@ class KafkaIntentStore:
         self._append(query_key, None, f"deleting the record of {query_key!r}")
 
     def write(self, record: BatchRecord) -> None:
+        if record.state != DONE:
+            # Read, then append through the fence: a writer whose append follows another
+            # driver's InitProducerId is refused, so what it read is still the latest.
+            refuse_replacing_done(self.last(record.query_key), record)
         value = json.dumps({"format": FORMAT, **record_to_json(record)}, sort_keys=True)
         self._append(
             record.query_key,
