@@ -265,8 +265,10 @@ class EosCommitter:
 
         ``producer_config`` is the write's, with the ``transaction.timeout.ms`` the planning
         settled: it bounds how long a recorded commit is retried. A ``fenced`` plan (a
-        streaming query's) first refuses a prefix another query claimed, then takes or loads
-        this driver's fence (``fence.py``) before the store is read, and claims the prefix.
+        streaming query's, a keyed batch job's) first refuses a prefix another write claimed,
+        then takes or loads this driver's fence (``fence.py``; a keyed job's run takes it anew
+        while planning and commits through the planning's: ``idempotency.job_fence``) before
+        the store is read, and claims the prefix.
         """
         timeout_ms = int(
             producer_config.get("transaction.timeout.ms", _DEFAULT_TRANSACTION_TIMEOUT_MS)
@@ -1143,6 +1145,16 @@ def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) ->
         finally:
             store.close()
 
+    if plan.idempotency_key is not None:
+        # A keyed batch job: every run's planning takes the fence anew, its commit uses that.
+        from kafka_sink.spark.eos.idempotency import job_fence
+
+        return job_fence(
+            plan,
+            init=lambda tid: init(tid, _FENCE_TRANSACTION_TIMEOUT_MS),
+            describe=lambda tid: describe([tid]).get(tid),
+            before_acquire=refuse_claimed,
+        )
     refuse_claimed()  # every call, planning and commit: read-only
     return open_fence(
         plan.prefix,

@@ -20,6 +20,12 @@ Invariants:
   partial record names the Spark partitions earlier runs of the batch committed (``committed``,
   their fingerprints, None where unknown); a partial record the ones lost (``lost``). An intent
   names, per transaction, the first offsets its task's writes were acknowledged at.
+- No store replaces a done record with an intent or a partial record of that batch or an
+  earlier one (:func:`refuse_replacing_done`, raising :class:`DoneRecordReplacedError`): a
+  writer that read the store before another finished the batch cannot undo it. The memory
+  store checks under its lock, the file store under a lock on its directory (processes of one
+  host), the Kafka store before its append (through the fence, so atomic against another
+  fenced writer).
 - ``record_from_json(record_to_json(r)) == r``.
 - It imports the standard library, the transaction handle and the fingerprint value only: the
   driver's workers of every write import it. Records written without the fingerprint fields
@@ -240,10 +246,11 @@ class FileIntentStore:
 
     def write(self, record: BatchRecord) -> None:
         path = self._path(record.query_key)
-        # The check and the replace under one lock: two processes of one host (two runs of a
-        # keyed job) cannot both pass the check and then replace each other's record.
-        with open(f"{path}.lock", "a", encoding="utf-8") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        # The check and the replace under one lock (on the directory: no lock file is left):
+        # two processes of one host cannot both pass the check, then replace each other's record.
+        lock = os.open(self.directory, os.O_RDONLY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             refuse_replacing_done(self.last(record.query_key), record)
             tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
@@ -252,6 +259,8 @@ class FileIntentStore:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
             self._sync_directory()
+        finally:
+            os.close(lock)  # releases the lock
 
     def delete(self, query_key: str) -> None:
         try:

@@ -39,6 +39,9 @@ first plans on a driver); :meth:`KafkaIntentStore.claim_owner` reads it, and a t
 key releases it (:func:`release_prefix`).
 
 Invariants:
+- ``write`` of an intent or a partial record reads the key first and refuses to replace a done
+  record (``intents.refuse_replacing_done``); through the fence nothing can land between that
+  read and the append, since a write after another driver's InitProducerId is refused.
 - ``write`` returns once the record is on every in-sync replica (``acks=all``, at least two of
   them on a cluster of two brokers or more); a failure raises, and the committer then stops
   before its next step.
