@@ -99,6 +99,7 @@ from kafka_sink.spark.eos.aborted import count_unfinished, not_known
 from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
 from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
+from kafka_sink.spark.eos.job_fence import job_fence
 from kafka_sink.spark.eos.outcomes import OutcomeReader, marker_reader, settle_lost
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
@@ -273,7 +274,7 @@ class EosCommitter:
         settled: it bounds how long a recorded commit is retried. A ``fenced`` plan (a
         streaming query's, a keyed batch job's) first refuses a prefix another write claimed,
         then takes or loads this driver's fence (``fence.py``; a keyed job's run takes it anew
-        while planning and commits through the planning's: ``idempotency.job_fence``) before
+        while planning and commits through the planning's: ``job_fence.py``) before
         the store is read, and claims the prefix.
         """
         timeout_ms = int(
@@ -1218,8 +1219,6 @@ def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) ->
 
     if plan.idempotency_key is not None:
         # A keyed batch job: every run's planning takes the fence anew, its commit uses that.
-        from kafka_sink.spark.eos.idempotency import job_fence
-
         return job_fence(
             plan,
             init=lambda tid: init(tid, _FENCE_TRANSACTION_TIMEOUT_MS),

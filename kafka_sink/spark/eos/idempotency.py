@@ -23,12 +23,12 @@ Runs of one key at the same time (an orchestrator that triggers a job twice) are
 the fence of the job's prefix (``fence.py``: the id ``<prefix>.fence``), as a streaming query's
 drivers are. Every run's planning, before it reads the record, refuses a prefix another write
 claimed (``claims.py``: the planning never sweeps a prefix it does not own), then takes the
-fence with a new InitProducerId (:func:`job_fence`), which fences every earlier run of the key
+fence with a new InitProducerId (``job_fence.py``), which fences every earlier run of the key
 still going, and claims the prefix for the key; the plan carries the fence's token to the run's
 commit (``EosPlan.fence_token``), which writes through it and never takes it again. So a run
 that a later one fenced is refused by Kafka at its next intent-store write, and ends nothing at
 its next sweep or abort: it fails with :class:`~kafka_sink.spark.eos.fence.SinkFencedError`
-saying another run of the key took it over (:class:`JobFence`), and the later run writes the
+saying another run of the key took it over (``job_fence.JobFence``), and the later run writes the
 job once, finishing what the earlier one recorded. The store itself refuses to turn a done
 record back into an intent or a partial one (``intents.refuse_replacing_done``).
 
@@ -45,35 +45,30 @@ Invariants:
   transactions lost and what the user can do.
 - At most one run of a key holds its fence; only that run writes the key's record or ends
   transactions of its prefix. A planning fenced before it ends fails before any task writes.
-- At run time it imports the standard library, the intent records and the fence only (the
-  driver's workers import it for every exactly-once batch write).
+- At run time it imports the standard library and the intent records only (the driver's
+  workers import it for every exactly-once batch write).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kafka_sink.spark.eos.fence import DriverFence, FenceToken, SinkFencedError, fence_id
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
 from kafka_sink.spark.eos.plan import CompletedJob, EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.logs import ensure_logging, logger
 
 if TYPE_CHECKING:
-    from kafka_sink.admin.transactions import TransactionListing
     from kafka_sink.spark.eos.committer import EosCommitter
 
 __all__ = [
     "TOPIC_COLUMN_MARKER",
     "CompletedJob",
-    "JobFence",
     "JobIdentity",
     "SinkIdempotencyError",
-    "job_fence",
     "job_identity",
     "job_plan",
     "plan_job",
@@ -124,59 +119,6 @@ def job_identity(key: str, *, topic: str | None, prefix: str | None) -> JobIdent
         prefix=chosen,
         query_key="job-" + _digest(chosen, topics, key)[:32],
     )
-
-
-class JobFence(DriverFence):
-    """One run's hold on its key: the fence of the job's prefix, which every run's planning
-    takes, so that the newest run of the key fences every earlier one still running."""
-
-    def __init__(
-        self,
-        idempotency_key: str,
-        prefix: str,
-        query_key: str,
-        token: FenceToken,
-        *,
-        describe: Callable[[str], TransactionListing | None],
-    ) -> None:
-        super().__init__(prefix, query_key, token, describe=describe)
-        self.idempotency_key = idempotency_key
-
-    def advance(self, token: FenceToken) -> None:
-        # Kept in this run's plan (EosPlan.fence_token), not on the driver's disk, where a
-        # later run of the key on the same driver would take it for its own.
-        self._token = token
-
-    def error(self, doing: str, why: object) -> SinkFencedError:
-        return SinkFencedError(
-            f"exactly-once: another run of idempotencyKey {self.idempotency_key!r} (prefix "
-            f"{self.prefix!r}) started while this run was {doing}, and took the key over "
-            f"({why}). Two runs of one key must not both write, so this run commits nothing "
-            "more and fails; the other run writes the job's rows once, finishing what this run "
-            "recorded, and aborts this run's open transactions. Fix: let the other run finish "
-            "and check its outcome (a run of the key after it writes nothing); have the "
-            "orchestrator start one run of a key at a time. Another write given "
-            f"transactionalIdPrefix {self.prefix!r} fences a run the same way: give it its own"
-        )
-
-
-def job_fence(
-    plan: EosPlan,
-    *,
-    init: Callable[[str], tuple[int, int]],
-    describe: Callable[[str], TransactionListing | None],
-    before_acquire: Callable[[], None],
-) -> JobFence:
-    """A keyed run's fence: the one its planning took (``plan.fence_token``, in the commit),
-    else, while planning, a new InitProducerId on the prefix's fence id after
-    ``before_acquire`` (which refuses a prefix another write claimed)."""
-    assert plan.idempotency_key is not None
-    token = plan.fence_token
-    if token is None:
-        before_acquire()
-        producer_id, epoch = init(fence_id(plan.prefix))
-        token = FenceToken(fence_id(plan.prefix), producer_id, epoch)
-    return JobFence(plan.idempotency_key, plan.prefix, plan.query_key, token, describe=describe)
 
 
 def job_plan(
