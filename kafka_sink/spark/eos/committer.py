@@ -921,7 +921,7 @@ class EosCommitter:
         causes = "; ".join(f"{error}" for _, error in lost_with_causes[:5])
         after = (
             self._next_for_lost(partial)
-            if self.batch_job and self.idempotency_key is None
+            if self.batch_job and (self.idempotency_key is None or not partial.committed)
             else "nothing of the batch became visible; the batch is run again and writes these "
             "rows again"
             if not partial.committed
@@ -1034,7 +1034,8 @@ class EosCommitter:
         )
 
     def _next_for_lost(self, partial: BatchRecord) -> str:
-        """What a run of a job without idempotencyKey, part of which Kafka lost, leaves."""
+        """What a job's run Kafka lost transactions of leaves (with some committed: a job
+        without idempotencyKey; a keyed one's re-run writes only the lost partitions)."""
         if not partial.committed:
             return "nothing of the job became visible: running the job again writes it once"
         return (

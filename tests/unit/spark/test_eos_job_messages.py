@@ -163,3 +163,18 @@ def test_a_commit_failed_before_anything_became_visible_says_how_to_write_it(
     else:
         assert "running the job again writes it once" in text
         assert "re-run" not in text.split("Fix:")[0]
+
+
+@WRITES
+def test_a_commit_kafka_lost_all_of_says_what_writes_it(model: _Model, write: str) -> None:
+    tasks = run_tasks(model.coordinator, 0)
+    # The driver is away longer than the timeout right after its intent: nothing is committed.
+    model.coordinator.script("end_txn", lambda: model.coordinator.advance(TIMEOUT_MS + 10_000))
+    c = EosCommitter.for_plan(PLANS[write], CONFIG)
+    with pytest.raises(SinkTransactionLostError) as info:
+        c.commit(0, tasks)
+    text = _text(info.value)
+    if write == "query":
+        assert "the batch is run again and writes these rows again" in text
+    else:
+        assert "nothing of the job became visible: running the job again writes it once" in text
