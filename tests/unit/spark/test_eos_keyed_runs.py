@@ -26,11 +26,12 @@ from kafka_sink.clock import ManualClock
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
 from kafka_sink.spark.eos import committer as committer_module
+from kafka_sink.spark.eos import kafka_intents
 from kafka_sink.spark.eos import timeout as eos_timeout
 from kafka_sink.spark.eos.committer import EosCommitter
 from kafka_sink.spark.eos.fence import SinkFencedError
 from kafka_sink.spark.eos.idempotency import job_identity
-from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord
+from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, FileIntentStore
 from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 from kafka_sink.spark.eos.plan import EosPlan, transactional_id
 from kafka_sink.spark.errors import SinkError, SinkOptionError
@@ -51,25 +52,45 @@ class _Cluster:
     """The model behind every client a run's driver opens; ``before_intent`` runs once, right
     before the next intent record is written (a run between its check and its intent)."""
 
-    def __init__(self) -> None:
+    def __init__(self, intents: str, commit_log: Path) -> None:
         # The drivers' committers read the system clock: the model's wall clock starts there.
         self.coordinator = FakeCoordinator(ManualClock(wall_ms=int(time.time() * 1000)))
         self.log = CoordinatedTopicLog(self.coordinator)
         self.before_intent: Callable[[], None] | None = None
+        #: The intent store the runs use: the Kafka topic, or files under a local commitLog.
+        self.intents = intents
+        self.commit_log = commit_log
 
     def open_store(self, config: Any, topic: str, timeout_s: Any = None, fence: Any = None) -> Any:
-        cluster = self
+        return KafkaIntentStore(self.log, topic, cluster="fake", fence=fence)
 
-        class _Store(KafkaIntentStore):
-            def write(self, record: BatchRecord) -> None:
-                hook, cluster.before_intent = cluster.before_intent, None
-                if hook is not None and record.state == INTENT:
-                    hook()
-                elif hook is not None:
-                    cluster.before_intent = hook
-                super().write(record)
+    def hooked(self, write: Callable[[Any, BatchRecord], None]) -> Any:
+        """A store's ``write``, running ``before_intent`` before the next intent record."""
 
-        return _Store(self.log, topic, cluster="fake", fence=fence)
+        def hooked_write(store: Any, record: BatchRecord) -> None:
+            hook, self.before_intent = self.before_intent, None
+            if hook is not None and record.state == INTENT:
+                hook()
+            elif hook is not None:
+                self.before_intent = hook
+            write(store, record)
+
+        return hooked_write
+
+    def options(self) -> dict[str, str]:
+        if self.intents == "kafka":
+            return {"intentTopic": INTENT_TOPIC}
+        return {"intentStore": "checkpoint", "commitLog": str(self.commit_log)}
+
+    def record(self) -> BatchRecord | None:
+        """The key's record, as a driver of another process reads it."""
+        identity = job_identity(KEY, topic=TOPIC, prefix=None)
+        if self.intents == "kafka":
+            kafka_intents._POSITIONS.clear()
+            return KafkaIntentStore(self.log, INTENT_TOPIC, cluster="reader").last(
+                identity.query_key
+            )
+        return FileIntentStore(str(self.commit_log / "pykafka-intents")).last(identity.query_key)
 
     def visible(self) -> Counter[object]:
         return Counter(
@@ -87,9 +108,15 @@ class _Cluster:
         ]
 
 
-@pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Cluster]:
-    model = _Cluster()
+@pytest.fixture(params=["kafka", "checkpoint"])
+def cluster(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[_Cluster]:
+    """Both stores: the Kafka topic (written through the fence) and a local commitLog's files
+    (the fence checked before each write)."""
+    model = _Cluster(request.param, tmp_path / "log")
+    monkeypatch.setattr(KafkaIntentStore, "write", model.hooked(KafkaIntentStore.write))
+    monkeypatch.setattr(FileIntentStore, "write", model.hooked(FileIntentStore.write))
     monkeypatch.setattr(
         committer_module,
         "listing_ops",
@@ -98,6 +125,10 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Cluster]:
     monkeypatch.setattr(KafkaIntentStore, "open", model.open_store)
     monkeypatch.setattr(eos_timeout, "resolve_transaction_timeout_ms", lambda config: TIMEOUT_MS)
     yield model
+
+
+# Claims are kept in the Kafka store only (a local commitLog sees no other write).
+KAFKA_ONLY = pytest.mark.parametrize("cluster", ["kafka"], indirect=True)
 
 
 class _Run:
@@ -120,8 +151,8 @@ class _Run:
             "kafka.bootstrap.servers": "h:1",
             "topic": TOPIC,
             "deliveryGuarantee": "exactly-once",
-            "intentTopic": INTENT_TOPIC,
             "idempotencyKey": self.key,
+            **self.cluster.options(),
         }
         if self.prefix is not None:
             options["transactionalIdPrefix"] = self.prefix
@@ -182,9 +213,7 @@ def _assert_once_and_one_success(cluster: _Cluster, first: _Run, second: _Run) -
     third.commit()
     assert third.succeeded and cluster.visible() == _job_rows()
     assert cluster.open_transactions() == []
-    identity = job_identity(KEY, topic=TOPIC, prefix=None)
-    store = KafkaIntentStore(cluster.log, INTENT_TOPIC, cluster="reader")
-    last = store.last(identity.query_key)
+    last = cluster.record()
     assert last is not None and last.state == DONE
 
 
@@ -223,7 +252,13 @@ def test_a_run_committed_whole_while_the_other_stood_before_its_intent(
     # commits all of its own, records done and sweeps; then the first writes its intent.
     cluster.before_intent = second.commit
     first.commit()
-    assert second.succeeded
+    if cluster.before_intent is not None:
+        # The checkpoint store checks the fence before the write: the first run was refused
+        # there, before it came to write (the fence the second run took at planning).
+        assert cluster.intents == "checkpoint"
+        cluster.before_intent = None
+        second.commit()
+    assert second.succeeded, second.error
     _assert_once_and_one_success(cluster, first, second)
 
 
@@ -248,6 +283,7 @@ def test_a_run_planned_while_the_others_recorded_commit_was_under_way(
     _assert_once_and_one_success(cluster, first, second)
 
 
+@KAFKA_ONLY
 def test_a_keyed_job_never_sweeps_a_prefix_a_streaming_query_claimed(cluster: _Cluster) -> None:
     # A streaming query owns the prefix and has a batch prepared and recorded.
     query = EosCommitter.for_plan(
@@ -275,6 +311,7 @@ def test_a_keyed_job_never_sweeps_a_prefix_a_streaming_query_claimed(cluster: _C
     assert sorted(cluster.visible()) == [f"q-{p}" for p in PARTITIONS]
 
 
+@KAFKA_ONLY
 def test_a_second_key_given_the_same_prefix_is_refused_without_sweeping_the_first(
     cluster: _Cluster,
 ) -> None:
@@ -292,6 +329,7 @@ def test_a_second_key_given_the_same_prefix_is_refused_without_sweeping_the_firs
     assert cluster.open_transactions() == []
 
 
+@KAFKA_ONLY
 def test_a_run_fenced_before_its_claim_landed_says_another_run_took_the_key(
     cluster: _Cluster,
 ) -> None:
