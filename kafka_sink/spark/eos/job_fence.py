@@ -58,10 +58,11 @@ class JobFence(DriverFence):
             f"exactly-once: another run of idempotencyKey {self.idempotency_key!r} (prefix "
             f"{self.prefix!r}) started while this run was {doing}, and took the key over "
             f"({why}). Two runs of one key must not both write, so this run commits nothing "
-            "more and fails; the other run writes the job's rows once, finishing what this run "
-            "recorded, and aborts this run's open transactions. Fix: let the other run finish "
-            "and check its outcome (a run of the key after it writes nothing); have the "
-            "orchestrator start one run of a key at a time. Another write given "
+            "more and fails; the other run writes the job's rows once (finishing this run's "
+            "commit if this run had recorded it) and aborts this run's open transactions. Fix: "
+            "let the other run finish and check its outcome (a run of the key after it writes "
+            "nothing); have the orchestrator start one run of a key at a time. Another write "
+            "given "
             f"transactionalIdPrefix {self.prefix!r} fences a run the same way: give it its own"
         )
 
