@@ -29,12 +29,14 @@ query's prefix that no unfinished intent names are aborted before the batch's ta
 (``eos/start.py``: the stream writer does it when the planning pickles it, which the commit call
 never does). A streaming query's planning first checks the prefix's fence, and takes it when
 this driver holds none or another driver took it since (``eos/fence.py``: before the store is
-read), and claims the prefix; a prefix another query
+read), and claims the prefix; a prefix another write
 claimed is refused in every call, and in a batch job's ``writer()`` given that prefix explicitly
 (``eos/claims.py``). A batch job with ``idempotencyKey`` is keyed by its identity instead of its
-write id and planned by ``eos/idempotency.py`` (a key already completed writes nothing; its
-recorded commit is finished; its prefix's lingering transactions are aborted); a streaming write
-refuses the key. Intents are
+write id and planned by ``eos/idempotency.py``: like a streaming query's driver, every run
+refuses a prefix another write claimed, takes the prefix's fence (fencing an earlier run of the
+key still going) and claims the prefix, and its plan carries the fence to its commit; then a key
+already completed writes nothing, its recorded commit is finished, and its prefix's lingering
+transactions are aborted. A streaming write refuses the key. Intents are
 kept in the compacted topic ``intentTopic`` (``intentStore=kafka``, the default; the topic is
 created or checked here, so a missing ACL fails before any task runs; a batch job's plan also
 carries the topic's end offset, below which its new write id has no record, so that its commit
@@ -69,7 +71,7 @@ from pyspark.sql.types import StructType
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
 from kafka_sink.spark.eos.claims import refuse_foreign_claim
 from kafka_sink.spark.eos.committer import EosCommitter
-from kafka_sink.spark.eos.idempotency import job_identity, plan_job
+from kafka_sink.spark.eos.idempotency import job_identity, job_plan
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix, transactional_id
 from kafka_sink.spark.eos.start import QueryStart
 from kafka_sink.spark.errors import SinkOptionError
@@ -238,7 +240,8 @@ def _exactly_once_plan(
         intent_dir=intent_dir,
         intent_topic=options.intent_topic if in_kafka else None,
         idempotency_key=key,
-        fenced=streaming,
+        # A keyed job's runs are serialised by the fence of its prefix (eos/idempotency.py).
+        fenced=streaming or identity is not None,
     )
     check_transactional_ids(
         options.producer_config,
@@ -257,12 +260,7 @@ def _exactly_once_plan(
                 # to leave alone.
                 eos = eos.with_last_record(committer.recover())
             else:
-                completed = plan_job(committer, identity, write_id=write_id)
-                if completed is None:
-                    # A keyed job is one batch (0) of a stable record: a partly committed run
-                    # is re-run as a streaming batch would be.
-                    eos = eos.with_last_record(committer.store.last(eos.query_key))
-                eos = replace(eos, completed=completed)
+                eos = job_plan(committer, identity, eos, write_id=write_id)
         finally:
             committer.close()
     elif in_kafka:

@@ -108,6 +108,36 @@ class _Job:
         assert ("DONE" in text) == (kill_at is None), text[-3000:]
         return text
 
+    def start(self, *, pause_before_intent: bool) -> tuple[subprocess.Popen[bytes], Path, Path]:
+        """A run started and left running: its process, log and pause directory."""
+        self.runs += 1
+        pause_dir = self.tmp_path / f"pause{self.runs}"
+        pause_dir.mkdir()
+        if pause_before_intent:
+            (pause_dir / ASK["before-intent"]).touch()
+        log = self.tmp_path / f"run{self.runs}.log"
+        env = dict(os.environ)
+        env["PYKAFKA_TEST_COMMIT_PAUSE_DIR"] = str(pause_dir)
+        args = [
+            self.bootstrap,
+            self.topic,
+            str(ROWS),
+            self.key or "-",
+            self.explicit_prefix,
+            self.intent_topic,
+            str(self.tmp_path / "log"),
+        ]
+        with open(log, "w", encoding="utf-8") as out:
+            child = subprocess.Popen(
+                [sys.executable, CHILD, *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        return child, log, pause_dir
+
     def commit_one_recorded_transaction(self) -> None:
         """What a driver that died after its first EndTxn leaves: one of them committed."""
         from kafka_sink.admin.transactions import TransactionAdmin
@@ -198,3 +228,39 @@ def test_without_the_key_a_job_killed_after_done_and_re_run_writes_every_row_twi
     job.run()
     counts = job.counts(expected=2 * ROWS)
     assert set(counts) == set(range(ROWS)) and set(counts.values()) == {2}
+
+
+@pytest.mark.slow
+def test_two_runs_of_one_key_started_together_write_every_row_once(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """An orchestrator triggers the job twice: two drivers, started together. Each holds before
+    its intent until both have got there (or one ended), then both go on at once, so that their
+    commits overlap: every row is read once, one run succeeds and the other fails saying another
+    run of the key took it over (or finds the key completed, having written nothing)."""
+    job = _Job(kafka_bootstrap, tmp_path, key=f"nightly-{uuid.uuid4().hex[:6]}")
+    runs = [job.start(pause_before_intent=True) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 240
+        paused = "paused-0-before-intent"
+        while not all(c.poll() is not None or (d / paused).exists() for c, _, d in runs):
+            assert time.monotonic() < deadline, "the runs never reached their intent"
+            time.sleep(0.2)
+        for _, _, pause_dir in runs:
+            (pause_dir / "resume-0-before-intent").touch()
+        for child, _, _ in runs:
+            child.wait(timeout=300)
+    finally:
+        for child, _, _ in runs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+    texts = [log.read_text(encoding="utf-8", errors="replace") for _, log, _ in runs]
+    job.assert_exactly_once()
+    succeeded = [t for t in texts if "DONE" in t]
+    failed = [t for t in texts if "DONE" not in t]
+    assert succeeded, texts[0][-3000:] + texts[1][-3000:]
+    if not failed:
+        # Both succeeded: one of them found the key completed and wrote nothing.
+        assert any(f"idempotencyKey '{job.key}' was already completed by write" in t for t in texts)
+    for text in failed:
+        assert f"another run of idempotencyKey '{job.key}'" in text, text[-3000:]

@@ -4,11 +4,12 @@ Modules: ``plan`` (transactional ids and the :class:`~kafka_sink.spark.eos.plan.
 carries to its tasks), ``intents`` (the intent records, the store interface and the file and
 memory stores), ``kafka_intents`` (the intent store on a compacted Kafka topic), ``committer``
 (the driver's roll-forward commit over an intent store), ``fence`` (a streaming query's fence:
-only its newest driver writes intents and ends transactions), ``claims`` (one query per
-``transactionalIdPrefix``), ``start`` (a streaming query's start:
-abort what an earlier run left open, before the first batch's tasks) and ``timeout``
-(``transaction.timeout.ms`` against the brokers' maximum). The task side (begin, write, prepare,
-abort on failure) is ``spark/task.py``.
+only its newest driver writes intents and ends transactions), ``job_fence`` (the same fence
+for the runs of one ``idempotencyKey``: the newest run writes), ``claims`` (one write per
+``transactionalIdPrefix``), ``idempotency`` (a batch job's ``idempotencyKey``), ``start`` (a
+streaming query's start: abort what an earlier run left open, before the first batch's tasks)
+and ``timeout`` (``transaction.timeout.ms`` against the brokers' maximum). The task side
+(begin, write, prepare, abort on failure) is ``spark/task.py``.
 
 Invariants: an intent is durable before the first EndTxn of its batch; a transaction an intent
 names is only ever committed; the driver's paths here never load the producer, numpy or

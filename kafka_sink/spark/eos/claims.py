@@ -1,17 +1,21 @@
-"""Prefix claims: a ``transactionalIdPrefix`` belongs to one streaming query at a time.
+"""Prefix claims: a ``transactionalIdPrefix`` belongs to one exactly-once write at a time.
 
-Role: two queries (or a query and a batch job) given the same ``transactionalIdPrefix`` would
-sweep, and so abort, each other's open transactions. The Kafka intent store keeps a claim per
-prefix (key ``prefix:<prefix>``, value the owning query key; ``kafka_intents.py``):
+Role: two writes given the same ``transactionalIdPrefix`` (queries, batch jobs with
+``idempotencyKey`` or without) would sweep, and so abort, each other's open transactions. The
+Kafka intent store keeps a claim per prefix (key ``prefix:<prefix>``, value the owning query
+key: a streaming query's id, or a keyed job's record key; ``kafka_intents.py``):
 
 - :func:`refuse_foreign_claim` (read-only) runs in every ``streamWriter()`` call, planning and
-  commit, and in a batch job's ``writer()`` given an explicit prefix: a prefix another query
-  key claimed is refused with a :class:`~kafka_sink.spark.errors.SinkOptionError` naming the
-  prefix, the owner and the fixes. It runs before the fence is taken, so a refused query never
-  fences the owner.
-- :func:`take_claim` runs once the driver holds the fence (``fence.py``) and writes the claim
-  through it. Two queries starting at once both InitProducerId the shared fence; the one fenced
-  before its claim write commits is refused.
+  commit, in the planning of every batch job with ``idempotencyKey`` (whatever its prefix), and
+  in a batch job's ``writer()`` given an explicit prefix: a prefix another query key claimed is
+  refused with a :class:`~kafka_sink.spark.errors.SinkOptionError` naming the prefix, the owner
+  and the fixes. It runs before the fence is taken, so a refused write never fences the owner
+  nor sweeps its prefix.
+- :func:`take_claim` runs once the driver holds the fence (``fence.py``; a keyed job's run:
+  ``idempotency.py``) and writes the claim through it. Two writes starting at once both
+  InitProducerId the shared fence; the one fenced before its claim write commits is refused,
+  with the fence's own error when the claim is then its own key's or nobody's (another run of
+  the same query or key fenced it).
 
 Invariants: only the Kafka store keeps claims (a file store lives in one query's checkpoint, so
 it sees no other query); the claim never names a secret.
@@ -63,17 +67,23 @@ def take_claim(store: IntentStore, prefix: str, query_key: str) -> None:
     try:
         claims.claim(prefix, query_key)
     except SinkFencedError as exc:
+        # Fenced before the claim landed: by another write starting at the same time, or by
+        # another run of this one (the same query key), whose own error says so.
+        if claims.claim_owner(prefix) in (None, query_key):
+            raise
         raise SinkOptionError(
-            f"transactionalIdPrefix {prefix!r} was taken by another query starting at the same "
-            f"time ({exc}). Fix: give each query its own transactionalIdPrefix"
+            f"transactionalIdPrefix {prefix!r} was taken by another exactly-once write starting "
+            f"at the same time ({exc}). Fix: give each write its own transactionalIdPrefix"
         ) from exc
 
 
 def _refusal(topic: str, prefix: str, owner: str) -> SinkOptionError:
     return SinkOptionError(
-        f"transactionalIdPrefix {prefix!r} belongs to another exactly-once query (query key "
-        f"{owner!r}): two writes sharing a prefix would abort each other's transactions. Fix: "
-        "give this write another transactionalIdPrefix; or, if that query is gone for good, "
+        f"transactionalIdPrefix {prefix!r} belongs to another exactly-once write (a streaming "
+        f"query, or a batch job with another idempotencyKey; its key {owner!r}): two writes "
+        "sharing a prefix would abort each other's transactions. Fix: give this write another "
+        "transactionalIdPrefix (a batch job with idempotencyKey may leave the option out: each "
+        "key then gets a prefix of its own); or, if that write is gone for good, "
         "release the prefix: kafka_sink.spark.eos.release_prefix({'bootstrap.servers': ...}, "
         f"{prefix!r}, {topic!r})"
     )

@@ -103,6 +103,7 @@ from kafka_sink.spark.eos.aborted import count_unfinished, not_known
 from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
 from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
+from kafka_sink.spark.eos.job_fence import job_fence
 from kafka_sink.spark.eos.outcomes import OutcomeReader, marker_reader, settle_lost
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
@@ -261,9 +262,15 @@ class EosCommitter:
         clock: Clock = SYSTEM_CLOCK,
         sleep_ms: Callable[[int], None] = _sleep_ms,
         fence: DriverFence | None = None,
+        batch_job: bool = False,
+        idempotency_key: str | None = None,
     ) -> None:
         self.store = store
         self.fence = fence
+        # A batch job's failed commit is never finished by a later commit or query start:
+        # its errors say what the user can do instead (_next_for_*).
+        self.batch_job = batch_job
+        self.idempotency_key = idempotency_key
         self.ops = ops
         self.query_key = query_key
         self.prefix = prefix
@@ -278,8 +285,10 @@ class EosCommitter:
 
         ``producer_config`` is the write's, with the ``transaction.timeout.ms`` the planning
         settled: it bounds how long a recorded commit is retried. A ``fenced`` plan (a
-        streaming query's) first refuses a prefix another query claimed, then takes or loads
-        this driver's fence (``fence.py``) before the store is read, and claims the prefix.
+        streaming query's, a keyed batch job's) first refuses a prefix another write claimed,
+        then takes or loads this driver's fence (``fence.py``; a keyed job's run takes it anew
+        while planning and commits through the planning's: ``job_fence.py``) before
+        the store is read, and claims the prefix.
         """
         timeout_ms = int(
             producer_config.get("transaction.timeout.ms", _DEFAULT_TRANSACTION_TIMEOUT_MS)
@@ -306,6 +315,9 @@ class EosCommitter:
             prefix=plan.prefix,
             transaction_timeout_ms=timeout_ms,
             fence=fence,
+            # Unfenced plans are batch jobs without a key; keyed jobs are fenced.
+            batch_job=plan.idempotency_key is not None or not plan.fenced,
+            idempotency_key=plan.idempotency_key,
         )
 
     def close(self) -> None:
@@ -541,10 +553,7 @@ class EosCommitter:
                 raise SinkIntentUnknownError(
                     f"exactly-once commit of batch {intent.batch_id} failed: its intent may be "
                     f"recorded (the write reported: {exc}; the store could not be read back: "
-                    f"{reread}). Nothing of the batch was aborted: the next commit, abort or "
-                    "start of the query commits it once if the intent is recorded, or ends its "
-                    "transactions if not. Fix: check that the intent store is reachable from "
-                    "the driver"
+                    f"{reread}). {self._next_for_unknown_intent()}"
                 ) from exc
             if not _same_record(found, intent):
                 raise
@@ -947,8 +956,10 @@ class EosCommitter:
         lost = [t for t, _ in lost_with_causes]
         causes = "; ".join(f"{error}" for _, error in lost_with_causes[:5])
         after = (
-            "nothing of the batch became visible; the batch is run again and writes these rows "
-            "again"
+            self._next_for_lost(partial)
+            if self.batch_job and (self.idempotency_key is None or not partial.committed)
+            else "nothing of the batch became visible; the batch is run again and writes these "
+            "rows again"
             if not partial.committed
             else f"{len(partial.committed)} other transaction(s) of the batch were committed "
             f"and are visible (Spark partitions {sorted(partial.committed)}; lost: Spark "
@@ -981,9 +992,15 @@ class EosCommitter:
         return (
             f"exactly-once commit of batch {batch_id} failed before anything became visible: "
             f"{len(gone)} of its transaction(s){_spark_partitions([t for t, _ in gone])} are "
-            f"no longer open, partitions {_shown([t for t, _ in gone])}. {each}. Nothing of "
-            "the batch was committed; its other transactions were aborted, and the batch's "
-            f"re-run writes all of it again. Fix: {fix}"
+            f"no longer open, partitions {_shown([t for t, _ in gone])}. {each}. "
+            + (
+                "Nothing of the job was committed and its other transactions were aborted: "
+                "running the job again writes it once"
+                if self.batch_job
+                else "Nothing of the batch was committed; its other transactions were aborted, "
+                "and the batch's re-run writes all of it again"
+            )
+            + f". Fix: {fix}"
         )
 
     def _incomplete_message(
@@ -1003,9 +1020,67 @@ class EosCommitter:
             f"{_shown(unended)}; {total - len(failed) - len(lost)} other "
             f"transaction(s) are committed and visible"
             + (f", {len(lost)} were lost (aborted by Kafka)" if lost else "")
-            + ". The intent stays: the next commit, abort or start of the query commits the "
-            "rest (it never writes the batch twice). Fix: check that the brokers are reachable "
-            "from the driver"
+            + f". {self._next_for_incomplete()}"
+        )
+
+    def _next_for_incomplete(self) -> str:
+        """Who finishes a recorded commit Kafka could not be told to finish in time, and the fix."""
+        reachable = "Fix: check that the brokers are reachable from the driver"
+        if not self.batch_job:
+            return (
+                "The intent stays: the next commit, abort or start of the query commits the "
+                f"rest (it never writes the batch twice). {reachable}"
+            )
+        if self.idempotency_key is not None:
+            return (
+                "The intent stays: Spark's abort of the job tries once more, and else the next "
+                f"run with idempotencyKey {self.idempotency_key!r} commits the rest (it never "
+                f"writes the job twice). {reachable}, then run the job again with the same key"
+            )
+        return (
+            "The intent stays, but the job has no idempotencyKey: once Spark's abort of the job "
+            "tries once more, nothing commits the rest; the brokers abort it after "
+            f"transaction.timeout.ms ({self.transaction_timeout_ms} ms) and its rows are never "
+            f"visible (nothing is written twice). {reachable}; then write the rows of the Spark "
+            "partitions not visible again (running the whole job again would write its visible "
+            "rows twice). With an idempotencyKey, a run of the same key finishes such a commit"
+        )
+
+    def _next_for_unknown_intent(self) -> str:
+        """Who settles a batch whose intent may or may not be recorded, and the fix."""
+        reachable = "Fix: check that the intent store is reachable from the driver"
+        settles = "commits it once if the intent is recorded, or ends its transactions if not"
+        if not self.batch_job:
+            return (
+                "Nothing of the batch was aborted: the next commit, abort or start of the query "
+                f"{settles}. {reachable}"
+            )
+        if self.idempotency_key is not None:
+            return (
+                "Nothing of the job was aborted: Spark's abort of the job, or else the next run "
+                f"with idempotencyKey {self.idempotency_key!r}, {settles}. {reachable}, then "
+                "run the job again with the same key"
+            )
+        return (
+            f"Nothing of the job was aborted: Spark's abort of the job, which runs next, {settles} "
+            f"(its log says which). {reachable}. If that abort could not read the store either, "
+            "none of the job's rows becomes visible (nothing reads the record of a job without "
+            "idempotencyKey again; the brokers abort its transactions after "
+            f"transaction.timeout.ms, {self.transaction_timeout_ms} ms): run the job again"
+        )
+
+    def _next_for_lost(self, partial: BatchRecord) -> str:
+        """What a job's run Kafka lost transactions of leaves (with some committed: a job
+        without idempotencyKey; a keyed one's re-run writes only the lost partitions)."""
+        if not partial.committed:
+            return "nothing of the job became visible: running the job again writes it once"
+        return (
+            f"{len(partial.committed)} other transaction(s) of the job were committed and are "
+            f"visible (Spark partitions {sorted(partial.committed)}; lost: Spark partitions "
+            f"{list(partial.lost)}). As the job has no idempotencyKey, running it again writes "
+            "every partition again, the visible ones twice: write the rows of the lost Spark "
+            "partitions again instead (with an idempotencyKey, a re-run of the key writes only "
+            "the lost partitions)"
         )
 
 
@@ -1209,6 +1284,14 @@ def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) ->
         finally:
             store.close()
 
+    if plan.idempotency_key is not None:
+        # A keyed batch job: every run's planning takes the fence anew, its commit uses that.
+        return job_fence(
+            plan,
+            init=lambda tid: init(tid, _FENCE_TRANSACTION_TIMEOUT_MS),
+            describe=lambda tid: describe([tid]).get(tid),
+            before_acquire=refuse_claimed,
+        )
     refuse_claimed()  # every call, planning and commit: read-only
     return open_fence(
         plan.prefix,

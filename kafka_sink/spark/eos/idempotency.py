@@ -19,6 +19,19 @@ before its intent leaves them open, holding read_committed readers back until
 which a later run of the key reports. The key plays the part of Delta Lake's idempotent writes'
 ``txnAppId`` and ``txnVersion`` together: one key names one write.
 
+Runs of one key at the same time (an orchestrator that triggers a job twice) are serialised by
+the fence of the job's prefix (``fence.py``: the id ``<prefix>.fence``), as a streaming query's
+drivers are. Every run's planning, before it reads the record, refuses a prefix another write
+claimed (``claims.py``: the planning never sweeps a prefix it does not own), then takes the
+fence with a new InitProducerId (``job_fence.py``), which fences every earlier run of the key
+still going, and claims the prefix for the key; the plan carries the fence's token to the run's
+commit (``EosPlan.fence_token``), which writes through it and never takes it again. So a run
+that a later one fenced is refused by Kafka at its next intent-store write, and ends nothing at
+its next sweep or abort: it fails with :class:`~kafka_sink.spark.eos.fence.SinkFencedError`
+saying another run of the key took it over (``job_fence.JobFence``), and the later run writes the
+job once, finishing what the earlier one recorded. The store itself refuses to turn a done
+record back into an intent or a partial one (``intents.refuse_replacing_done``).
+
 Invariants:
 - :func:`job_identity` is a pure function of (key, ``topic`` option, ``transactionalIdPrefix``
   option): every run of the same job gets the same prefix (by default
@@ -30,19 +43,21 @@ Invariants:
   the record in the plan), as a streaming batch's re-run does. An intent still unfinished after
   ``recover`` (marked lost by an older release) fails the planning naming the key, the
   transactions lost and what the user can do.
-- At run time it imports the standard library and the intent records only (the driver's workers
-  import it for every exactly-once batch write).
+- At most one run of a key holds its fence; only that run writes the key's record or ends
+  transactions of its prefix. A planning fenced before it ends fails before any task writes.
+- At run time it imports the standard library and the intent records only (the driver's
+  workers import it for every exactly-once batch write).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
-from kafka_sink.spark.eos.plan import CompletedJob, parse_transactional_id
+from kafka_sink.spark.eos.plan import CompletedJob, EosPlan, parse_transactional_id
 from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.logs import ensure_logging, logger
 
@@ -55,6 +70,7 @@ __all__ = [
     "JobIdentity",
     "SinkIdempotencyError",
     "job_identity",
+    "job_plan",
     "plan_job",
     "record_completion",
 ]
@@ -105,6 +121,21 @@ def job_identity(key: str, *, topic: str | None, prefix: str | None) -> JobIdent
     )
 
 
+def job_plan(
+    committer: EosCommitter, identity: JobIdentity, plan: EosPlan, *, write_id: str
+) -> EosPlan:
+    """``plan`` once :func:`plan_job` settled the run: the earlier completion (the tasks write
+    nothing), or the key's partial record (``EosPlan.with_last_record``); and the run's fence,
+    which its commit writes through."""
+    completed = plan_job(committer, identity, write_id=write_id)
+    if completed is None:
+        # A keyed job is one batch (0) of a stable record: a partly committed run is re-run as
+        # a streaming batch would be.
+        plan = plan.with_last_record(committer.store.last(plan.query_key))
+    fence = committer.fence
+    return replace(plan, completed=completed, fence_token=None if fence is None else fence.token)
+
+
 def plan_job(
     committer: EosCommitter, identity: JobIdentity, *, write_id: str
 ) -> CompletedJob | None:
@@ -128,6 +159,10 @@ def plan_job(
         identity.prefix,
         identity.idempotency_key,
     )
+    if committer.fence is not None:
+        # A run of the key planned since fenced this one (its sweep then ended nothing): this
+        # run stops before any task writes.
+        committer.fence.check("planning the job")
     if record is None or record.state == PARTIAL:
         # Nothing recorded: write everything. Partly committed: the re-run writes what Kafka
         # lost, and the tasks of the committed partitions only show their rows are the same

@@ -20,6 +20,12 @@ Invariants:
   partial record names the Spark partitions earlier runs of the batch committed (``committed``,
   their fingerprints, None where unknown); a partial record the ones lost (``lost``). An intent
   names, per transaction, the first offsets its task's writes were acknowledged at.
+- No store replaces a done record with an intent or a partial record of that batch or an
+  earlier one (:func:`refuse_replacing_done`, raising :class:`DoneRecordReplacedError`): a
+  writer that read the store before another finished the batch cannot undo it. The memory
+  store checks under its lock, the file store under a lock on its directory (processes of one
+  host), the Kafka store before its append (through the fence, so atomic against another
+  fenced writer).
 - ``record_from_json(record_to_json(r)) == r``.
 - It imports the standard library, the transaction handle and the fingerprint value only: the
   driver's workers of every write import it. Records written without the fingerprint fields
@@ -28,6 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -38,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
+from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fingerprint import Fingerprint
 
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "INTENT",
     "PARTIAL",
     "BatchRecord",
+    "DoneRecordReplacedError",
     "FileIntentStore",
     "IntentStore",
     "MemoryIntentStore",
@@ -83,6 +92,28 @@ class BatchRecord:
     def __post_init__(self) -> None:
         if self.state not in _STATES:
             raise ValueError(f"BatchRecord.state must be one of {_STATES}: {self.state!r}")
+
+
+class DoneRecordReplacedError(SinkError):
+    """A write would turn a batch recorded done back into an intent or a partial record."""
+
+
+def refuse_replacing_done(current: BatchRecord | None, record: BatchRecord) -> None:
+    """Raise :class:`DoneRecordReplacedError` when writing ``record`` over ``current`` (the
+    store's latest record of its key) would undo a done batch: an intent or a partial record of
+    that batch or an earlier one. Done over done (a completion's stamp), the next batch's
+    intent and anything after a delete pass."""
+    if current is None or current.state != DONE or record.state == DONE:
+        return
+    if record.batch_id > current.batch_id:
+        return
+    raise DoneRecordReplacedError(
+        f"exactly-once: refused to write the {record.state} record of batch {record.batch_id} "
+        f"of {record.query_key!r}: batch {current.batch_id} is already done, finished by "
+        "another writer after this one read the store (another run of the same "
+        "idempotencyKey, or a newer driver of the query). The done record stands: this writer "
+        "stops here, and no re-run writes that batch again"
+    )
 
 
 class IntentStore(Protocol):
@@ -178,6 +209,7 @@ class MemoryIntentStore:
 
     def write(self, record: BatchRecord) -> None:
         with self._lock:
+            refuse_replacing_done(self._records.get(record.query_key), record)
             self._records[record.query_key] = record
             self.history.append(record)
 
@@ -214,13 +246,21 @@ class FileIntentStore:
 
     def write(self, record: BatchRecord) -> None:
         path = self._path(record.query_key)
-        tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(record_to_json(record), f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        self._sync_directory()
+        # The check and the replace under one lock (on the directory: no lock file is left):
+        # two processes of one host cannot both pass the check, then replace each other's record.
+        lock = os.open(self.directory, os.O_RDONLY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            refuse_replacing_done(self.last(record.query_key), record)
+            tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(record_to_json(record), f, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            self._sync_directory()
+        finally:
+            os.close(lock)  # releases the lock
 
     def delete(self, query_key: str) -> None:
         try:

@@ -39,6 +39,9 @@ first plans on a driver); :meth:`KafkaIntentStore.claim_owner` reads it, and a t
 key releases it (:func:`release_prefix`).
 
 Invariants:
+- ``write`` of an intent or a partial record reads the key first and refuses to replace a done
+  record (``intents.refuse_replacing_done``); through the fence nothing can land between that
+  read and the append, since a write after another driver's InitProducerId is refused.
 - ``write`` returns once the record is on every in-sync replica (``acks=all``, at least two of
   them on a cluster of two brokers or more); a failure raises, and the committer then stops
   before its next step.
@@ -101,7 +104,13 @@ from kafka_sink.errors import (
 )
 from kafka_sink.records.batch import Record
 from kafka_sink.spark.eos.fence import DriverFence, FenceToken
-from kafka_sink.spark.eos.intents import BatchRecord, record_from_json, record_to_json
+from kafka_sink.spark.eos.intents import (
+    DONE,
+    BatchRecord,
+    record_from_json,
+    record_to_json,
+    refuse_replacing_done,
+)
 from kafka_sink.spark.errors import SinkError
 
 __all__ = [
@@ -278,6 +287,10 @@ class KafkaIntentStore:
     def write_within(self, record: BatchRecord, timeout_ms: int | None) -> None:
         """``write``, given up after ``timeout_ms`` (None: the client's ``max.block.ms``): the
         commit bounds its intent by the time the batch's transactions have left."""
+        if record.state != DONE:
+            # Read, then append through the fence: a writer whose append follows another
+            # driver's InitProducerId is refused, so what it read is still the latest.
+            refuse_replacing_done(self.last(record.query_key), record)
         value = json.dumps({"format": FORMAT, **record_to_json(record)}, sort_keys=True)
         self._append(
             record.query_key,

@@ -50,8 +50,10 @@ Invariants:
 - ``transactional_id`` and ``parse_transactional_id`` round-trip; ids of other writes (another
   prefix, or a prefix that merely starts with ours) do not parse.
 - An :class:`EosPlan` holds names only (no client, no store): it pickles, and building it opens
-  nothing. A streaming query's plan is ``fenced``: its driver's store writes go through the
-  prefix's fence (``fence.py``; the id ``<prefix>.fence`` does not parse as a task's id).
+  nothing. A streaming query's plan is ``fenced``, and so is a keyed batch job's: its
+  driver's store writes go through the prefix's fence (``fence.py``; the id ``<prefix>.fence``
+  does not parse as a task's id). A keyed job's plan carries the fence's token from its
+  planning to its commit (``fence_token``: ids and an epoch, no secret).
   ``open_store`` loads the Kafka store (and its client) only for ``intent_topic``, so
   the driver's workers of a write that keeps its intents elsewhere never load the network stack.
 - A plan with neither ``intent_topic`` nor ``intent_dir`` keeps its intents in this process
@@ -66,7 +68,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from kafka_sink.spark.eos.fence import DriverFence, FencedStore
+from kafka_sink.spark.eos.fence import DriverFence, FencedStore, FenceToken
 from kafka_sink.spark.eos.intents import (
     PARTIAL,
     BatchRecord,
@@ -159,9 +161,14 @@ class EosPlan:
     intent_dir: str | None
     #: The intent topic (``intentStore=kafka``); takes precedence over ``intent_dir``.
     intent_topic: str | None = None
-    #: Whether the driver holds the prefix's fence (``fence.py``): a streaming query's writes.
-    #: A batch job's never: its fence would fence a streaming query given the same prefix.
+    #: Whether the driver holds the prefix's fence (``fence.py``): a streaming query's writes,
+    #: and a batch job's with ``idempotencyKey`` (each run takes it: ``idempotency.py``). A
+    #: batch job's without the key never: its prefix is its own, and a fence would fence a
+    #: streaming query given the same prefix.
     fenced: bool = False
+    #: A keyed batch job's fence as its planning left it: the commit writes through it (it
+    #: never takes the fence again, which would fence a later run of the key).
+    fence_token: FenceToken | None = None
     #: A batch job's ``idempotencyKey``: its record is kept once its commit is over.
     idempotency_key: str | None = None
     #: Set when an earlier run completed the key: the tasks and the commit write nothing.

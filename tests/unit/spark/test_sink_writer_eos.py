@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -453,8 +454,13 @@ def test_a_keyed_batch_plan_is_the_same_on_every_run(no_broker) -> None:
         )[1]
         for w in ("w1", "w2")
     ]
-    assert plans[0] == plans[1]
-    assert plans[0] is not None and plans[0].prefix.startswith("pykafka-job-")
+    assert plans[0] is not None and plans[1] is not None
+    # The same names on every run; each run takes the key's fence anew, fencing the earlier.
+    first, second = plans[0].fence_token, plans[1].fence_token
+    assert first is not None and second is not None
+    assert (second.producer_id, second.producer_epoch) > (first.producer_id, first.producer_epoch)
+    assert replace(plans[0], fence_token=None) == replace(plans[1], fence_token=None)
+    assert plans[0].prefix.startswith("pykafka-job-")
     assert plans[0].idempotency_key == "k1" and plans[0].completed is None
 
 

@@ -1,0 +1,86 @@
+"""A batch job's fence per ``idempotencyKey``: the newest run of a key fences every earlier one.
+
+Role: two runs of one key at the same time (an orchestrator that triggers a job twice) must not
+both write. Each run's planning takes the fence of the job's prefix (``fence.py``: the id
+``<prefix>.fence``) with a new InitProducerId, after refusing a prefix another write claimed
+(``claims.py``); the run's plan carries the token (``EosPlan.fence_token``) to its commit, which
+writes the intent store through it and never takes the fence again. An earlier run of the key
+that a later one fenced is refused by Kafka at its next intent-store write and ends no
+transaction (``EosCommitter`` checks the fence before any sweep or abort), and
+:class:`JobFence` gives its error: another run of the key took it over. ``idempotency.py``
+plans the run; ``committer.for_plan`` builds the fence through :func:`job_fence`.
+
+Invariants:
+- A run takes the fence once, while planning; its commit uses the planning's token, so it never
+  fences a later run of the key.
+- The token lives in the run's plan, never on the driver's disk: a later run of the key on the
+  same driver takes a fence of its own.
+- Standard library, the fence and the plan only at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kafka_sink.spark.eos.fence import DriverFence, FenceToken, SinkFencedError, fence_id
+from kafka_sink.spark.eos.plan import EosPlan
+
+if TYPE_CHECKING:
+    from kafka_sink.admin.transactions import TransactionListing
+
+__all__ = ["JobFence", "job_fence"]
+
+
+class JobFence(DriverFence):
+    """One run's hold on its key: the fence of the job's prefix, which every run's planning
+    takes, so that the newest run of the key fences every earlier one still running."""
+
+    def __init__(
+        self,
+        idempotency_key: str,
+        prefix: str,
+        query_key: str,
+        token: FenceToken,
+        *,
+        describe: Callable[[str], TransactionListing | None],
+    ) -> None:
+        super().__init__(prefix, query_key, token, describe=describe)
+        self.idempotency_key = idempotency_key
+
+    def advance(self, token: FenceToken) -> None:
+        # Kept in this run's plan (EosPlan.fence_token), not on the driver's disk, where a
+        # later run of the key on the same driver would take it for its own.
+        self._token = token
+
+    def error(self, doing: str, why: object) -> SinkFencedError:
+        return SinkFencedError(
+            f"exactly-once: another run of idempotencyKey {self.idempotency_key!r} (prefix "
+            f"{self.prefix!r}) started while this run was {doing}, and took the key over "
+            f"({why}). Two runs of one key must not both write, so this run commits nothing "
+            "more and fails; the other run writes the job's rows once (finishing this run's "
+            "commit if this run had recorded it) and aborts this run's open transactions. Fix: "
+            "let the other run finish and check its outcome (a run of the key after it writes "
+            "nothing); have the orchestrator start one run of a key at a time. Another write "
+            "given "
+            f"transactionalIdPrefix {self.prefix!r} fences a run the same way: give it its own"
+        )
+
+
+def job_fence(
+    plan: EosPlan,
+    *,
+    init: Callable[[str], tuple[int, int]],
+    describe: Callable[[str], TransactionListing | None],
+    before_acquire: Callable[[], None],
+) -> JobFence:
+    """A keyed run's fence: the one its planning took (``plan.fence_token``, in the commit),
+    else, while planning, a new InitProducerId on the prefix's fence id after
+    ``before_acquire`` (which refuses a prefix another write claimed)."""
+    assert plan.idempotency_key is not None
+    token = plan.fence_token
+    if token is None:
+        before_acquire()
+        producer_id, epoch = init(fence_id(plan.prefix))
+        token = FenceToken(fence_id(plan.prefix), producer_id, epoch)
+    return JobFence(plan.idempotency_key, plan.prefix, plan.query_key, token, describe=describe)

@@ -1,0 +1,350 @@
+"""Two runs of one ``idempotencyKey`` at the same time (an orchestrator that triggers a job twice)
+write every row once, and at most one of them reports success; a keyed job never sweeps a prefix
+another write claimed.
+
+Each run is the data source's own path on one driver (``PyKafkaDataSource.writer()``, its writer
+pickled as Spark ships it, then ``commit()`` with the tasks' messages) over the coordinator model
+(``tests/fakes/coordinator.py``) and the Kafka intent store on it (``tests/fakes/topic_log.py``).
+The runs are interleaved at the points where the race used to harm: a run planned after the
+other's tasks prepared, a run committed whole while the other stood between its check and its
+intent, a run planned while the other's recorded commit was under way. After both, a third run
+of the key writes nothing.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from kafka_sink.clock import ManualClock
+from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
+from kafka_sink.spark.datasource import PyKafkaDataSource
+from kafka_sink.spark.eos import committer as committer_module
+from kafka_sink.spark.eos import kafka_intents
+from kafka_sink.spark.eos import timeout as eos_timeout
+from kafka_sink.spark.eos.committer import EosCommitter
+from kafka_sink.spark.eos.fence import SinkFencedError
+from kafka_sink.spark.eos.idempotency import job_identity
+from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, FileIntentStore
+from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.eos.plan import EosPlan, transactional_id
+from kafka_sink.spark.errors import SinkError, SinkOptionError
+from kafka_sink.spark.writer import PyKafkaBatchWriter
+from tests.fakes.coordinator import ONGOING, FakeCoordinator, coordinator_ops
+from tests.fakes.topic_log import CoordinatedTopicLog
+from tests.unit.spark.eos_support import fingerprint, rows
+
+SCHEMA = StructType([StructField("value", BinaryType())])
+TOPIC = "orders"
+INTENT_TOPIC = "intents"
+KEY = "nightly-2026-11-25"
+TIMEOUT_MS = 60_000
+PARTITIONS = (0, 1, 2)
+
+
+class _Cluster:
+    """The model behind every client a run's driver opens; ``before_intent`` runs once, right
+    before the next intent record is written (a run between its check and its intent)."""
+
+    def __init__(self, intents: str, commit_log: Path) -> None:
+        # The drivers' committers read the system clock: the model's wall clock starts there.
+        self.coordinator = FakeCoordinator(ManualClock(wall_ms=int(time.time() * 1000)))
+        self.log = CoordinatedTopicLog(self.coordinator)
+        self.before_intent: Callable[[], None] | None = None
+        #: The intent store the runs use: the Kafka topic, or files under a local commitLog.
+        self.intents = intents
+        self.commit_log = commit_log
+
+    def open_store(self, config: Any, topic: str, timeout_s: Any = None, fence: Any = None) -> Any:
+        return KafkaIntentStore(self.log, topic, cluster="fake", fence=fence)
+
+    def hooked(self, write: Callable[..., None]) -> Any:
+        """A store's ``write`` (or ``write_within``, which the commit calls where a store has
+        it), running ``before_intent`` before the next intent record."""
+
+        def hooked_write(store: Any, record: BatchRecord, *bound: Any) -> None:
+            hook, self.before_intent = self.before_intent, None
+            if hook is not None and record.state == INTENT:
+                hook()
+            elif hook is not None:
+                self.before_intent = hook
+            write(store, record, *bound)
+
+        return hooked_write
+
+    def options(self) -> dict[str, str]:
+        if self.intents == "kafka":
+            return {"intentTopic": INTENT_TOPIC}
+        return {"intentStore": "checkpoint", "commitLog": str(self.commit_log)}
+
+    def record(self) -> BatchRecord | None:
+        """The key's record, as a driver of another process reads it."""
+        identity = job_identity(KEY, topic=TOPIC, prefix=None)
+        if self.intents == "kafka":
+            kafka_intents._POSITIONS.clear()
+            return KafkaIntentStore(self.log, INTENT_TOPIC, cluster="reader").last(
+                identity.query_key
+            )
+        return FileIntentStore(str(self.commit_log / "pykafka-intents")).last(identity.query_key)
+
+    def visible(self) -> Counter[object]:
+        return Counter(
+            row
+            for (topic, _), values in self.coordinator.read_committed().items()
+            if topic == TOPIC
+            for row in values
+        )
+
+    def open_transactions(self) -> list[str]:
+        return [
+            tid
+            for tid, meta in self.coordinator.txns.items()
+            if meta.state == ONGOING and not tid.endswith(".fence")
+        ]
+
+
+@pytest.fixture(params=["kafka", "checkpoint"])
+def cluster(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[_Cluster]:
+    """Both stores: the Kafka topic (written through the fence) and a local commitLog's files
+    (the fence checked before each write)."""
+    model = _Cluster(request.param, tmp_path / "log")
+    monkeypatch.setattr(
+        KafkaIntentStore, "write_within", model.hooked(KafkaIntentStore.write_within)
+    )
+    monkeypatch.setattr(FileIntentStore, "write", model.hooked(FileIntentStore.write))
+    monkeypatch.setattr(
+        committer_module,
+        "listing_ops",
+        lambda config, timeout_s=None: coordinator_ops(model.coordinator),
+    )
+    monkeypatch.setattr(KafkaIntentStore, "open", model.open_store)
+    monkeypatch.setattr(eos_timeout, "resolve_transaction_timeout_ms", lambda config: TIMEOUT_MS)
+    yield model
+
+
+# Claims are kept in the Kafka store only (a local commitLog sees no other write).
+KAFKA_ONLY = pytest.mark.parametrize("cluster", ["kafka"], indirect=True)
+
+
+class _Run:
+    """One run of the job: a driver of its own planning, its tasks and its commit."""
+
+    def __init__(
+        self, cluster: _Cluster, name: str, *, prefix: str | None = None, key: str = KEY
+    ) -> None:
+        self.cluster = cluster
+        self.key = key
+        self.name = name
+        self.prefix = prefix
+        self.writer: PyKafkaBatchWriter | None = None
+        self.messages: list[PyKafkaCommitMessage] = []
+        self.error: SinkError | None = None
+        self.succeeded = False
+
+    def plan(self) -> None:
+        options = {
+            "kafka.bootstrap.servers": "h:1",
+            "topic": TOPIC,
+            "deliveryGuarantee": "exactly-once",
+            "idempotencyKey": self.key,
+            **self.cluster.options(),
+        }
+        if self.prefix is not None:
+            options["transactionalIdPrefix"] = self.prefix
+        try:
+            writer = PyKafkaDataSource(options).writer(SCHEMA, False)
+        except SinkError as exc:
+            self.error = exc
+            return
+        self.writer = pickle.loads(pickle.dumps(writer))  # as Spark ships it to the commit
+
+    @property
+    def plan_of(self) -> EosPlan:
+        assert self.writer is not None and self.writer.eos is not None
+        return self.writer.eos
+
+    def tasks(self, slot: int) -> None:
+        """Each Spark partition's task writes the job's rows on ``slot`` and prepares (none
+        when the key was completed: the tasks return at once)."""
+        if self.writer is None or self.plan_of.completed is not None:
+            return
+        for p in PARTITIONS:
+            values = rows(0, p)
+            tid = transactional_id(self.plan_of.prefix, p, slot)
+            prepared = self.cluster.coordinator.begin(tid, {(TOPIC, p): values}, TIMEOUT_MS)
+            self.messages.append(
+                PyKafkaCommitMessage(p, 0, p, None, (), prepared, fingerprint(values))
+            )
+
+    def commit(self) -> None:
+        if self.writer is None or self.error is not None:
+            return
+        try:
+            self.writer.commit(list(self.messages))
+        except SinkError as exc:
+            self.error = exc
+            return
+        self.succeeded = True
+
+
+def _job_rows() -> Counter[object]:
+    return Counter(r for p in PARTITIONS for r in rows(0, p))
+
+
+def _assert_once_and_one_success(cluster: _Cluster, first: _Run, second: _Run) -> None:
+    assert cluster.visible() == _job_rows(), [(r.succeeded, r.error) for r in (first, second)]
+    winners = [run for run in (first, second) if run.succeeded]
+    assert len(winners) == 1, [run.error for run in (first, second)]
+    [loser] = [run for run in (first, second) if not run.succeeded]
+    assert loser.error is not None
+    message = str(loser.error)
+    assert f"another run of idempotencyKey {KEY!r}" in message, message
+    assert "Fix:" in message
+    # A third run finds the key done and writes nothing; nothing stays open.
+    third = _Run(cluster, "third")
+    third.plan()
+    assert third.error is None and third.plan_of.completed is not None
+    third.tasks(slot=2)
+    third.commit()
+    assert third.succeeded and cluster.visible() == _job_rows()
+    assert cluster.open_transactions() == []
+    last = cluster.record()
+    assert last is not None and last.state == DONE
+
+
+def test_a_run_planned_after_the_others_tasks_prepared(cluster: _Cluster) -> None:
+    first, second = _Run(cluster, "first"), _Run(cluster, "second")
+    first.plan()
+    first.tasks(slot=0)
+    second.plan()  # its planning takes the key over: the first run's transactions are ended
+    second.tasks(slot=1)
+    first.commit()
+    second.commit()
+    assert second.succeeded and not first.succeeded
+    _assert_once_and_one_success(cluster, first, second)
+
+
+def test_both_planned_then_the_first_commits_first(cluster: _Cluster) -> None:
+    first, second = _Run(cluster, "first"), _Run(cluster, "second")
+    first.plan()
+    second.plan()
+    first.tasks(slot=0)
+    second.tasks(slot=1)
+    first.commit()
+    second.commit()
+    _assert_once_and_one_success(cluster, first, second)
+
+
+def test_a_run_committed_whole_while_the_other_stood_before_its_intent(
+    cluster: _Cluster,
+) -> None:
+    first, second = _Run(cluster, "first"), _Run(cluster, "second")
+    first.plan()
+    second.plan()
+    first.tasks(slot=0)
+    second.tasks(slot=1)
+    # The first run has read the store (no record) and checked its transactions; the second
+    # commits all of its own, records done and sweeps; then the first writes its intent.
+    cluster.before_intent = second.commit
+    first.commit()
+    if cluster.before_intent is not None:
+        # The checkpoint store checks the fence before the write: the first run was refused
+        # there, before it came to write (the fence the second run took at planning).
+        assert cluster.intents == "checkpoint"
+        cluster.before_intent = None
+        second.commit()
+    assert second.succeeded, second.error
+    _assert_once_and_one_success(cluster, first, second)
+
+
+def test_a_run_planned_while_the_others_recorded_commit_was_under_way(
+    cluster: _Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = _Run(cluster, "first"), _Run(cluster, "second")
+    first.plan()
+    first.tasks(slot=0)
+    planned: list[None] = []
+
+    def second_plans(batch_id: int, *args: Any, **kwargs: Any) -> None:
+        if not planned:  # between the first run's durable intent and its first EndTxn
+            planned.append(None)
+            second.plan()  # finds the intent and finishes it: the key is done
+            second.tasks(slot=1)
+
+    monkeypatch.setattr(committer_module, "pause_commit", second_plans)
+    first.commit()
+    second.commit()
+    assert second.plan_of.completed is not None  # the second run wrote nothing
+    _assert_once_and_one_success(cluster, first, second)
+
+
+@KAFKA_ONLY
+def test_a_keyed_job_never_sweeps_a_prefix_a_streaming_query_claimed(cluster: _Cluster) -> None:
+    # A streaming query owns the prefix and has a batch prepared and recorded.
+    query = EosCommitter.for_plan(
+        EosPlan("shared", "query-1", None, INTENT_TOPIC, fenced=True), {"bootstrap.servers": "h:1"}
+    )
+    prepared = [
+        cluster.coordinator.begin(f"shared-{p}-0", {(TOPIC, p): [f"q-{p}"]}, TIMEOUT_MS)
+        for p in PARTITIONS
+    ]
+    query.close()
+    job = _Run(cluster, "job", prefix="shared")
+    job.plan()
+    assert isinstance(job.error, SinkOptionError)
+    message = str(job.error)
+    assert "'shared'" in message and "'query-1'" in message and "Fix:" in message
+    # The query's prepared transactions are untouched: it commits them.
+    assert [cluster.coordinator.txns[t.transactional_id].state for t in prepared] == [ONGOING] * 3
+    query = EosCommitter.for_plan(
+        EosPlan("shared", "query-1", None, INTENT_TOPIC, fenced=True), {"bootstrap.servers": "h:1"}
+    )
+    tasks = [
+        committer_module.TaskTransaction(p, t) for p, t in zip(PARTITIONS, prepared, strict=True)
+    ]
+    assert query.commit(0, tasks) == committer_module.COMMITTED
+    assert sorted(cluster.visible()) == [f"q-{p}" for p in PARTITIONS]
+
+
+@KAFKA_ONLY
+def test_a_second_key_given_the_same_prefix_is_refused_without_sweeping_the_first(
+    cluster: _Cluster,
+) -> None:
+    first = _Run(cluster, "first", prefix="nightly")
+    first.plan()
+    first.tasks(slot=0)
+    other = _Run(cluster, "other", prefix="nightly", key="nightly-2026-11-26")
+    other.plan()
+    assert isinstance(other.error, SinkOptionError)
+    message = str(other.error)
+    assert "'nightly'" in message and "another transactionalIdPrefix" in message
+    first.commit()
+    assert first.succeeded, first.error
+    assert cluster.visible() == _job_rows()
+    assert cluster.open_transactions() == []
+
+
+@KAFKA_ONLY
+def test_a_run_fenced_before_its_claim_landed_says_another_run_took_the_key(
+    cluster: _Cluster,
+) -> None:
+    first, second = _Run(cluster, "first"), _Run(cluster, "second")
+    # The first run's claim is the first write through its fence: the second run plans (and
+    # takes the fence) right before it.
+    cluster.coordinator.script("write", second.plan)
+    first.plan()
+    assert second.error is None and first.writer is None
+    assert isinstance(first.error, SinkFencedError)
+    assert f"another run of idempotencyKey {KEY!r}" in str(first.error)
+    second.tasks(slot=0)
+    second.commit()
+    assert second.succeeded and cluster.visible() == _job_rows()
