@@ -194,6 +194,7 @@ def _preflight(options: SinkOptions, *, streaming: bool) -> None:
         timeout_ms=options.preflight_timeout_ms,
         idempotent=idempotent,
         streaming=streaming,
+        exactly_once=options.exactly_once,
     )
 
 

@@ -15,7 +15,11 @@ known. What is asked:
   ``auto.create.topics.enable`` decides (DescribeConfigs on one broker): off or unreadable fails
   naming the topic and that setting; on logs once per driver that the first write creates it
   with ``num.partitions`` and ``default.replication.factor``. Present without WRITE in its
-  authorized operations (or hidden: TOPIC_AUTHORIZATION_FAILED) fails naming the ACL;
+  authorized operations (or hidden: TOPIC_AUTHORIZATION_FAILED) fails naming the ACL; with
+  exactly-once, so does one without READ: the driver reads the topic's partitions for a
+  transaction's COMMIT or ABORT marker when a commit is refused after its id moved on (without
+  READ that outcome stays unknown and the batch cannot finish), and for what an aborted batch's
+  unfinished tasks wrote;
 - idempotence (at-least-once with ``enable.idempotence`` on): the brokers give a producer id to
   a principal with IDEMPOTENT_WRITE on the cluster or, since Kafka 3.0 (KIP-679), WRITE on any
   topic, prefixed ACLs included, which no listing shows. So when the cluster's authorized
@@ -78,7 +82,7 @@ __all__ = ["ClientFactory", "check_transactional_ids", "check_write"]
 ClientFactory = Callable[[Mapping[str, object]], tuple[AdminClient, AdminConfig]]
 
 # Kafka's AclOperation codes: bit (1 << code) of an authorized-operations field.
-_ALL, _WRITE, _IDEMPOTENT_WRITE = 2, 4, 12
+_ALL, _READ, _WRITE, _IDEMPOTENT_WRITE = 2, 3, 4, 12
 # The Metadata versions carrying the cluster's authorized operations (moved to
 # DescribeCluster from v11).
 _METADATA_AUTHORIZED_OPS = (8, 10)
@@ -102,17 +106,29 @@ def check_write(
     timeout_ms: int,
     idempotent: bool,
     streaming: bool,
+    exactly_once: bool = False,
     client_factory: ClientFactory = AdminClient.from_config,
 ) -> None:
-    """Refuse, before any task, a write the cluster cannot take (see the module docstring)."""
-    key = _key("write", producer_config, topic, str(idempotent))
+    """Refuse, before any task, a write the cluster cannot take (see the module docstring).
+
+    ``exactly_once``: the topic must be readable too (READ), for the driver's marker reads.
+    """
+    key = _key("write", producer_config, topic, str(idempotent), str(exactly_once))
     if streaming and key in _PASSED:
         return
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
         _brokers(client, cfg, deadline)
         node, response = _metadata(client, topic, deadline)
         if topic is not None:
-            _check_topic(client, cfg, node=node, topic=topic, response=response, deadline=deadline)
+            _check_topic(
+                client,
+                cfg,
+                node=node,
+                topic=topic,
+                response=response,
+                deadline=deadline,
+                read=exactly_once,
+            )
         if idempotent and not _allows(response.cluster_authorized_operations, _IDEMPOTENT_WRITE):
             _check_idempotent_write(client, cfg, node, topic, deadline)
     if streaming:
@@ -253,8 +269,9 @@ def _check_topic(
     topic: str,
     response: MetadataResponse,
     deadline: Deadline,
+    read: bool = False,
 ) -> None:
-    """Refuse a missing or unwritable topic."""
+    """Refuse a missing or unwritable topic (with ``read``, an unreadable one too)."""
     entry = next((t for t in response.topics if t.name == topic), None)
     if entry is None or entry.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
         _missing_topic(client, cfg, node, topic, deadline)
@@ -266,6 +283,15 @@ def _check_topic(
             f"the principal {_principal(cfg)} may not write to topic '{topic}' (option 'topic'): "
             "it lacks the WRITE ACL on the topic (TOPIC_AUTHORIZATION_FAILED). Fix: "
             + _acl_command(cfg, f"--operation Write --topic {topic}")
+        )
+    if read and not _allows(entry.topic_authorized_operations, _READ, unknown=True):
+        raise SinkOptionError(
+            f"deliveryGuarantee=exactly-once: the principal {_principal(cfg)} may not read "
+            f"topic '{topic}' (option 'topic'): it lacks the READ ACL on the topic. The driver "
+            "reads the topic's partitions for a transaction's COMMIT or ABORT marker when a "
+            "commit is refused after its transactional id moved on (without READ that batch "
+            "cannot be finished, and its query cannot go on), and for what an aborted batch's "
+            "unfinished tasks wrote. Fix: " + _acl_command(cfg, f"--operation Read --topic {topic}")
         )
 
 

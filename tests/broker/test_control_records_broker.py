@@ -86,8 +86,10 @@ def _prepared_then_moved_on(
     return prepared
 
 
-def _outcome(bootstrap: str, prepared: PreparedTransaction, first: int = 1) -> bool:
-    reader = ControlRecordReader.from_config({"bootstrap.servers": bootstrap}, 30)
+def _outcome(
+    bootstrap: str, prepared: PreparedTransaction, first: int = 1, timeout_s: float = 30
+) -> bool:
+    reader = ControlRecordReader.from_config({"bootstrap.servers": bootstrap}, timeout_s)
     assert isinstance(reader, ControlRecordReader)
     try:
         return reader.transaction_outcome(prepared, dict.fromkeys(prepared.partitions, first))
@@ -132,8 +134,11 @@ def test_a_marker_not_in_the_log_is_an_error_naming_the_id(
     topic = topic_factory(partitions=2)
     prepared = _prepared_then_moved_on(kafka_bootstrap, topic, commit_first=True)
     # Read from past the marker: up to the high watermark nothing tells, and nothing is guessed.
-    with pytest.raises(TransactionOutcomeUnknownError, match=prepared.transactional_id):
-        _outcome(kafka_bootstrap, prepared, first=4)
+    # As from a leader behind the marker, it is asked again until the deadline, then unknown.
+    with pytest.raises(TransactionOutcomeUnknownError, match=prepared.transactional_id) as info:
+        _outcome(kafka_bootstrap, prepared, first=4, timeout_s=3)
+    assert "did not finish within 3000 ms" in str(info.value)
+    assert sorted(info.value.causes) == sorted(prepared.partitions)
 
 
 def test_the_committer_counts_a_commit_whose_answer_was_lost_as_committed(

@@ -421,6 +421,11 @@ class FakeCoordinator:
         out: list[bool] = []
 
         def apply() -> int:
+            if not any(first_offsets.get(tp, -1) >= 0 for tp in prepared.partitions):
+                raise TransactionOutcomeUnknownError(
+                    f"the first offsets of transaction {prepared.transactional_id!r} in its "
+                    "partitions are not known, so its markers cannot be read"
+                )
             for tp in sorted(tp for tp in prepared.partitions if tp in first_offsets):
                 out.extend(
                     commit

@@ -177,7 +177,7 @@ def test_a_topic_column_write_without_idempotent_write_is_refused(
     assert _values(acl_kafka, topic, isolation_level="read_uncommitted") == []
 
 
-def test_exactly_once_without_transactional_id_acls_is_refused_then_commits_once_granted(
+def test_exactly_once_without_read_or_transactional_id_acls_is_refused_then_commits_once_granted(
     spark: Any, acl_kafka: LocalKafka, tmp_path: Any
 ) -> None:
     topic = f"eos-{uuid.uuid4().hex[:8]}"
@@ -192,6 +192,11 @@ def test_exactly_once_without_transactional_id_acls_is_refused_then_commits_once
         "intentStore": "checkpoint",
         "commitLog": str(tmp_path / "commits"),
     }
+    # Exactly-once reads the topic too (a refused commit's marker): READ is asked first.
+    message, _ = _refused(spark, options)
+    assert f"User:alice may not read topic '{topic}'" in message
+    assert f"--allow-principal User:alice --operation Read --topic {topic}" in message
+    _grant(acl_kafka, "alice", ("TOPIC", topic), "READ")
     message, _ = _refused(spark, options)
     assert f"User:alice may not use the transactional ids '{prefix}-*'" in message
     assert (

@@ -24,14 +24,21 @@ commits them all so that a read_committed reader sees the batch exactly once, wh
    shows the re-run gave those partitions the same rows, and then the lost partitions' new
    transactions are committed as in 3. A fingerprint that differs, or a committed partition
    written again, stops the query with :class:`SinkPartlyCommittedError` (nothing of the re-run
-   committed): its rows could not be shown to complete the batch exactly once.
+   committed): its rows could not be shown to complete the batch exactly once. A batch an
+   earlier release recorded lost (an intent marked with the ids Kafka lost, which that release
+   wrote whole again) is read as partial: committed are its other Spark partitions, which that
+   release did not record, nor their fingerprints, so its re-run stops the same way.
 
 Once the intent is written the batch is finished, not failed: EndTxn answers that may clear
 (retriable errors, a lost connection, a timeout) are retried with backoff until
 ``transaction.timeout.ms`` has passed since the intent (by then every transaction of the batch is
 either committed or aborted by its coordinator); only a transaction Kafka lost fails the batch,
-naming what is visible. A done record that cannot be written does not fail a committed batch (the
-next planning's :meth:`EosCommitter.recover` finishes the intent). Before the intent, every
+naming what is visible. A commit refused because its id moved on is read from its partitions
+(``outcomes.py``); when its marker cannot be read, the batch fails as incomplete
+(:class:`SinkCommitOutcomeUnknownError`, naming the transactions and why) with its intent
+unfinished, so nothing of it is recorded lost or written again, and the next planning reads
+again. A done record that cannot be written does not fail a committed batch (the next
+planning's :meth:`EosCommitter.recover` finishes the intent). Before the intent, every
 failure path (a store that cannot be read or written, a describe that never answers) aborts the
 batch's transactions and sweeps, so a failed batch leaves nothing visible and nothing open;
 except an intent write that reported an error: the intent may have landed, so the batch is
@@ -72,8 +79,11 @@ Invariants:
   fingerprint.
 - A commit refused because its id moved on (an earlier EndTxn of it applied, its answer lost,
   then another InitProducerId) is not taken as lost before its partitions are asked: a COMMIT
-  marker makes it committed (``outcomes.py``); only an ABORT marker, or none that can be read,
-  leaves it lost.
+  marker makes it committed (``outcomes.py``), only an ABORT marker makes it lost. One whose
+  marker cannot be read is unknown: the intent stays unfinished (never marked partial, so no
+  re-run writes any of it), the batch fails with :class:`SinkCommitOutcomeUnknownError`, and
+  every later roll-forward (the next planning, commit or abort) commits and reads again; a
+  later batch is not committed while an earlier one's outcome is unknown.
 - Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
   the verification's by ``transaction.timeout.ms`` since the commit began, the intent write (to
   a store that waits on the network) by the smallest time the batch's transactions have left
@@ -121,6 +131,7 @@ __all__ = [
     "ROLLED_FORWARD",
     "EosCommitter",
     "SinkCommitIncompleteError",
+    "SinkCommitOutcomeUnknownError",
     "SinkIntentUnknownError",
     "SinkPartlyCommittedError",
     "SinkTransactionLostError",
@@ -136,6 +147,9 @@ COMMITTED = "committed"
 ALREADY_DONE = "already-done"
 ROLLED_FORWARD = "rolled-forward"
 _LOST_KEY = "lost"
+# On a partial record read from an earlier release's lost intent: the Spark partitions that
+# committed were not recorded (every partition of the batch but the lost ones).
+_UNRECORDED_KEY = "committed_unrecorded"
 # The producer's default, which a write without the setting runs with.
 _DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 # As the clients' retry.backoff.ms / retry.backoff.max.ms defaults.
@@ -172,6 +186,14 @@ class SinkCommitIncompleteError(SinkError):
     """A batch's intent is recorded but Kafka could not be told to commit all of it in time.
 
     Nothing is lost: the intent stays, and the next commit, abort or planning finishes it."""
+
+
+class SinkCommitOutcomeUnknownError(SinkCommitIncompleteError):
+    """A batch's intent is recorded, the commit of some of its transactions was refused (their
+    ids moved on), and whether each had been applied cannot be read from its partitions.
+
+    Nothing is recorded lost and nothing of the batch is written again: the intent stays, and
+    the next planning (or commit, or abort) commits and reads their markers again."""
 
 
 class SinkIntentUnknownError(SinkCommitIncompleteError):
@@ -365,7 +387,7 @@ class EosCommitter:
         last: BatchRecord | None = None
         read = False
         try:
-            last = self.store.last(self.query_key)
+            last = self._older_lost_as_partial(self.store.last(self.query_key))
             read = True
             if last is not None and self._unfinished(last) and last.batch_id != batch_id:
                 # An earlier batch's intent: recover() should have finished it while planning.
@@ -579,6 +601,8 @@ class EosCommitter:
         those Spark partitions the same rows; raises :class:`SinkPartlyCommittedError` if not.
         """
         partial = last is not None and last.state == PARTIAL and last.batch_id == batch_id
+        if partial and last is not None and _UNRECORDED_KEY in last.extra:
+            raise SinkPartlyCommittedError(self._unrecorded_message(batch_id, last))
         committed = last.committed if last is not None and partial else {}
         if not committed and not skipped:
             return committed
@@ -630,6 +654,55 @@ class EosCommitter:
             "accept the committed partitions' rows twice, restart the query with a fresh intent "
             "store (a new intentTopic, or with intentStore=checkpoint remove this query's record "
             f"{self.query_key!r} under pykafka-intents): the batch is then written whole"
+        )
+
+    def _unrecorded_message(self, batch_id: int, last: BatchRecord) -> str:
+        return (
+            f"exactly-once: batch {batch_id} was committed only in part by a run of an earlier "
+            f"release of the sink: Spark partitions {list(last.lost)} were lost, its other Spark "
+            "partitions were committed and are visible to readers. That release recorded "
+            "neither which partitions committed nor the fingerprints of their rows (its re-run "
+            "wrote the whole batch again, the committed rows twice), so no re-run can be shown "
+            "to complete the batch exactly once: nothing of this run was committed and the "
+            "query stops here. Fix: to accept the committed partitions' rows twice, restart the "
+            "query with a fresh intent store (a new intentTopic, or with "
+            f"intentStore=checkpoint remove this query's record {self.query_key!r} under "
+            "pykafka-intents): the batch is then written whole"
+        )
+
+    def _older_lost_as_partial(self, record: BatchRecord | None) -> BatchRecord | None:
+        """An earlier release's record of a batch Kafka lost part of, read as partial.
+
+        That release marked the intent lost (state INTENT, the lost ids in ``extra``, its
+        transactions dropped) and its re-run wrote the whole batch again. Read as partial:
+        lost are the Spark partitions of the lost ids, committed the partitions of its other
+        transactions, with no fingerprints; with its transactions dropped, which partitions
+        committed is not recorded (every one but the lost ones), and the record says so.
+        """
+        if record is None or record.state != INTENT or _LOST_KEY not in record.extra:
+            return record
+        lost_ids = {tid for tid in record.extra[_LOST_KEY].split(",") if tid}
+        lost = {
+            parsed[0]
+            for tid in lost_ids
+            if (parsed := parse_transactional_id(self.prefix, tid)) is not None
+        }
+        committed: dict[int, Fingerprint | None] = {
+            self._partition_of(t): record.fingerprints.get(t.transactional_id)
+            for t in record.transactions
+            if t.transactional_id not in lost_ids and self._partition_of(t) >= 0
+        }
+        extra = dict(record.extra)
+        if not record.transactions:
+            extra[_UNRECORDED_KEY] = "true"
+        return BatchRecord(
+            record.query_key,
+            record.batch_id,
+            PARTIAL,
+            (),
+            extra,
+            committed={**record.committed, **committed},
+            lost=tuple(sorted(lost)),
         )
 
     @staticmethod
@@ -717,8 +790,10 @@ class EosCommitter:
     def _roll_forward(
         self, record: BatchRecord, *, raise_lost: bool = True, wait_ms: int | None = None
     ) -> BatchRecord:
-        """Commit what ``record`` names, then write done (or, when Kafka lost some, mark the
-        intent lost so that the batch's re-run writes and commits it again)."""
+        """Commit what ``record`` names, then write done (or, when Kafka lost some, record the
+        batch partial so that its re-run writes and commits the lost partitions); raises
+        :class:`SinkCommitOutcomeUnknownError`, the intent left as it is, when a refused
+        commit's outcome cannot be read."""
         wait = self.transaction_timeout_ms if wait_ms is None else wait_ms
         tasks = [
             TaskTransaction(
@@ -799,7 +874,8 @@ class EosCommitter:
         """Commit each, retrying what may clear until ``until_ms``; the ones Kafka lost, why.
 
         Raises :class:`SinkCommitIncompleteError` when some could be neither committed nor
-        found lost (the intent stays unfinished, for the next commit, abort or planning).
+        found lost (the intent stays unfinished, for the next commit, abort or planning), and
+        :class:`SinkCommitOutcomeUnknownError` when a refused commit's marker cannot be read.
         """
         pending = list(tasks)
         lost: list[tuple[TaskTransaction, TransactionLostError]] = []
@@ -809,7 +885,12 @@ class EosCommitter:
             failed: list[tuple[TaskTransaction, KafkaError]] = []
             for task, outcome in zip(pending, outcomes, strict=True):
                 if isinstance(outcome, TransactionLostError):
-                    log.error("pykafka exactly-once: %s", outcome)
+                    # Not yet known lost: an earlier EndTxn of it may have been applied.
+                    log.warning(
+                        "pykafka exactly-once: the commit was refused%s: %s",
+                        " (its marker is read next)" if self.ops.outcome is not None else "",
+                        outcome,
+                    )
                     lost.append((task, outcome))
                 elif outcome is not None:
                     failed.append((task, outcome))
@@ -832,10 +913,19 @@ class EosCommitter:
             self.sleep_ms(_backoff_ms(attempt))
             attempt += 1
         # A refused commit may be one applied before its id moved on: its marker tells.
-        _, lost = settle_lost(
+        settled = settle_lost(
             lost, lambda t: t.transaction, lambda t: dict(t.first_offsets), self.ops.outcome
         )
-        return lost
+        if settled.unknown:
+            # Not lost: recording the batch partial would have its re-run write them again.
+            unknown = SinkCommitOutcomeUnknownError(
+                self._unknown_message(batch_id, len(tasks), settled.unknown, settled.lost)
+            )
+            unknown.__cause__ = settled.unknown[0][2]
+            # A newer driver that took over finishes the intent: that is the cause to report.
+            self._raise_if_fenced(unknown, f"committing batch {batch_id}")
+            raise unknown
+        return settled.lost
 
     def _end_each(
         self, handles: Sequence[PreparedTransaction], *, commit: bool
@@ -1019,7 +1109,12 @@ class EosCommitter:
             f"({self.transaction_timeout_ms} ms): {each}. Partitions not yet visible: "
             f"{_shown(unended)}; {total - len(failed) - len(lost)} other "
             f"transaction(s) are committed and visible"
-            + (f", {len(lost)} were lost (aborted by Kafka)" if lost else "")
+            + (
+                f", {len(lost)} were refused (no longer open at their producer epoch; whether "
+                "each was committed is read from its partitions when the commit is finished)"
+                if lost
+                else ""
+            )
             + f". {self._next_for_incomplete()}"
         )
 
@@ -1083,8 +1178,73 @@ class EosCommitter:
             "the lost partitions)"
         )
 
+    def _unknown_message(
+        self,
+        batch_id: int,
+        total: int,
+        unknown: Sequence[tuple[TaskTransaction, TransactionLostError, KafkaError]],
+        lost: Sequence[object],
+    ) -> str:
+        tasks = [t for t, _, _ in unknown]
+        each = "; ".join(
+            f"{t.transaction.transactional_id!r} (producer id {t.transaction.producer_id}, "
+            f"epoch {t.transaction.producer_epoch}): {why}"
+            for t, _, why in unknown[:5]
+        )
+        if len(unknown) > 5:
+            each += f"; and {len(unknown) - 5} more"
+        causes = [c for _, _, why in unknown for c in _read_causes(why)]
+        topics = sorted({topic for t in tasks for topic, _ in t.transaction.partitions})
+        fixes: list[str] = []
+        if any(getattr(c, "name", "") == "TOPIC_AUTHORIZATION_FAILED" for c in causes):
+            fixes.append(
+                "grant the driver's principal READ on the topic(s) (an administrator runs: "
+                "kafka-acls --bootstrap-server <servers> --add --allow-principal "
+                "User:<principal> "
+                + " ".join(f"--operation Read --topic {topic}" for topic in topics)
+                + ")"
+            )
+        if any(getattr(c, "name", "") == "OFFSET_OUT_OF_RANGE" for c in causes) or any(
+            "first offsets" in str(c) for c in causes
+        ):
+            fixes.append(
+                "where the marker can no longer be read (retention or compaction removed it, or "
+                "the intent does not record where the transaction's records start), no later "
+                "read can tell: check with a read_committed consumer whether those partitions' "
+                "rows are visible; restarting on a fresh intent store (a new intentTopic, or "
+                f"with intentStore=checkpoint removing the record {self.query_key!r} under "
+                "pykafka-intents) writes the whole batch again, the rows already visible twice"
+            )
+        fixes.append(
+            ("otherwise " if fixes else "")
+            + "check that the partitions' leaders are reachable from the driver, and restart"
+        )
+        return (
+            f"exactly-once commit of batch {batch_id} is recorded (its intent is durable) but "
+            f"not finished: the commit of {len(unknown)} of its {total} transaction(s)"
+            f"{_spark_partitions(tasks)} was refused (its transactional id moved on) and whether "
+            f"it had been applied cannot be read from its partitions' markers: {each}. "
+            f"Partitions whose outcome is unknown: {_shown(tasks)}; "
+            f"{total - len(unknown) - len(lost)} other transaction(s) are committed and visible"
+            + (f", {len(lost)} were aborted by Kafka" if lost else "")
+            + ". Nothing is recorded lost and nothing of the batch is written again while this "
+            "is unknown: the intent stays, and the next planning (a streaming query's restart, "
+            "a batch job's re-run with the same idempotencyKey; a batch job without one is not "
+            "read again, and its re-run writes every row again), commit or abort reads the "
+            "markers again and finishes the batch. Fix: " + "; ".join(fixes)
+        )
+
 
 _TIMED_OUT = "transaction.timeout.ms"
+
+
+def _read_causes(error: KafkaError) -> list[KafkaError]:
+    """Why a marker could not be read: per partition tried (``TransactionOutcomeUnknownError``
+    keeps them), else the error itself."""
+    causes = getattr(error, "causes", None)
+    if isinstance(causes, Mapping) and causes:
+        return [c for c in causes.values() if isinstance(c, KafkaError)]
+    return [error]
 
 
 def _why_gone(t: PreparedTransaction, now: TransactionListing | None) -> str | None:

@@ -1,33 +1,39 @@
 """The outcome of a commit the coordinator can no longer tell, read from the partitions.
 
-Role: the committer (``committer.py``) finds a transaction lost when its EndTxn(commit) is
+Role: the committer (``committer.py``) finds a transaction refused when its EndTxn(commit) is
 refused because the id moved on (PRODUCER_FENCED and the like). That refusal does not say
 whether the transaction was aborted first, or whether an earlier EndTxn of the same commit was
 applied and only its answer lost before a stale task attempt's InitProducerId moved the id on:
 DescribeTransactions shows the id Empty at a newer epoch either way. :func:`settle_lost` asks
 the transaction's own partitions (its COMMIT or ABORT marker, through the ops' ``outcome``,
-``admin/control_records.py`` in production) and returns which of the refused commits are in
-fact committed; the committer then treats those as committed (recorded done, or, in a partial
-batch, committed with their fingerprints, so the re-run never writes them again).
+``admin/control_records.py`` in production) and sorts the refused commits into three: committed
+(a COMMIT marker: the committer treats them as committed, recorded done, or, in a partial
+batch, committed with their fingerprints, so the re-run never writes them again), lost (an
+ABORT marker) and unknown (no marker could be read: the committer leaves the batch's intent
+unfinished, fails the batch as incomplete naming them and why, and the next planning reads
+again).
 
 Invariants:
-- Only the refused commits are read, each from one partition (the first whose first offset its
-  task acknowledged), so the driver reads nothing of a batch whose commits were answered.
-- A marker is the only proof: a transaction whose marker cannot be read stays lost (the batch
-  fails naming its id and partitions, as without the reader), never guessed committed.
-- Without an ``outcome`` reader (tests, or ops that cannot read partitions) nothing changes.
+- Only the refused commits are read, each from its partitions whose first offset its task
+  acknowledged, so the driver reads nothing of a batch whose commits were answered.
+- A marker is the only proof either way: a transaction whose marker cannot be read (the
+  principal lacks READ on the topic, retention removed it, a leader that stays behind it, no
+  first offsets recorded) is unknown, never lost and never committed.
+- Without an ``outcome`` reader (ops that cannot read partitions: some tests) a refused commit
+  is lost, as the coordinator's refusal says.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
 
-__all__ = ["OutcomeReader", "marker_reader", "settle_lost"]
+__all__ = ["OutcomeReader", "Settled", "marker_reader", "settle_lost"]
 
 log = logging.getLogger("kafka_sink.spark")
 
@@ -38,9 +44,21 @@ OutcomeReader = Callable[[PreparedTransaction, Mapping[TopicPartition, int]], bo
 Task = TypeVar("Task")
 
 
+@dataclass(frozen=True)
+class Settled(Generic[Task]):
+    """Refused commits sorted by their markers."""
+
+    #: COMMIT marker: committed (an earlier EndTxn was applied, its answer lost).
+    committed: list[Task] = field(default_factory=list)
+    #: ABORT marker (or no reader): lost, with the refusal.
+    lost: list[tuple[Task, TransactionLostError]] = field(default_factory=list)
+    #: No marker could be read: the refusal, and why the marker could not be read.
+    unknown: list[tuple[Task, TransactionLostError, KafkaError]] = field(default_factory=list)
+
+
 def marker_reader(config: Mapping[str, object], timeout_s: float | None = None) -> OutcomeReader:
     """The production :data:`OutcomeReader`: Fetch from the partition leaders of the cluster
-    ``config`` names, each partition's read bounded by ``timeout_s`` (None: ``max.block.ms``);
+    ``config`` names, each transaction's read bounded by ``timeout_s`` (None: ``max.block.ms``);
     a connection per call, as the path is rare (a refused commit)."""
 
     def outcome(prepared: PreparedTransaction, first_offsets: Mapping[TopicPartition, int]) -> bool:
@@ -62,12 +80,11 @@ def settle_lost(
     transaction: Callable[[Task], PreparedTransaction],
     first_offsets: Callable[[Task], Mapping[TopicPartition, int]],
     outcome: OutcomeReader | None,
-) -> tuple[list[Task], list[tuple[Task, TransactionLostError]]]:
-    """Split refused commits into the ones their markers show committed and the ones lost."""
+) -> Settled[Task]:
+    """Sort refused commits into committed, lost and unknown by their markers."""
     if outcome is None or not lost:
-        return [], list(lost)
-    committed: list[Task] = []
-    still_lost: list[tuple[Task, TransactionLostError]] = []
+        return Settled(lost=list(lost))
+    settled: Settled[Task] = Settled()
     for task, error in lost:
         t = transaction(task)
         try:
@@ -75,13 +92,15 @@ def settle_lost(
         except KafkaError as exc:
             log.error(
                 "pykafka exactly-once: the commit of transaction %r (producer id %d, epoch %d) "
-                "was refused and its marker could not be read, so it is taken as lost: %s",
+                "was refused (%s) and its marker could not be read, so whether it was committed "
+                "is unknown: %s",
                 t.transactional_id,
                 t.producer_id,
                 t.producer_epoch,
+                error,
                 exc,
             )
-            still_lost.append((task, error))
+            settled.unknown.append((task, error, exc))
             continue
         if was_committed:
             log.warning(
@@ -93,7 +112,7 @@ def settle_lost(
                 t.producer_epoch,
                 error,
             )
-            committed.append(task)
+            settled.committed.append(task)
         else:
-            still_lost.append((task, error))
-    return committed, still_lost
+            settled.lost.append((task, error))
+    return settled

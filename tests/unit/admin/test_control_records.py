@@ -8,22 +8,34 @@ deadline runs on the manual clock, advanced by each backoff.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
 from kafka_sink.admin.client import Deadline
-from kafka_sink.admin.control_records import TransactionOutcomeUnknownError, scan_for_outcome
+from kafka_sink.admin.control_records import (
+    ControlRecordReader,
+    MarkerNotReachedError,
+    TransactionOutcomeUnknownError,
+    scan_for_outcome,
+)
 from kafka_sink.clock import ManualClock
-from kafka_sink.errors import KafkaTimeoutError
-from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.errors import (
+    KafkaTimeoutError,
+    OffsetOutOfRangeError,
+    TopicAuthorizationFailedError,
+)
+from kafka_sink.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.records.batch import CONTROL_FLAG, RecordBatchBuilder, read_batches
 from kafka_sink.records.fetched import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
 from kafka_sink.wire.messages import FetchResponse
 from tests.unit.records.test_fetched import TS, data_batch, with_attributes
 
 PD = FetchResponse.PartitionData
+OFFSET_OUT_OF_RANGE = 1
 NOT_LEADER_OR_FOLLOWER = 6
+TOPIC_AUTHORIZATION_FAILED = 29
 TP = ("t", 0)
 PID = 7
 # Prepared at epoch 4; the coordinator wrote its marker at epoch 5 (EndTxn v5 bumps first).
@@ -47,24 +59,37 @@ class Scripted:
     """Answers each Fetch with the next scripted answer (an error code, or the log from the
     fetch offset up to ``limit`` batches), recording the offsets asked."""
 
-    def __init__(self, log: list[tuple[int, bytes]], *answers: int | None, limit: int = 99):
+    def __init__(
+        self,
+        log: list[tuple[int, bytes]],
+        *answers: int | None,
+        limit: int = 99,
+        behind: int = 0,
+        log_start: int = 0,
+    ):
         self.log = log
         self.answers = list(answers)
         self.limit = limit
+        #: How many answers come from a leader whose high watermark lags the last batch.
+        self.behind = behind
+        self.log_start = log_start
         self.asked: list[int] = []
 
     @property
     def high_watermark(self) -> int:
-        last = read_batches(self.log[-1][1])[-1] if self.log else None
+        shown = self.log[: len(self.log) - 1] if self.behind else self.log
+        last = read_batches(shown[-1][1])[-1] if shown else None
         return 0 if last is None else last.base_offset + last.last_offset_delta + 1
 
     def __call__(self, offset: int) -> FetchResponse.PartitionData:
         self.asked.append(offset)
         code = self.answers.pop(0) if self.answers else None
         if code:
-            return PD(0, code, -1)
-        batches = [raw for base, raw in self.log if base >= offset][: self.limit]
-        return PD(0, 0, self.high_watermark, 0, 0, records=b"".join(batches))
+            return PD(0, code, -1, 0, self.log_start)
+        high_watermark = self.high_watermark
+        self.behind = max(self.behind - 1, 0)
+        batches = [raw for base, raw in self.log if offset <= base < high_watermark][: self.limit]
+        return PD(0, 0, high_watermark, 0, self.log_start, records=b"".join(batches))
 
 
 def scan(
@@ -116,8 +141,11 @@ def test_a_long_log_is_read_fetch_by_fetch_up_to_the_marker() -> None:
 
 def test_no_marker_up_to_the_high_watermark_is_an_error_naming_the_id_and_partition() -> None:
     log = [(0, txn_data(0, PID)), (2, marker(2, 99, 5, CONTROL_TYPE_COMMIT))]
-    with pytest.raises(TransactionOutcomeUnknownError, match=r"'q-0-0'.*t-0"):
+    with pytest.raises(TransactionOutcomeUnknownError, match=r"'q-0-0'.*t-0") as info:
         scan(Scripted(log))
+    # A leader behind the marker, as far as this partition tells: the caller asks again.
+    assert isinstance(info.value, MarkerNotReachedError) and info.value.retriable
+    assert info.value.resume_from == 3
 
 
 def test_a_moved_leader_is_retried_within_the_deadline() -> None:
@@ -133,3 +161,108 @@ def test_a_leader_that_never_answers_ends_at_the_deadline() -> None:
     with pytest.raises(KafkaTimeoutError, match="reading the marker"):
         scan(fetch, timeout_ms=1_000)
     assert len(fetch.asked) <= 11
+
+
+# -- the reader: the transaction's partitions, within one deadline ----------------------------
+
+
+class _Client:
+    """What :class:`ControlRecordReader` uses of its admin client, on the manual clock."""
+
+    def __init__(self) -> None:
+        self.clock = ManualClock()
+        self.refreshes = 0
+        self.metadata = self
+
+    def request_update(self) -> int:
+        self.refreshes += 1
+        return self.refreshes
+
+    def back_off(self, attempts: int, deadline: Deadline) -> None:
+        self.clock.advance(100)
+        deadline.check()
+
+
+class _Reader(ControlRecordReader):
+    """The reader with each partition's Fetch answered by a :class:`Scripted` log."""
+
+    def __init__(self, logs: Mapping[TopicPartition, Scripted], timeout_ms: int = 5_000):
+        super().__init__(_Client(), timeout_ms=timeout_ms)  # type: ignore[arg-type]
+        self.logs = logs
+
+    def _fetch_partition(
+        self, topic: str, partition: int, offset: int, deadline: Deadline, isolation: int
+    ) -> tuple[int, Any]:
+        return 0, self.logs[(topic, partition)](offset)
+
+
+TP1 = ("t", 1)
+TWO = PreparedTransaction("q-0-0", PID, 4, (TP, TP1))
+
+
+def _committed_in(pid: int = PID) -> list[tuple[int, bytes]]:
+    return [(0, txn_data(0, pid)), (2, marker(2, pid, 5, CONTROL_TYPE_COMMIT))]
+
+
+def test_a_leader_behind_the_marker_is_asked_again_until_it_has_caught_up() -> None:
+    # A newly elected leader: its high watermark stays below the marker for two answers.
+    fetch = Scripted(_committed_in(), behind=2)
+    reader = _Reader({TP: fetch})
+    assert reader.transaction_outcome(PREPARED, {TP: 0}) is True
+    assert fetch.asked == [0, 2, 2]  # resumed where the short answers ended
+    assert reader.client.refreshes >= 2  # the leadership is looked up again each round
+
+
+def test_a_leader_that_stays_behind_is_unknown_at_the_deadline_never_aborted() -> None:
+    fetch = Scripted(_committed_in(), behind=10_000)
+    reader = _Reader({TP: fetch}, timeout_ms=1_000)
+    with pytest.raises(TransactionOutcomeUnknownError) as info:
+        reader.transaction_outcome(PREPARED, {TP: 0})
+    text = str(info.value)
+    assert "'q-0-0'" in text and "did not finish within 1000 ms" in text
+    assert "t-0: no COMMIT or ABORT marker" in text and "high watermark 2" in text
+    assert isinstance(info.value.causes[TP], MarkerNotReachedError)
+    assert len(fetch.asked) <= 12
+
+
+def test_another_partition_tells_while_one_leader_is_behind() -> None:
+    behind = Scripted(_committed_in(), behind=10_000)
+    caught_up = Scripted(_committed_in())
+    reader = _Reader({TP: behind, TP1: caught_up})
+    assert reader.transaction_outcome(TWO, {TP: 0, TP1: 0}) is True
+    assert behind.asked == [0] and caught_up.asked == [0]
+
+
+def test_a_fetch_refused_for_authorization_is_unknown_naming_the_cause() -> None:
+    # The principal lacks READ on the topic: every partition refuses, at once.
+    fetch = {tp: Scripted(_committed_in(), TOPIC_AUTHORIZATION_FAILED) for tp in (TP, TP1)}
+    reader = _Reader(fetch)
+    with pytest.raises(TransactionOutcomeUnknownError, match="TOPIC_AUTHORIZATION_FAILED") as info:
+        reader.transaction_outcome(TWO, {TP: 0, TP1: 0})
+    assert sorted(info.value.causes) == [TP, TP1]
+    assert all(isinstance(e, TopicAuthorizationFailedError) for e in info.value.causes.values())
+    assert reader.client.clock.now_ms() == 0  # nothing waited for
+    assert "t-0: " in str(info.value) and "t-1: " in str(info.value)
+
+
+def test_an_offset_below_the_log_start_is_unknown_naming_retention() -> None:
+    fetch = Scripted(_committed_in(), OFFSET_OUT_OF_RANGE, log_start=10)
+    with pytest.raises(
+        TransactionOutcomeUnknownError, match="below the log start offset 10"
+    ) as info:
+        _Reader({TP: fetch}).transaction_outcome(PREPARED, {TP: 0})
+    assert isinstance(info.value.causes[TP], OffsetOutOfRangeError)
+    assert "retention or compaction" in str(info.value)
+
+
+def test_an_offset_beyond_a_short_log_is_a_leader_behind() -> None:
+    fetch = Scripted(_committed_in(), OFFSET_OUT_OF_RANGE, OFFSET_OUT_OF_RANGE)
+    assert _Reader({TP: fetch}).transaction_outcome(PREPARED, {TP: 0}) is True
+    assert fetch.asked == [0, 0, 0]
+
+
+def test_without_first_offsets_nothing_is_read_and_the_outcome_is_unknown() -> None:
+    fetch = Scripted(_committed_in())
+    with pytest.raises(TransactionOutcomeUnknownError, match=r"first offsets .* not known"):
+        _Reader({TP: fetch}).transaction_outcome(PREPARED, {})
+    assert fetch.asked == []

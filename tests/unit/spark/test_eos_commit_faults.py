@@ -58,11 +58,14 @@ def _time_out(coord: FakeCoordinator, tid: str) -> None:
 
 
 def _new_producer_id(coord: FakeCoordinator, tid: str) -> None:
-    del coord.txns[tid]
+    _expire_id(coord, tid)
     coord.init_producer_id(tid)  # the id expired and was taken again: INVALID_PRODUCER_ID_MAPPING
 
 
 def _expire_id(coord: FakeCoordinator, tid: str) -> None:
+    # Kafka expires only an id with nothing open: the reaper aborted its transaction first (an
+    # ABORT marker in its partitions), then transactional.id.expiration.ms passed.
+    coord.time_out(tid)
     del coord.txns[tid]  # TRANSACTIONAL_ID_NOT_FOUND
 
 

@@ -2,8 +2,10 @@
 
 An intent write whose answer was lost, a transaction that shows Ongoing past its timeout,
 brokers without DescribeTransactions, an abort whose intent store cannot be read, and a commit
-whose answer was lost (as its epoch rolled over, or before its id moved on). Each ends with what
-read_committed readers see (the commit file of a visible batch: ``test_sink_writer_eos.py``).
+whose answer was lost (as its epoch rolled over, or before its id moved on), read from its
+marker, or unknown when the marker cannot be read (the intent then stays unfinished and nothing
+is written twice). Each ends with what read_committed readers see (the commit file of a visible
+batch: ``test_sink_writer_eos.py``).
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import pytest
 
 from kafka_sink.errors import UnsupportedVersionError
 from kafka_sink.spark.eos.committer import (
+    ALREADY_DONE,
     COMMITTED,
     SinkCommitIncompleteError,
+    SinkCommitOutcomeUnknownError,
     SinkTransactionLostError,
     TransactionOps,
 )
 from kafka_sink.spark.eos.intents import (
     DONE,
     INTENT,
+    PARTIAL,
     BatchRecord,
     record_from_json,
     record_to_json,
@@ -31,6 +36,7 @@ from tests.fakes.coordinator import (
     COORDINATOR_NOT_AVAILABLE,
     LOST_ANSWER,
     NONE,
+    TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     FakeCoordinator,
     coordinator_ops,
@@ -41,6 +47,7 @@ from tests.unit.spark.eos_support import (
     FaultyStore,
     committer,
     expected_rows,
+    rerun_tasks,
     run_tasks,
     visible_counts,
 )
@@ -260,16 +267,134 @@ def test_a_transaction_fenced_before_its_commit_stays_lost_when_its_marker_says_
     assert visible_counts(coord) == expected_rows([BATCH], (0, 2))
 
 
-def test_a_refused_commit_whose_marker_cannot_be_read_stays_lost() -> None:
+def _answer_lost_then_moved_on(coord: FakeCoordinator, tid: str) -> None:
+    """Partition 1's commit is applied, its answer lost; before the retry a stale attempt's
+    InitProducerId moves its id on: the retry is refused and only the marker tells."""
+    coord.script("end_txn", NONE, LOST_ANSWER, NONE, lambda: coord.init_producer_id(tid))
+
+
+def test_a_refused_commit_whose_marker_cannot_be_read_is_unknown_not_lost() -> None:
     coord = FakeCoordinator()
-    c = committer(coord, FaultyStore())
+    store = FaultyStore()
+    c = committer(coord, store)
     tasks = run_tasks(coord, BATCH)
     tid = f"{PREFIX}-1-0"
-    coord.script("end_txn", NONE, LOST_ANSWER, NONE, lambda: coord.init_producer_id(tid))
-    coord.script("outcome", COORDINATOR_NOT_AVAILABLE)  # no leader answered within the deadline
-    # Not guessed: the batch fails naming the transaction, as it did before markers were read.
-    with pytest.raises(SinkTransactionLostError, match=tid):
+    _answer_lost_then_moved_on(coord, tid)
+    # The principal lacks READ on the topic: the Fetch of the marker is refused.
+    coord.script("outcome", TOPIC_AUTHORIZATION_FAILED)
+
+    with pytest.raises(SinkCommitOutcomeUnknownError) as info:
         c.commit(BATCH, tasks)
+
+    text = str(info.value)
+    assert isinstance(info.value, SinkCommitIncompleteError)  # incomplete, never "lost"
+    assert f"batch {BATCH}" in text and repr(tid) in text and "t-1" in text
+    assert "Spark partitions [1]" in text and "TOPIC_AUTHORIZATION_FAILED" in text
+    assert "--operation Read --topic t" in text and "next planning" in text
+    # Nothing is recorded lost: the intent stays, naming the batch's transactions.
+    last = store.last("q1")
+    assert last is not None and last.state == INTENT and "lost" not in last.extra
+    assert [t.transactional_id for t in last.transactions] == [f"{PREFIX}-{p}-0" for p in (0, 1, 2)]
+    assert visible_counts(coord) == expected_rows([BATCH])
+
+
+def test_an_unknown_outcome_is_read_again_by_the_next_planning_and_nothing_is_written_twice() -> (
+    None
+):
+    coord = FakeCoordinator()
+    store = FaultyStore()
+    c = committer(coord, store)
+    tasks = run_tasks(coord, BATCH)
+    tid = f"{PREFIX}-1-0"
+    _answer_lost_then_moved_on(coord, tid)
+    # Unreadable for the commit, Spark's abort after it and the first restart's planning.
+    coord.script("outcome", *[TOPIC_AUTHORIZATION_FAILED] * 3)
+    with pytest.raises(SinkCommitOutcomeUnknownError):
+        c.commit(BATCH, tasks)
+    c.abort(BATCH, tasks)  # Spark aborts the failed batch: the intent stays unfinished
+    last = store.last("q1")
+    assert last is not None and last.state == INTENT
+
+    # The query's restart: its planning reads the marker again before any task runs, and
+    # refuses to go on while it cannot.
+    with pytest.raises(SinkCommitOutcomeUnknownError):
+        committer(coord, store).recover()
+    last = store.last("q1")
+    assert last is not None and last.state == INTENT
+
+    # READ granted: the next planning reads COMMIT and finishes the batch.
+    restarted = committer(coord, store)
+    done = restarted.recover()
+    assert done is not None and done.state == DONE
+    rerun, skipped = rerun_tasks(coord, BATCH, done)
+    assert restarted.commit(BATCH, rerun, skipped) == ALREADY_DONE
+    assert visible_counts(coord) == expected_rows([BATCH]), sorted(visible_counts(coord).items())
+    assert coord.open_transactions() == []
+
+
+def test_the_next_batch_is_not_committed_while_an_earlier_outcome_is_unknown() -> None:
+    coord = FakeCoordinator()
+    store = FaultyStore()
+    c = committer(coord, store)
+    tid = f"{PREFIX}-1-0"
+    _answer_lost_then_moved_on(coord, tid)
+    coord.script("outcome", *[TOPIC_AUTHORIZATION_FAILED] * 2)
+    with pytest.raises(SinkCommitOutcomeUnknownError):
+        c.commit(BATCH, run_tasks(coord, BATCH))
+    # A driver that goes on to the next batch (its planning did not finish the intent) rolls
+    # the earlier batch forward first, and stops while its outcome is unknown.
+    with pytest.raises(SinkCommitOutcomeUnknownError):
+        c.commit(BATCH + 1, run_tasks(coord, BATCH + 1, slot=1))
+    assert visible_counts(coord) == expected_rows([BATCH])
+    assert coord.open_transactions() == []
+
+
+def test_an_unknown_outcome_waits_for_the_lost_ones_of_the_batch_too() -> None:
+    coord = FakeCoordinator()
+    store = FaultyStore()
+    c = committer(coord, store)
+    tasks = run_tasks(coord, BATCH)
+    # Partition 1's commit applied unheard, then its id moved on (its marker unreadable once);
+    # partition 2 fenced before its commit (an ABORT marker).
+    coord.script(
+        "end_txn",
+        NONE,
+        LOST_ANSWER,
+        lambda: coord.init_producer_id(f"{PREFIX}-2-0"),
+        lambda: coord.init_producer_id(f"{PREFIX}-1-0"),
+    )
+    # The refused commits are read in the order they were refused: partition 2's, then 1's.
+    coord.script("outcome", NONE, TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(SinkCommitOutcomeUnknownError, match=r"Spark partitions \[1\]"):
+        c.commit(BATCH, tasks)
+    last = store.last("q1")
+    assert last is not None and last.state == INTENT  # not partial while one is unknown
+
+    partial = committer(coord, store).recover()
+    assert partial is not None and partial.state == PARTIAL
+    assert sorted(partial.committed) == [0, 1] and partial.lost == (2,)
+    restarted = committer(coord, store)
+    rerun, skipped = rerun_tasks(coord, BATCH, partial)
+    assert [t.partition_id for t in rerun] == [2]
+    assert restarted.commit(BATCH, rerun, skipped) == COMMITTED
+    assert visible_counts(coord) == expected_rows([BATCH])
+
+
+def test_a_refused_commit_of_an_intent_without_first_offsets_is_unknown_not_lost() -> None:
+    coord = FakeCoordinator()
+    store = FaultyStore()
+    tasks = run_tasks(coord, BATCH)
+    # An intent recorded before intents kept where each transaction's records start: a driver
+    # that died after it; then a stale attempt moved partition 1's id on (its transaction
+    # aborted, but nothing here can read that).
+    store.write(BatchRecord("q1", BATCH, INTENT, tuple(t.transaction for t in tasks)))
+    coord.init_producer_id(f"{PREFIX}-1-0")
+    with pytest.raises(SinkCommitOutcomeUnknownError, match="first offsets") as info:
+        committer(coord, store).recover()
+    assert "fresh intent store" in str(info.value)
+    last = store.last("q1")
+    assert last is not None and last.state == INTENT
+    assert visible_counts(coord) == expected_rows([BATCH], (0, 2))
 
 
 def test_only_refused_commits_are_read_from_their_partitions() -> None:

@@ -20,6 +20,7 @@ from kafka_sink.spark.eos.claims import refuse_foreign_claim
 from kafka_sink.spark.eos.committer import (
     COMMITTED,
     EosCommitter,
+    SinkCommitOutcomeUnknownError,
     SinkTransactionLostError,
     TaskTransaction,
 )
@@ -27,7 +28,6 @@ from kafka_sink.spark.eos.fence import FencedStore, SinkFencedError, fence_id, o
 from kafka_sink.spark.eos.intents import (
     INTENT,
     BatchRecord,
-    DoneRecordReplacedError,
     FileIntentStore,
 )
 from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
@@ -140,13 +140,15 @@ def test_an_old_driver_fenced_after_its_intent_reports_fenced_not_lost(fenced: b
     coordinator.script("end_txn", *([0] if fenced else []), take_over)
     if not fenced:
         # Without the fence the intent is a plain write: the first EndTxn is the first task's.
-        # Batch 5 is committed and visible, yet the old driver finds it lost: only the store's
-        # guard keeps the new driver's done record from being replaced by a partial one.
-        with pytest.raises(DoneRecordReplacedError, match="already done"):
+        with pytest.raises(SinkCommitOutcomeUnknownError, match="cannot be read"):
             old.commit(5, old_tasks)
+        # Batch 5 is committed and visible. The old driver's commits were refused and these
+        # tasks carry no first offsets, so their markers cannot be read: it reports the outcome
+        # unknown and records nothing over the new driver's done record (it used to record the
+        # batch lost).
         assert _visible(coordinator) == _rows(5)
         last = drivers[0].store.last(KEY)
-        assert last is not None and last.state == "done" and "lost" not in last.extra
+        assert last is not None and (last.batch_id, last.state) == (5, "done")
         return
     with pytest.raises(SinkFencedError, match="newer run of the query"):
         old.commit(5, old_tasks)

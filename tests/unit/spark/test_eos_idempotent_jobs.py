@@ -61,7 +61,9 @@ def _run_job(coord: FakeCoordinator, store: FaultyStore, write_id: str) -> Compl
 def _died_after_intent(coord: FakeCoordinator, store: FaultyStore, *, committed: int) -> None:
     """A first run recorded its intent and ended ``committed`` transactions, then died."""
     tasks = run_tasks(coord, 0)
-    store.write(BatchRecord(IDENTITY.query_key, 0, INTENT, tuple(t.transaction for t in tasks)))
+    offsets = {t.transaction.transactional_id: t.first_offsets for t in tasks}
+    transactions = tuple(t.transaction for t in tasks)
+    store.write(BatchRecord(IDENTITY.query_key, 0, INTENT, transactions, first_offsets=offsets))
     for task in tasks[:committed]:
         t = task.transaction
         coord.end_txn(t.transactional_id, t.producer_id, t.producer_epoch, True)

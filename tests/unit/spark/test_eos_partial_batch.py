@@ -20,7 +20,7 @@ from kafka_sink.spark.eos.committer import (
 )
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord
 from kafka_sink.spark.fingerprint import Fingerprint
-from tests.fakes.coordinator import NONE, FakeCoordinator
+from tests.fakes.coordinator import NONE, FakeCoordinator, coordinator_ops
 from tests.unit.spark.eos_support import (
     PREFIX,
     TIMEOUT_MS,
@@ -93,6 +93,7 @@ def test_a_driver_down_past_the_timeout_between_two_end_txns_completes_once() ->
         fingerprints={
             t.transaction.transactional_id: t.fingerprint for t in tasks if t.fingerprint
         },
+        first_offsets={t.transaction.transactional_id: t.first_offsets for t in tasks},
     )
     store.write(intent)
     first = tasks[0].transaction
@@ -171,3 +172,45 @@ def test_a_committed_partition_without_a_recorded_fingerprint_is_not_taken_as_th
     rerun, skipped = rerun_tasks(coord, BATCH, store.last("q1"))
     text = _refused(coord, store, rerun, skipped)
     assert "fingerprint is unknown" in text
+
+
+# -- a batch an earlier release recorded lost ---------------------------------------------------
+
+
+def _lost_by_an_earlier_release(coord: FakeCoordinator, store: FaultyStore) -> None:
+    """Batch 4 as a release before partial records left it: partitions 0 and 2 committed,
+    partition 1 aborted by Kafka, and the intent marked lost (state INTENT, no transactions,
+    the lost ids in ``extra``), which that release's re-run wrote whole."""
+    tasks = run_tasks(coord, BATCH)
+    ops = coordinator_ops(coord)
+    _time_out(coord, 1)
+    for task in tasks:
+        if task.partition_id != 1:
+            ops.complete(task.transaction, True)
+    store.write(BatchRecord("q1", BATCH, INTENT, (), {"lost": f"{PREFIX}-1-0"}))
+    assert visible_counts(coord) == expected_rows([BATCH], (0, 2))
+
+
+def test_a_batch_an_earlier_release_recorded_lost_is_not_written_whole_again() -> None:
+    coord, store = FakeCoordinator(), FaultyStore()
+    _lost_by_an_earlier_release(coord, store)
+    c = committer(coord, store)
+    rerun, skipped = rerun_tasks(coord, BATCH, c.recover())
+
+    with pytest.raises(SinkPartlyCommittedError) as info:
+        c.commit(BATCH, rerun, skipped)
+
+    text = str(info.value)
+    assert f"batch {BATCH}" in text and "earlier release" in text
+    assert "Spark partitions [1] were lost" in text
+    # The partitions that release committed are read once; nothing of the re-run is visible.
+    assert visible_counts(coord) == expected_rows([BATCH], (0, 2))
+    assert coord.open_transactions() == []
+
+
+def test_a_later_batch_after_one_an_earlier_release_recorded_lost_commits() -> None:
+    coord, store = FakeCoordinator(), FaultyStore()
+    _lost_by_an_earlier_release(coord, store)
+    # The record is of an older batch than this one: nothing of it is open, nothing to roll.
+    assert committer(coord, store).commit(BATCH + 1, run_tasks(coord, BATCH + 1)) == COMMITTED
+    assert visible_counts(coord) == expected_rows([BATCH], (0, 2)) + expected_rows([BATCH + 1])

@@ -209,6 +209,7 @@ def check(
     streaming: bool = False,
     reachable: bool = True,
     timeout_ms: int = 15_000,
+    exactly_once: bool = False,
 ) -> None:
     preflight.check_write(
         config,
@@ -216,6 +217,7 @@ def check(
         timeout_ms=timeout_ms,
         idempotent=idempotent,
         streaming=streaming,
+        exactly_once=exactly_once,
         client_factory=connect(cluster, reachable=reachable),
     )
 
@@ -277,6 +279,29 @@ def test_a_topic_without_write_is_refused_naming_the_acl_and_the_command() -> No
         "--add --allow-principal User:alice --operation Write --topic events"
     ) in message
     assert "alice-secret" not in message
+
+
+def test_exactly_once_without_read_on_the_topic_is_refused_naming_the_acl() -> None:
+    cluster = new_cluster(topics={"events": ops(WRITE, DESCRIBE)})
+    with pytest.raises(SinkOptionError) as info:
+        check(cluster, config=SASL, idempotent=False, exactly_once=True)
+    message = str(info.value)
+    assert "deliveryGuarantee=exactly-once" in message
+    assert "User:alice may not read topic 'events'" in message and "READ ACL" in message
+    assert "COMMIT or ABORT marker" in message
+    assert (
+        "kafka-acls --bootstrap-server b0:9092,b1:9092 --command-config <admin.properties> "
+        "--add --allow-principal User:alice --operation Read --topic events"
+    ) in message
+    assert "alice-secret" not in message
+
+
+def test_read_on_the_topic_is_asked_of_exactly_once_only() -> None:
+    written_only = {"events": ops(WRITE, DESCRIBE)}
+    check(new_cluster(topics=written_only))  # at-least-once: WRITE is enough
+    check(new_cluster(topics={"events": ops(READ, WRITE)}), idempotent=False, exactly_once=True)
+    # Brokers that do not say (authorized operations not asked for): the write goes on.
+    check(new_cluster(topics={"events": INT32_MIN}), idempotent=False, exactly_once=True)
 
 
 def test_a_hidden_topic_is_refused_as_missing_write_with_a_placeholder_principal() -> None:

@@ -1,0 +1,217 @@
+"""A refused commit whose marker the driver may not read is unknown, not lost: a real broker
+with an authorizer.
+
+The driver's principal (``alice``, over SASL) has the ACLs an exactly-once write needed before
+READ on the data topic was added to them: WRITE on the topic, WRITE and DESCRIBE on the
+transactional ids. A child process (confluent-kafka, the super user) writes a transaction to
+two partitions and dies with it open. The driver records its intent and commits it; its first
+EndTxn is applied but the answer dropped, and before the retry another producer's
+InitProducerId moves the id on, so the retry is refused (PRODUCER_FENCED) and only the marker
+can tell. Reading it is refused (TOPIC_AUTHORIZATION_FAILED).
+
+Before, the transaction was recorded lost and the batch partial, and its re-run wrote those
+partitions again: a read_committed consumer read the rows twice after an error saying they were
+lost. Now the batch fails as incomplete naming the transaction, the partitions and the missing
+ACL; its intent stays; the next planning reads again (refused while READ is missing, nothing
+written), and once READ is granted finishes the batch. An independent read_committed consumer
+(kafka-python) reads every row once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from kafka_sink.admin.transactions import list_transactions
+from kafka_sink.errors import KafkaConnectionError, KafkaError
+from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.eos.committer import (
+    EosCommitter,
+    SinkCommitOutcomeUnknownError,
+    TaskTransaction,
+    listing_ops,
+)
+from kafka_sink.spark.eos.intents import DONE, INTENT, MemoryIntentStore
+from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
+from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
+
+USERS = {"alice": "alice-secret"}
+
+_OPEN_AND_DIE = """
+import os, sys
+from confluent_kafka import Producer
+bootstrap, transactional_id, topic = sys.argv[1:4]
+plain = Producer({"bootstrap.servers": bootstrap})
+for partition in (0, 1):
+    plain.produce(topic, value=b"before", partition=partition)
+plain.flush(30)
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+producer.init_transactions(30)
+producer.begin_transaction()
+for i in range(4):
+    producer.produce(topic, value=f"txn-{i}".encode(), partition=i % 2)
+if producer.flush(30) != 0:
+    sys.exit("records not acknowledged")
+os._exit(0)  # dies with the transaction open
+"""
+
+_INIT = """
+import sys
+from confluent_kafka import Producer
+producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2]})
+producer.init_transactions(30)
+"""
+
+
+@pytest.fixture(scope="module")
+def acl_kafka() -> Iterator[LocalKafka]:
+    """One broker with an authorizer; its PLAINTEXT listener is the super user, its SASL one
+    serves ``alice``, who starts with no ACL."""
+    kafka = LocalKafka(
+        heap="384m",
+        sasl_users=USERS,
+        broker_config={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        },
+    )
+    try:
+        kafka.start()
+    except (KafkaSetupError, KafkaStartError) as exc:
+        pytest.fail(f"no Kafka broker with an authorizer for the tests: {exc}", pytrace=False)
+    try:
+        yield kafka
+    finally:
+        kafka.close()
+
+
+def _grant(
+    kafka: LocalKafka, kind: str, name: str, *operations: str, prefixed: bool = False
+) -> None:
+    admin_module = import_kafka_python().admin
+    pattern = admin_module.ResourcePattern(
+        admin_module.ResourceType[kind],
+        name,
+        admin_module.ACLResourcePatternType.PREFIXED
+        if prefixed
+        else admin_module.ACLResourcePatternType.LITERAL,
+    )
+    acls = [
+        admin_module.ACL(
+            principal="User:alice",
+            host="*",
+            operation=admin_module.ACLOperation[op],
+            permission_type=admin_module.ACLPermissionType.ALLOW,
+            resource_pattern=pattern,
+        )
+        for op in operations
+    ]
+    admin = admin_module.KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    try:
+        result = admin.create_acls(acls)
+        assert not result["failed"], result["failed"]
+    finally:
+        admin.close()
+
+
+def _run(script: str, *args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-c", script, *args], check=True, timeout=60, capture_output=True
+    )
+
+
+def _visible(bootstrap: str, topic: str) -> list[bytes]:
+    kafka = import_kafka_python()
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    try:  # a record after the markers: reading it proves nothing is held back
+        for partition in (0, 1):
+            producer.send(topic, value=b"after", partition=partition).get(timeout=30)
+    finally:
+        producer.close()
+    records = read_all(bootstrap, topic, isolation_level="read_committed")
+    return sorted(r.value for r in records if r.value is not None)
+
+
+def test_a_refused_commit_whose_marker_may_not_be_read_is_unknown_and_finished_once_granted(
+    acl_kafka: LocalKafka,
+) -> None:
+    plaintext = acl_kafka.bootstrap_servers
+    topic = f"unknown-{uuid.uuid4().hex[:8]}"
+    prefix = f"acl-{uuid.uuid4().hex[:8]}"
+    tid = f"{prefix}-0-0"
+    create_topic(plaintext, topic, 2)
+    # What README listed for exactly-once before READ was added: no READ on the topic.
+    _grant(acl_kafka, "TOPIC", topic, "WRITE")
+    _grant(acl_kafka, "TRANSACTIONAL_ID", prefix, "WRITE", "DESCRIBE", prefixed=True)
+    alice = {
+        "bootstrap.servers": acl_kafka.sasl_bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "alice",
+        "sasl.password": USERS["alice"],
+        "max.block.ms": "10000",
+    }
+    _run(_OPEN_AND_DIE, plaintext, tid, topic)
+    (listing,) = list_transactions(alice, tid, timeout=30)
+    task = TaskTransaction(0, listing.prepared(), None, (((topic, 0), 1), ((topic, 1), 1)))
+    store = MemoryIntentStore()
+
+    def driver() -> EosCommitter:
+        return EosCommitter(store, listing_ops(alice, 10), query_key="q", prefix=prefix)
+
+    real = listing_ops(alice, 10)
+    calls: list[bool] = []
+
+    def answer_lost_once(
+        handles: Sequence[PreparedTransaction], commit: bool
+    ) -> list[KafkaError | None]:
+        assert real.complete_all is not None
+        out = list(real.complete_all(handles, commit))
+        if not calls:  # applied; the answer never heard; then a stale attempt moves the id on
+            _run(_INIT, plaintext, tid)
+            out = [KafkaConnectionError("the connection was lost (scripted)")] * len(out)
+        calls.append(commit)
+        return out
+
+    committer = EosCommitter(
+        store,
+        dataclasses.replace(real, complete_all=answer_lost_once),
+        query_key="q",
+        prefix=prefix,
+        sleep_ms=lambda ms: None,
+    )
+    try:
+        with pytest.raises(SinkCommitOutcomeUnknownError) as info:
+            committer.commit(1, [task])
+    finally:
+        committer.close()
+    text = str(info.value)
+    assert repr(tid) in text and f"{topic}-0" in text and "TOPIC_AUTHORIZATION_FAILED" in text
+    assert f"--operation Read --topic {topic}" in text
+    last = store.last("q")
+    assert last is not None and last.state == INTENT and "lost" not in last.extra
+
+    # The next planning reads again: still refused, so it stops, writing nothing.
+    restarted = driver()
+    try:
+        with pytest.raises(SinkCommitOutcomeUnknownError):
+            restarted.recover()
+    finally:
+        restarted.close()
+    last = store.last("q")
+    assert last is not None and last.state == INTENT
+
+    _grant(acl_kafka, "TOPIC", topic, "READ")
+    restarted = driver()
+    try:
+        done = restarted.recover()
+    finally:
+        restarted.close()
+    assert done is not None and done.state == DONE
+    rows = [b"after"] * 2 + [b"before"] * 2 + [f"txn-{i}".encode() for i in range(4)]
+    assert _visible(plaintext, topic) == sorted(rows)
