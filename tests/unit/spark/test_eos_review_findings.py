@@ -1,0 +1,163 @@
+"""Adversarial review of the exactly-once design (round 5): each test states a guarantee the
+design claims and shows the sequence of events that breaks it, on the coordinator model.
+
+Every test is ``xfail(strict=True)``: it fails today, for the reason given, so the suite stays
+green and a fix turns it into a pass (and the strict marker then says to drop the mark). No
+production code is changed here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+
+from kafka_sink.clock import ManualClock
+from kafka_sink.spark.eos.committer import (
+    COMMITTED,
+    EosCommitter,
+    SinkTransactionLostError,
+    TaskTransaction,
+)
+from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
+from tests.unit.spark.test_eos_fence import PREFIX, _driver, _visible
+from tests.unit.spark.test_eos_keyed_runs import _Cluster, _job_rows, _Run
+from tests.unit.spark.test_eos_keyed_runs import cluster as keyed_cluster  # the fixture
+
+# --------------------------------------------------------------------------------------------
+# 1. The intent write's bound (change 5) does not cover the read the done-record guard
+#    (change 2) does first: a slow intent-topic leader lets the batch end partly committed.
+# --------------------------------------------------------------------------------------------
+
+
+def _task(coordinator: FakeCoordinator, partition: int, row: str) -> TaskTransaction:
+    first = len(coordinator.log.get(("out", partition), []))
+    prepared = coordinator.begin(f"{PREFIX}-{partition}-0", {("out", partition): [row]})
+    return TaskTransaction(partition, prepared, None, ((("out", partition), first),))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="KafkaIntentStore.write_within reads the key (refuse_replacing_done) before its "
+    "bounded append, and that read is bounded by max.block.ms only: the intent is recorded "
+    "after a transaction of the batch expired, and the batch ends partly committed",
+)
+def test_a_slow_read_before_the_intent_append_escapes_the_intent_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    coordinator = FakeCoordinator()
+    driver = _driver(coordinator, "driver", fenced=True)
+    # As test_a_slow_intent_write_gives_up_while_the_batch_can_still_be_aborted: partition 0's
+    # transaction has 16 s left at the check, so the intent write is bounded to 11 s.
+    t0 = _task(coordinator, 0, "b1-p0")
+    coordinator.advance(30_000)
+    t1 = _task(coordinator, 1, "b1-p1")
+    coordinator.advance(14_000)
+    # The intent topic's leader is slow (a leader change, a broker under load): the guard's
+    # read of the key inside write_within takes 20 s; the append itself is then quick.
+    store = driver.store
+    assert isinstance(store, KafkaIntentStore)
+    reads = {"n": 0}
+    real_last = KafkaIntentStore.last
+
+    def slow_last(self: KafkaIntentStore, query_key: str) -> Any:
+        reads["n"] += 1
+        if reads["n"] == 2:  # the commit's own read first, then the guard's inside write_within
+            coordinator.advance(20_000)
+        return real_last(self, query_key)
+
+    monkeypatch.setattr(KafkaIntentStore, "last", slow_last)
+    with contextlib.suppress(Exception):  # what the design promises is checked below
+        driver.commit(1, [t0, t1])
+    # The promise of the intent-write bound: a slow intent write gives up while the batch can
+    # still be aborted, so nothing of it is visible and its re-run writes it whole. Instead
+    # partition 1 is visible and partition 0 was lost by Kafka: a partly committed batch.
+    assert _visible(coordinator) in ([], ["b1-p0", "b1-p1"])
+
+
+# --------------------------------------------------------------------------------------------
+# 2. A driver clock ahead of the brokers' fails every batch as "about to be aborted", forever,
+#    with a fix (raise the timeout, make tasks faster) that does not help.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="_expiring takes max(driver wall clock, newest start) as the brokers' now: a driver "
+    "clock ahead of the brokers' by more than timeout - margin refuses every batch, each "
+    "re-run too, as 'about to be aborted'; the message blames the timeout, not the clock",
+)
+def test_a_driver_clock_ahead_of_the_brokers_does_not_fail_every_batch() -> None:
+    coordinator = FakeCoordinator()
+    # The driver's wall clock runs 50 s ahead of the brokers' (a host without NTP, a VM
+    # resumed); the query runs with kafka.transaction.timeout.ms=60000.
+    driver_clock = ManualClock(wall_ms=coordinator.clock.wall_ms() + 50_000)
+    from kafka_sink.spark.eos.intents import MemoryIntentStore
+
+    committer = EosCommitter(
+        MemoryIntentStore(),
+        coordinator_ops(coordinator),
+        query_key="q1",
+        prefix=PREFIX,
+        transaction_timeout_ms=60_000,
+        clock=driver_clock,
+        sleep_ms=coordinator.advance,
+    )
+    errors: list[str] = []
+    for attempt in range(3):  # the batch and two re-runs: each prepared just now
+        tasks = [_task(coordinator, p, f"b0-p{p}-a{attempt}") for p in range(2)]
+        try:
+            assert committer.commit(0, tasks) == COMMITTED
+            break
+        except SinkTransactionLostError as exc:
+            errors.append(str(exc))
+    # Transactions opened a moment ago, with 60 s left by the brokers' clock, are committed.
+    assert errors == [], errors[0]
+
+
+# --------------------------------------------------------------------------------------------
+# 3. A keyed job's Spark abort (after a commit that failed past its intent) uses the planning's
+#    fence token: under Transactions V2 the intent write moved the fence's epoch, so the abort
+#    reports "another run took the key over" and skips the round of EndTxns it promises.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keyed_cluster", ["kafka"], indirect=True)
+@pytest.mark.xfail(
+    strict=True,
+    reason="the keyed job's abort() builds its committer from plan.fence_token (the "
+    "planning's); under TV2 the commit's intent write bumped the fence's epoch (JobFence keeps "
+    "the new token in the commit's committer only), so the abort finds the fence 'taken by "
+    "another run of idempotencyKey', logs that, and ends nothing",
+)
+def test_a_keyed_jobs_abort_after_its_intent_finishes_the_commit_it_recorded(
+    keyed_cluster: _Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.fakes.coordinator import TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    cluster = keyed_cluster
+
+    run = _Run(cluster, "only")
+    run.plan()
+    run.tasks(slot=0)
+    assert run.writer is not None
+    # The commit records its intent (through the fence: epoch e -> e+1 under TV2), then its
+    # first round of EndTxns is refused for good (an ACL change on the transactional ids that
+    # is reverted a moment later): the commit fails as incomplete, the intent recorded.
+    # The first end_txn is the intent's (through the fence); the second is the first task's.
+    cluster.coordinator.script("end_txn", 0, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    run.commit()
+    assert run.error is not None and "is recorded" in str(run.error), run.error
+    # Spark then calls abort() on the job: "Spark's abort of the job tries once more".
+    caplog.clear()
+    run.writer.abort(list(run.messages))
+    fenced_logs = [r.getMessage() for r in caplog.records if "took the key over" in r.getMessage()]
+    # No other run of the key exists: nothing may say one took it over ...
+    assert fenced_logs == [], fenced_logs[0]
+    # ... and the abort's round of EndTxns commits the recorded transactions.
+    assert cluster.visible() == _job_rows()
+
+
+__all__ = ["keyed_cluster"]
