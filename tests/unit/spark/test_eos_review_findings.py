@@ -23,6 +23,7 @@ from kafka_sink.spark.eos.committer import (
 from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 from tests.unit.spark.test_eos_fence import PREFIX, _driver, _visible
+from tests.unit.spark.test_eos_fence import cluster as fence_cluster  # the fixture
 from tests.unit.spark.test_eos_keyed_runs import _Cluster, _job_rows, _Run
 from tests.unit.spark.test_eos_keyed_runs import cluster as keyed_cluster  # the fixture
 
@@ -160,4 +161,67 @@ def test_a_keyed_jobs_abort_after_its_intent_finishes_the_commit_it_recorded(
     assert cluster.visible() == _job_rows()
 
 
-__all__ = ["keyed_cluster"]
+__all__ = ["fence_cluster", "keyed_cluster"]
+
+
+# --------------------------------------------------------------------------------------------
+# 4. The fence re-take (change 4) lets an older run of the query, planning again after a newer
+#    driver took over, fence the newer driver: the zombie commits its batch, the newer driver's
+#    in-flight batch is refused and that driver stops, told "a newer run took over".
+# --------------------------------------------------------------------------------------------
+
+
+def _slot_tasks(
+    coordinator: FakeCoordinator, batch: int, slot: int, tag: str
+) -> list[TaskTransaction]:
+    return [
+        TaskTransaction(
+            p,
+            coordinator.begin(f"{PREFIX}-{p}-{slot}", {("out", p): [f"{tag}-b{batch}-p{p}"]}),
+        )
+        for p in range(2)
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open_fence re-takes the fence whenever the token kept is stale, and cannot tell an "
+    "older run planning again from a new run in the same application: the zombie (its Spark "
+    "run not refused, e.g. a checkpoint on an object store without atomic create) fences the "
+    "newer driver, commits its own batch, and the newer driver stops as 'fenced by a newer run'",
+)
+def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
+    fence_cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from kafka_sink.spark.eos.fence import SinkFencedError
+    from tests.unit.spark.test_eos_fence import _in_driver, _planned
+
+    cluster = fence_cluster
+    # Driver A runs the query (batch 0), then is cut off between two batches (a long GC, a
+    # network partition); driver B (the pod's replacement) starts the query and plans batch 1.
+    _in_driver(monkeypatch, tmp_path / "a")
+    assert _planned(cluster).commit(0, _slot_tasks(cluster, 0, 0, "A")) == COMMITTED
+    _in_driver(monkeypatch, tmp_path / "b")
+    newer = _planned(cluster)
+    newer.recover()
+    newer_tasks = _slot_tasks(cluster, 1, 0, "B")  # B's tasks prepared batch 1
+    # A wakes up and its (older) run plans its next batch: its token is stale.
+    _in_driver(monkeypatch, tmp_path / "a")
+    refused = False
+    try:
+        zombie = _planned(cluster)
+    except SinkFencedError:
+        refused = True
+    if not refused:
+        zombie.recover()
+        assert zombie.commit(1, _slot_tasks(cluster, 1, 1, "A")) == COMMITTED
+    # The newer driver must not be the one stopped: its batch commits.
+    _in_driver(monkeypatch, tmp_path / "b")
+    try:
+        outcome = newer.commit(1, newer_tasks)
+    except SinkFencedError as exc:
+        pytest.fail(
+            f"the newer driver was fenced by the older run: {exc}; visible: {_visible(cluster)}"
+        )
+    assert outcome == COMMITTED
+    assert refused
