@@ -225,3 +225,76 @@ def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
         )
     assert outcome == COMMITTED
     assert refused
+
+
+# --------------------------------------------------------------------------------------------
+# 5. Brokers without DescribeTransactions (before Kafka 3.0), which the planning and the check
+#    before the first commit accept with a warning: every step of a fenced committer that
+#    checks the fence raises UnsupportedVersionError instead, so a streaming query is stuck.
+# --------------------------------------------------------------------------------------------
+
+
+def _no_describe(monkeypatch: pytest.MonkeyPatch, coordinator: FakeCoordinator) -> None:
+    from kafka_sink.errors import UnsupportedVersionError
+
+    def unsupported(tid: str) -> None:
+        raise UnsupportedVersionError("DescribeTransactions is not supported by the broker")
+
+    monkeypatch.setattr(coordinator, "describe", unsupported)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="commit()'s already-done path calls _check_fence, whose DescribeTransactions raises "
+    "UnsupportedVersionError on brokers before 3.0: the re-run of a done batch fails, and so "
+    "does every restart (a query stuck on that batch for good)",
+)
+def test_without_describe_transactions_a_done_batchs_rerun_is_not_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    coordinator = FakeCoordinator()
+    _no_describe(monkeypatch, coordinator)  # the cluster's brokers predate Kafka 3.0
+    first = _driver(coordinator, "first", fenced=True)
+    assert first.commit(5, _slot_tasks(coordinator, 5, 0, "x")) == COMMITTED
+    # The driver dies after done and before Spark's commit log: its restart re-runs batch 5.
+    restarted = EosCommitter(
+        first.store,
+        coordinator_ops(coordinator),
+        query_key=first.query_key,
+        prefix=PREFIX,
+        clock=coordinator.clock,
+        sleep_ms=coordinator.advance,
+        fence=first.fence,
+    )
+    for _ in range(2):  # and again at the next restart
+        assert restarted.commit(5, _slot_tasks(coordinator, 5, 1, "x")) == "already-done"
+    assert _visible(coordinator) == ["x-b5-p0", "x-b5-p1"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FencedStore.write checks the fence with DescribeTransactions before every write: "
+    "on brokers before 3.0 it raises UnsupportedVersionError, so with intentStore=checkpoint "
+    "no intent is ever written and every batch of a streaming query fails",
+)
+def test_without_describe_transactions_the_checkpoint_store_records_intents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kafka_sink.spark.eos.fence import FencedStore, open_fence
+    from kafka_sink.spark.eos.intents import MemoryIntentStore
+
+    coordinator = FakeCoordinator()
+    _no_describe(monkeypatch, coordinator)  # the cluster's brokers predate Kafka 3.0
+    held = open_fence(
+        PREFIX, "q-ckpt", init=coordinator.init_producer_id, describe=coordinator.describe
+    )
+    committer = EosCommitter(
+        FencedStore(MemoryIntentStore(), held),
+        coordinator_ops(coordinator),
+        query_key="q-ckpt",
+        prefix=PREFIX,
+        clock=coordinator.clock,
+        sleep_ms=coordinator.advance,
+        fence=held,
+    )
+    assert committer.commit(0, _slot_tasks(coordinator, 0, 0, "c")) == COMMITTED
