@@ -298,3 +298,56 @@ def test_without_describe_transactions_the_checkpoint_store_records_intents(
         fence=held,
     )
     assert committer.commit(0, _slot_tasks(coordinator, 0, 0, "c")) == COMMITTED
+
+
+# --------------------------------------------------------------------------------------------
+# 6. The intent store reads read_committed up to the last stable offset of partition 0, which
+#    every query shares: another query's fence transaction left open (its driver killed between
+#    its Produce and its EndTxn, open for up to 60 s) hides every later record of every query
+#    from a driver that starts meanwhile. "Not readable yet" is taken for "not there".
+# --------------------------------------------------------------------------------------------
+
+
+class _DriverKilled(BaseException):
+    """The driver process dies here (SIGKILL)."""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="KafkaIntentStore.last reads up to the LSO of the shared partition 0 (end_offset is "
+    "read_committed): behind another query's open fence transaction, a restarted driver reads "
+    "an older record than its query's latest, misses the unfinished intent, sweeps (aborts) "
+    "the transactions it names, and the re-run commits the batch again: rows read twice",
+)
+def test_another_querys_open_fence_write_does_not_hide_this_querys_intent() -> None:
+    from kafka_sink.spark.eos import kafka_intents
+
+    coordinator = FakeCoordinator()
+    first = _driver(coordinator, "first", fenced=True)
+    assert first.commit(4, _slot_tasks(coordinator, 4, 0, "y")) == COMMITTED
+    # Another query's driver (its own key and prefix, the same intent topic) is killed between
+    # the Produce of a fence write and its EndTxn: its transaction stays open for up to 60 s.
+    coordinator.begin("other-query.fence", {("intents", 0): [(b"other-query", b"{}")]})
+    # This query's driver records batch 5's intent, commits partition 0, and is killed before
+    # its second EndTxn.
+    tasks = _slot_tasks(coordinator, 5, 0, "y")
+
+    def killed() -> None:
+        raise _DriverKilled
+
+    coordinator.script("end_txn", 0, 0, killed)  # the intent's (fence), partition 0's, then
+    with pytest.raises(_DriverKilled):
+        first.commit(5, tasks)
+    # A new driver starts the query (another process: nothing cached) a few seconds later.
+    kafka_intents._POSITIONS.clear()
+    coordinator.advance(5_000)
+    second = _driver(coordinator, "second", fenced=True)
+    recovered = second.recover()
+    second.sweep_leftovers()
+    # The re-run of batch 5 (its tasks on slot 1) commits.
+    with contextlib.suppress(Exception):  # only what readers read matters here
+        second.commit(5, _slot_tasks(coordinator, 5, 1, "y"))
+    assert sorted(_visible(coordinator)) == sorted(["y-b4-p0", "y-b4-p1", "y-b5-p0", "y-b5-p1"]), (
+        _visible(coordinator)
+    )
+    assert recovered is not None and recovered.batch_id == 5, recovered
