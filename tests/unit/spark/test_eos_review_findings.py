@@ -351,3 +351,43 @@ def test_another_querys_open_fence_write_does_not_hide_this_querys_intent() -> N
         _visible(coordinator)
     )
     assert recovered is not None and recovered.batch_id == 5, recovered
+
+
+# --------------------------------------------------------------------------------------------
+# 7. Claims live in one intent topic: a keyed job (or a query) given a prefix another write
+#    claimed in another intentTopic passes the check, fences the owner and sweeps its prefix.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keyed_cluster", ["kafka"], indirect=True)
+@pytest.mark.xfail(
+    strict=True,
+    reason="refuse_foreign_claim reads the claim in the write's own intentTopic only: an owner "
+    "whose intents (and claim) are in another topic is invisible, so the keyed job fences it "
+    "and its start sweep aborts the owner's prepared transactions",
+)
+def test_a_claim_in_another_intent_topic_still_protects_the_prefix(
+    keyed_cluster: _Cluster,
+) -> None:
+    from kafka_sink.spark.eos import committer as committer_module
+    from kafka_sink.spark.eos.plan import EosPlan
+    from tests.fakes.coordinator import ONGOING
+
+    cluster = keyed_cluster
+    query_plan = EosPlan("shared", "query-1", None, "query-intents", fenced=True)
+    # A streaming query owns prefix 'shared' (its claim in its own intentTopic) and has a
+    # batch prepared.
+    query = EosCommitter.for_plan(query_plan, {"bootstrap.servers": "h:1"})
+    query.close()
+    prepared = [
+        cluster.coordinator.begin(f"shared-{p}-0", {("orders", p): [f"q-{p}"]}, 60_000)
+        for p in (0, 1, 2)
+    ]
+    job = _Run(cluster, "job", prefix="shared")  # the default intentTopic
+    job.plan()
+    # The query's prepared transactions must be untouched (the job refused, as with one topic).
+    states = [cluster.coordinator.txns[t.transactional_id].state for t in prepared]
+    assert states == [ONGOING] * 3, (states, job.error)
+    query = EosCommitter.for_plan(query_plan, {"bootstrap.servers": "h:1"})
+    tasks = [committer_module.TaskTransaction(p, t) for p, t in enumerate(prepared)]
+    assert query.commit(0, tasks) == COMMITTED
