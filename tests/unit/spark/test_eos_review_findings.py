@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kafka_sink.clock import ManualClock
+from kafka_sink.errors import KafkaTimeoutError
 from kafka_sink.spark.eos.committer import (
     COMMITTED,
     EosCommitter,
@@ -22,6 +23,7 @@ from kafka_sink.spark.eos.committer import (
 )
 from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
+from tests.fakes.topic_log import CoordinatedTopicLog
 from tests.unit.spark.test_eos_fence import PREFIX, _driver, _visible
 from tests.unit.spark.test_eos_fence import cluster as fence_cluster  # the fixture
 from tests.unit.spark.test_eos_keyed_runs import _Cluster, _job_rows, _Run
@@ -391,3 +393,50 @@ def test_a_claim_in_another_intent_topic_still_protects_the_prefix(
     query = EosCommitter.for_plan(query_plan, {"bootstrap.servers": "h:1"})
     tasks = [committer_module.TaskTransaction(p, t) for p, t in enumerate(prepared)]
     assert query.commit(0, tasks) == COMMITTED
+
+
+class _StrictLog(CoordinatedTopicLog):
+    """The model's intent topic, whose end offset (the last stable offset) is refused below what
+    the caller saw, as ``TopicLog.end_offset(at_least=...)`` retries it until its deadline."""
+
+    def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
+        end = super().end_offset(topic, partition)
+        if end < at_least:
+            raise KafkaTimeoutError(
+                f"listing the end offset of {topic}-{partition} did not finish: the leader "
+                f"answers {end}, below {at_least} already seen"
+            )
+        return end
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="one driver killed inside a fence write holds the shared intent partition's LSO for "
+    "up to 60 s; every other query whose driver wrote after it cannot read its own record "
+    "(end_offset below what it saw, retried until max.block.ms) and fails its next batch",
+)
+def test_another_querys_open_fence_write_does_not_fail_this_querys_next_batch() -> None:
+    from kafka_sink.spark.eos import fence as fence_module
+
+    coordinator = FakeCoordinator()
+    fence_module._HELD.clear()
+    held = fence_module.open_fence(
+        PREFIX, "query-y", init=coordinator.init_producer_id, describe=coordinator.describe
+    )
+    store = KafkaIntentStore(_StrictLog(coordinator), "intents", cluster="y", fence=held)
+    driver = EosCommitter(
+        store,
+        coordinator_ops(coordinator),
+        query_key="query-y",
+        prefix=PREFIX,
+        clock=coordinator.clock,
+        sleep_ms=coordinator.advance,
+        fence=held,
+    )
+    assert driver.commit(4, _slot_tasks(coordinator, 4, 0, "y")) == COMMITTED
+    # Another query's driver is killed between the Produce and the EndTxn of a fence write.
+    coordinator.begin("other-query.fence", {("intents", 0): [(b"other-query", b"{}")]})
+    assert driver.commit(5, _slot_tasks(coordinator, 5, 0, "y")) == COMMITTED
+    coordinator.advance(1_000)
+    # This query's next batch, a second later, well within the other transaction's 60 s.
+    assert driver.commit(6, _slot_tasks(coordinator, 6, 0, "y")) == COMMITTED
