@@ -31,7 +31,10 @@ never does). A streaming query's planning first checks the prefix's fence, and t
 this driver holds none or another driver took it since (``eos/fence.py``: before the store is
 read), and claims the prefix; a prefix another write
 claimed is refused in every call, and in a batch job's ``writer()`` given that prefix explicitly
-(``eos/claims.py``). A batch job with ``idempotencyKey`` is keyed by its identity instead of its
+(``eos/claims.py``). A batch job without ``idempotencyKey`` given ``transactionalIdPrefix`` then
+takes the prefix's fence (fencing every earlier write of the prefix, whose commit would else
+sweep this job's transactions) and claims nothing, and its plan carries the fence to its commit
+(``eos/job_fence.py``). A batch job with ``idempotencyKey`` is keyed by its identity instead of its
 write id and planned by ``eos/idempotency.py``: like a streaming query's driver, every run
 refuses a prefix another write claimed, takes the prefix's fence (fencing an earlier run of the
 key still going) and claims the prefix, and its plan carries the fence to its commit; then a key

@@ -90,7 +90,9 @@ Invariants:
   less a share kept for their EndTxns; each call of the ops by the ops' own deadline.
 - A commit refused by the fence before its intent became visible still aborts the batch's own
   transactions (exact producer id and epoch: never a newer driver's); only the sweep, which
-  lists, needs the fence.
+  lists, needs the fence. A batch job without ``idempotencyKey`` whose every transaction
+  committed succeeds though the fence refuses its done record: no later write reads its write
+  id's record, and failing it would have the job run again.
 - Kafka is reached only through the injected :class:`TransactionOps`, and time only through the
   injected clock and sleep, so the state machine is tested with fakes on a manual clock.
 - The test-only fault hook (``fault_hooks.pause_commit``) sits between the durable intent and

@@ -9,6 +9,10 @@ The runs are interleaved at the points where the race used to harm: a run planne
 other's tasks prepared, a run committed whole while the other stood between its check and its
 intent, a run planned while the other's recorded commit was under way. After both, a third run
 of the key writes nothing.
+
+Batch jobs without the key given ``transactionalIdPrefix`` share their prefix (and its fence)
+with every other write given it: the newest fences the older, whose commit fails before anything
+of it is visible, and none of them claims the prefix.
 """
 
 from __future__ import annotations
