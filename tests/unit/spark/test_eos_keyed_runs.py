@@ -502,3 +502,33 @@ def test_a_job_with_a_prefix_whose_commit_was_recorded_before_the_next_planned_s
     assert newer.succeeded, newer.error
     assert cluster.visible() == _rows_of(older) + _rows_of(newer)
     assert cluster.open_transactions() == []
+
+
+@KAFKA_ONLY
+def test_a_streaming_query_started_after_a_job_with_its_prefix_fences_that_job(
+    cluster: _Cluster,
+) -> None:
+    job = _Run(cluster, "job", prefix="shared", key=None)
+    job.plan()
+    job.tasks(slot=0)
+    # The query's first planning takes the fence and claims the prefix; its batch prepares.
+    plan = EosPlan("shared", "query-1", None, INTENT_TOPIC, fenced=True)
+    EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"}).close()
+    prepared = [
+        cluster.coordinator.begin(f"shared-{p}-1", {(TOPIC, p): [f"q-{p}"]}, TIMEOUT_MS)
+        for p in PARTITIONS
+    ]
+    job.commit()  # refused: its sweep leaves the query's batch alone
+    _assert_prefix_taken_over(job, "shared")
+    assert [cluster.coordinator.txns[t.transactional_id].state for t in prepared] == [ONGOING] * 3
+    query = EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"})
+    try:
+        tasks = [
+            committer_module.TaskTransaction(p, t)
+            for p, t in zip(PARTITIONS, prepared, strict=True)
+        ]
+        assert query.commit(0, tasks) == committer_module.COMMITTED
+    finally:
+        query.close()
+    assert sorted(cluster.visible()) == [f"q-{p}" for p in PARTITIONS]
+    assert cluster.open_transactions() == []
