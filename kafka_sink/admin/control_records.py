@@ -32,6 +32,11 @@ Invariants:
   retried within it after a metadata refresh.
 - Reads are read_uncommitted: a marker is itself what decides, and the last stable offset may
   be held back by other producers' open transactions.
+- What one answer's batches decode to is bounded as a consumer's Fetch is (``records/fetched.py``:
+  64 MiB): any producer may write to a data partition, and a decompression bomb there fails
+  that partition's read with a :class:`~kafka_sink.errors.DecodeLimitError` naming the topic,
+  partition and offset (the outcome is then read from another partition, or unknown), instead
+  of inflating in the driver.
 """
 
 from __future__ import annotations
@@ -41,10 +46,22 @@ from collections.abc import Callable, Mapping
 
 from kafka_sink.admin.client import Deadline
 from kafka_sink.admin.topic_log import TopicLog
-from kafka_sink.errors import KafkaError, KafkaTimeoutError, OffsetOutOfRangeError, error_for_code
+from kafka_sink.errors import (
+    CorruptRecordError,
+    DecodeLimitError,
+    KafkaError,
+    KafkaTimeoutError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
-from kafka_sink.records.batch import read_batches
-from kafka_sink.records.fetched import CONTROL_TYPE_COMMIT, complete_batches_size, control_type
+from kafka_sink.records.batch import batch_spans, decode_batch
+from kafka_sink.records.fetched import (
+    CONTROL_TYPE_COMMIT,
+    MAX_DECODED_BYTES,
+    complete_batches_size,
+    control_type,
+)
 from kafka_sink.wire.messages.fetch import FetchResponse
 from kafka_sink.wire.messages.list_offsets import READ_UNCOMMITTED
 
@@ -90,9 +107,17 @@ def marker_after(
     fetch_offset: int,
     prepared: PreparedTransaction,
     topic: str = "",
+    *,
+    max_decoded_bytes: int = MAX_DECODED_BYTES,
 ) -> tuple[bool | None, int]:
     """The outcome (True: COMMIT) of the first marker of ``prepared`` in one fetched partition,
-    None when there is none in it, and the offset to fetch next."""
+    None when there is none in it, and the offset to fetch next.
+
+    The answer's batches may decode to ``max_decoded_bytes`` in all, as a consumer's Fetch
+    (``records/fetched.py``): the batches past it are left for the next fetch, and a first batch
+    past it alone raises :class:`~kafka_sink.errors.DecodeLimitError` naming the topic,
+    partition and offset.
+    """
     if partition.error_code:
         where = f"{topic}-{partition.partition_index}"
         error = error_for_code(partition.error_code, f"Fetch {where} at {fetch_offset}")
@@ -103,7 +128,16 @@ def marker_after(
     data = partition.records or b""
     whole = complete_batches_size(data)
     next_offset = fetch_offset
-    for batch in read_batches(memoryview(data)[:whole]) if whole else []:
+    room = max_decoded_bytes
+    view = memoryview(data).cast("B")[:whole]
+    for start, end in batch_spans(view) if whole else []:
+        try:
+            batch = decode_batch(view[start:end], max_decoded_bytes=room)
+        except CorruptRecordError as exc:
+            if next_offset > fetch_offset and isinstance(exc, DecodeLimitError):
+                break  # no room left in this answer: the next fetch starts at this batch
+            raise _located(exc, topic, partition.partition_index) from None
+        room -= batch.decoded_bytes
         last = batch.base_offset + batch.last_offset_delta
         next_offset = max(next_offset, last + 1)
         if (
@@ -224,6 +258,19 @@ class ControlRecordReader(TopicLog):
         self, tp: TopicPartition, deadline: Deadline, offset: int
     ) -> FetchResponse.PartitionData:
         return self._fetch_partition(tp[0], tp[1], offset, deadline, READ_UNCOMMITTED)[1]
+
+
+def _located(exc: CorruptRecordError, topic: str, partition: int) -> CorruptRecordError:
+    """``exc`` again, naming the topic and partition too (its message names the offset)."""
+    kind = DecodeLimitError if isinstance(exc, DecodeLimitError) else CorruptRecordError
+    return kind(
+        f"cannot read {topic}-{partition} for a transaction marker: {exc}",
+        topic=topic,
+        partition=partition,
+        offset=exc.offset,
+        last_offset=exc.last_offset,
+        checksum_ok=exc.checksum_ok,
+    )
 
 
 def _out_of_range(where: str, offset: int, log_start: int) -> KafkaError:

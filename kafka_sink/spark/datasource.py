@@ -31,7 +31,10 @@ never does). A streaming query's planning first checks the prefix's fence, and t
 this driver holds none or another driver took it since (``eos/fence.py``: before the store is
 read), and claims the prefix; a prefix another write
 claimed is refused in every call, and in a batch job's ``writer()`` given that prefix explicitly
-(``eos/claims.py``). A batch job with ``idempotencyKey`` is keyed by its identity instead of its
+(``eos/claims.py``). A batch job without ``idempotencyKey`` given ``transactionalIdPrefix`` then
+takes the prefix's fence (fencing every earlier write of the prefix, whose commit would else
+sweep this job's transactions) and claims nothing, and its plan carries the fence to its commit
+(``eos/job_fence.py``). A batch job with ``idempotencyKey`` is keyed by its identity instead of its
 write id and planned by ``eos/idempotency.py``: like a streaming query's driver, every run
 refuses a prefix another write claimed, takes the prefix's fence (fencing an earlier run of the
 key still going) and claims the prefix, and its plan carries the fence to its commit; then a key
@@ -69,9 +72,9 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
-from kafka_sink.spark.eos.claims import refuse_foreign_claim
 from kafka_sink.spark.eos.committer import EosCommitter
 from kafka_sink.spark.eos.idempotency import job_identity, job_plan
+from kafka_sink.spark.eos.intents import IntentStore
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix, transactional_id
 from kafka_sink.spark.eos.start import QueryStart
 from kafka_sink.spark.errors import SinkOptionError
@@ -235,14 +238,17 @@ def _exactly_once_plan(
         identity = job_identity(key, topic=options.topic, prefix=options.transactional_id_prefix)
         query_key = identity.query_key
     prefix = identity.prefix if identity else options.transactional_id_prefix
+    # A keyed job's runs are serialised by the fence of its prefix (eos/idempotency.py), and so
+    # is a job given a prefix another write may have too (eos/job_fence.py).
+    fenced_job = not streaming and (identity is not None or bool(prefix))
     eos = EosPlan(
         prefix=prefix or default_prefix(query_key),
         query_key=query_key,
         intent_dir=intent_dir,
         intent_topic=options.intent_topic if in_kafka else None,
         idempotency_key=key,
-        # A keyed job's runs are serialised by the fence of its prefix (eos/idempotency.py).
-        fenced=streaming or identity is not None,
+        fenced=streaming or fenced_job,
+        batch_job=not streaming,
     )
     check_transactional_ids(
         options.producer_config,
@@ -264,19 +270,38 @@ def _exactly_once_plan(
                 eos = job_plan(committer, identity, eos, write_id=write_id)
         finally:
             committer.close()
+    elif fenced_job:
+        # A job without a key given a prefix: refuses a prefix another write claimed, then takes
+        # the prefix's fence (fencing every earlier write of the prefix) and claims nothing.
+        committer = EosCommitter.for_plan(eos, options.producer_config)
+        try:
+            fence = committer.fence
+            eos = replace(
+                _new_key_from(eos, committer.store, query_key),
+                fence_token=None if fence is None else fence.token,
+            )
+        finally:
+            committer.close()
     elif in_kafka:
-        from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
-
         store = eos.open_store(options.producer_config)
         try:
-            if options.transactional_id_prefix:
-                refuse_foreign_claim(store, eos.prefix, query_key)
-            if isinstance(store, KafkaIntentStore):
-                # The write id is new: its commit need not search the topic for a record of it.
-                eos = replace(eos, new_key_from=store.new_key_from(query_key))
+            eos = _new_key_from(eos, store, query_key)
         finally:
             store.close()
     return options, eos
+
+
+def _new_key_from(eos: EosPlan, store: IntentStore, query_key: str) -> EosPlan:
+    """``eos`` telling its commit where the Kafka store's records of the new write id start."""
+    if eos.intent_topic is None:
+        return eos
+    # Only the Kafka store loads the network stack (see EosPlan.open_store).
+    from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+
+    if isinstance(store, KafkaIntentStore):
+        # The write id is new: its commit need not search the topic for a record of it.
+        return replace(eos, new_key_from=store.new_key_from(query_key))
+    return eos
 
 
 def _checkpoint(options: SinkOptions, *, local_only: bool) -> str:

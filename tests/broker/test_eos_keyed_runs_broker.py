@@ -1,5 +1,5 @@
-"""Two runs of one ``idempotencyKey`` at the same time, and a keyed job given a streaming query's
-prefix, on a real broker.
+"""Two runs of one ``idempotencyKey`` at the same time, a keyed job given a streaming query's
+prefix, and two batch jobs without the key given one ``transactionalIdPrefix``, on a real broker.
 
 Each run is the data source's own driver path (``PyKafkaDataSource.writer()`` against the
 broker: preflight, intent topic, claim, fence; then ``commit()``), its tasks real transactional
@@ -63,9 +63,11 @@ class _Job:
         self.afters = 0  # plain records written after the rows (see visible)
         create_topic(bootstrap, self.topic, PARTITIONS, 1, None)
 
-    def rows(self) -> Counter[bytes]:
+    def rows(self, tag: str = "") -> Counter[bytes]:
         return Counter(
-            f"row-{p}-{i}".encode() for p in range(PARTITIONS) for i in range(ROWS_PER_PARTITION)
+            f"{tag}row-{p}-{i}".encode()
+            for p in range(PARTITIONS)
+            for i in range(ROWS_PER_PARTITION)
         )
 
     def visible(self) -> Counter[bytes]:
@@ -87,10 +89,19 @@ class _Job:
 class _Run:
     """One run of the job on a driver of its own: planning, tasks, commit."""
 
-    def __init__(self, job: _Job, *, prefix: str | None = None, key: str | None = None) -> None:
+    def __init__(
+        self,
+        job: _Job,
+        *,
+        prefix: str | None = None,
+        key: str | None = None,
+        keyless: str | None = None,
+    ) -> None:
         self.job = job
         self.prefix = prefix
-        self.key = key or job.key
+        self.key = None if keyless is not None else key or job.key
+        #: A job without the key: the tag its rows start with (they are its own).
+        self.tag = keyless or ""
         self.writer: PyKafkaBatchWriter | None = None
         self.messages: list[PyKafkaCommitMessage] = []
         self.error: SinkError | None = None
@@ -102,9 +113,10 @@ class _Run:
             "topic": self.job.topic,
             "deliveryGuarantee": "exactly-once",
             "intentTopic": self.job.intent_topic,
-            "idempotencyKey": self.key,
             "kafka.transaction.timeout.ms": "60000",
         }
+        if self.key is not None:
+            options["idempotencyKey"] = self.key
         if self.prefix is not None:
             options["transactionalIdPrefix"] = self.prefix
         try:
@@ -130,7 +142,7 @@ class _Run:
                 producer.init_transactions(timeout=60)
                 producer.begin_transaction()
                 for i in range(ROWS_PER_PARTITION):
-                    producer.send(self.job.topic, f"row-{p}-{i}".encode(), partition=p)
+                    producer.send(self.job.topic, f"{self.tag}row-{p}-{i}".encode(), partition=p)
                 prepared = producer.prepare_transaction(timeout=60)
             self.messages.append(PyKafkaCommitMessage(p, 0, p, None, (), prepared))
 
@@ -230,3 +242,48 @@ def test_a_keyed_job_never_sweeps_a_prefix_a_streaming_query_claimed(
     finally:
         committer.close()
     assert job.visible() == job.rows()
+
+
+def _assert_prefix_taken_over(run: _Run, prefix: str) -> None:
+    assert not run.succeeded and isinstance(run.error, SinkFencedError), run.error
+    message = str(run.error)
+    assert f"another write with transactionalIdPrefix {prefix!r}" in message, message
+    assert "took the prefix over" in message and "Fix:" in message
+    assert "idempotencyKey" not in message
+
+
+def test_a_job_with_a_prefix_planned_while_another_runs_its_tasks_fences_it(
+    kafka_bootstrap: str,
+) -> None:
+    job = _Job(kafka_bootstrap)
+    prefix = f"shared-{uuid.uuid4().hex[:8]}"
+    older, newer = _Run(job, prefix=prefix, keyless="a-"), _Run(job, prefix=prefix, keyless="b-")
+    older.plan()
+    older.tasks(slot=0)
+    newer.plan()  # takes the prefix's fence: the older job's commit is refused
+    newer.tasks(slot=1)
+    older.commit()
+    newer.commit()
+    _assert_prefix_taken_over(older, prefix)
+    assert newer.succeeded, newer.error
+    # The newer job's rows once, nothing of the older one, nothing left open before them.
+    assert job.visible() == job.rows("b-")
+
+
+def test_a_job_with_a_prefix_never_sweeps_a_later_ones_transactions(
+    kafka_bootstrap: str,
+) -> None:
+    job = _Job(kafka_bootstrap)
+    prefix = f"shared-{uuid.uuid4().hex[:8]}"
+    older, newer = _Run(job, prefix=prefix, keyless="a-"), _Run(job, prefix=prefix, keyless="b-")
+    older.plan()
+    newer.plan()
+    older.tasks(slot=0)
+    newer.tasks(slot=1)
+    # The older job commits first: before, its sweep aborted the newer job's prepared
+    # transactions, and the newer one then failed with its rows lost.
+    older.commit()
+    _assert_prefix_taken_over(older, prefix)
+    newer.commit()
+    assert newer.succeeded, newer.error
+    assert job.visible() == job.rows("b-")

@@ -16,6 +16,9 @@ key: a streaming query's id, or a keyed job's record key; ``kafka_intents.py``):
   InitProducerId the shared fence; the one fenced before its claim write commits is refused,
   with the fence's own error when the claim is then its own key's or nobody's (another run of
   the same query or key fenced it).
+- A batch job without ``idempotencyKey`` given a prefix only refuses a foreign claim, then takes
+  the fence (``job_fence.py``) but no claim: its owner would be its write id, new for each job,
+  so a killed job's claim would refuse every later write of the prefix until released.
 
 Invariants: only the Kafka store keeps claims (a file store lives in one query's checkpoint, so
 it sees no other query); the claim never names a secret.

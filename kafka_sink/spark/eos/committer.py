@@ -90,7 +90,9 @@ Invariants:
   less a share kept for their EndTxns; each call of the ops by the ops' own deadline.
 - A commit refused by the fence before its intent became visible still aborts the batch's own
   transactions (exact producer id and epoch: never a newer driver's); only the sweep, which
-  lists, needs the fence.
+  lists, needs the fence. A batch job without ``idempotencyKey`` whose every transaction
+  committed succeeds though the fence refuses its done record: no later write reads its write
+  id's record, and failing it would have the job run again.
 - Kafka is reached only through the injected :class:`TransactionOps`, and time only through the
   injected clock and sleep, so the state machine is tested with fakes on a manual clock.
 - The test-only fault hook (``fault_hooks.pause_commit``) sits between the durable intent and
@@ -307,10 +309,11 @@ class EosCommitter:
 
         ``producer_config`` is the write's, with the ``transaction.timeout.ms`` the planning
         settled: it bounds how long a recorded commit is retried. A ``fenced`` plan (a
-        streaming query's, a keyed batch job's) first refuses a prefix another write claimed,
-        then takes or loads this driver's fence (``fence.py``; a keyed job's run takes it anew
-        while planning and commits through the planning's: ``job_fence.py``) before
-        the store is read, and claims the prefix.
+        streaming query's, a keyed batch job's, a batch job's given ``transactionalIdPrefix``)
+        first refuses a prefix another write claimed, then takes or loads this driver's fence
+        (``fence.py``; a batch job takes it anew while planning and commits through the
+        planning's: ``job_fence.py``) before the store is read, and claims the prefix (a batch
+        job without a key claims nothing: ``job_fence.py`` says why).
         """
         timeout_ms = int(
             producer_config.get("transaction.timeout.ms", _DEFAULT_TRANSACTION_TIMEOUT_MS)
@@ -324,7 +327,7 @@ class EosCommitter:
             ops.close()
             raise
         try:
-            if fence is not None:
+            if fence is not None and (plan.idempotency_key is not None or not plan.batch_job):
                 take_claim(store, plan.prefix, plan.query_key)
         except BaseException:
             store.close()
@@ -338,7 +341,7 @@ class EosCommitter:
             transaction_timeout_ms=timeout_ms,
             fence=fence,
             # Unfenced plans are batch jobs without a key; keyed jobs are fenced.
-            batch_job=plan.idempotency_key is not None or not plan.fenced,
+            batch_job=plan.batch_job or plan.idempotency_key is not None or not plan.fenced,
             idempotency_key=plan.idempotency_key,
         )
 
@@ -857,7 +860,16 @@ class EosCommitter:
         """Write done; a committed batch does not fail because its bookkeeping could not be."""
         try:
             self.store.write(record)
-        except SinkFencedError:
+        except SinkFencedError as exc:
+            if self.batch_job and self.idempotency_key is None:
+                # A job without a key: no later write reads its write id's record, and all of
+                # its transactions are committed. Failing it would have it run again, twice.
+                log.warning(
+                    "pykafka exactly-once: the job is committed, but another write took its "
+                    "prefix over before its done record was written: %s",
+                    exc,
+                )
+                return
             raise  # the newer driver finishes the intent: nothing is lost, this driver stops
         except (OSError, KafkaError, SinkError) as exc:
             log.error(
@@ -1444,8 +1456,8 @@ def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) ->
         finally:
             store.close()
 
-    if plan.idempotency_key is not None:
-        # A keyed batch job: every run's planning takes the fence anew, its commit uses that.
+    if plan.batch_job or plan.idempotency_key is not None:
+        # A batch job: every job's planning takes the fence anew, its commit uses that.
         return job_fence(
             plan,
             init=lambda tid: init(tid, _FENCE_TRANSACTION_TIMEOUT_MS),

@@ -50,10 +50,11 @@ Invariants:
 - ``transactional_id`` and ``parse_transactional_id`` round-trip; ids of other writes (another
   prefix, or a prefix that merely starts with ours) do not parse.
 - An :class:`EosPlan` holds names only (no client, no store): it pickles, and building it opens
-  nothing. A streaming query's plan is ``fenced``, and so is a keyed batch job's: its
-  driver's store writes go through the prefix's fence (``fence.py``; the id ``<prefix>.fence``
-  does not parse as a task's id). A keyed job's plan carries the fence's token from its
-  planning to its commit (``fence_token``: ids and an epoch, no secret).
+  nothing. A streaming query's plan is ``fenced``, and so is a keyed batch job's and a batch
+  job's given ``transactionalIdPrefix``: its driver's store writes go through the prefix's
+  fence (``fence.py``; the id ``<prefix>.fence`` does not parse as a task's id). A fenced batch
+  job's plan carries the fence's token from its planning to its commit (``fence_token``: ids
+  and an epoch, no secret).
   ``open_store`` loads the Kafka store (and its client) only for ``intent_topic``, so
   the driver's workers of a write that keeps its intents elsewhere never load the network stack.
 - A plan with neither ``intent_topic`` nor ``intent_dir`` keeps its intents in this process
@@ -162,12 +163,16 @@ class EosPlan:
     #: The intent topic (``intentStore=kafka``); takes precedence over ``intent_dir``.
     intent_topic: str | None = None
     #: Whether the driver holds the prefix's fence (``fence.py``): a streaming query's writes,
-    #: and a batch job's with ``idempotencyKey`` (each run takes it: ``idempotency.py``). A
-    #: batch job's without the key never: its prefix is its own, and a fence would fence a
-    #: streaming query given the same prefix.
+    #: a batch job's with ``idempotencyKey`` (each run takes it: ``idempotency.py``), and a
+    #: batch job's without the key given ``transactionalIdPrefix`` (the prefix may be another
+    #: write's too: ``job_fence.py``). A batch job's with a prefix of its own (``pykafka-<write
+    #: id>``) never: no other write has it.
     fenced: bool = False
-    #: A keyed batch job's fence as its planning left it: the commit writes through it (it
-    #: never takes the fence again, which would fence a later run of the key).
+    #: A batch job's plan (keyed or not): when fenced, its planning takes the fence anew and
+    #: its commit writes through the planning's token (``fence_token``).
+    batch_job: bool = False
+    #: A fenced batch job's fence as its planning left it: the commit writes through it (it
+    #: never takes the fence again, which would fence a later write of the prefix).
     fence_token: FenceToken | None = None
     #: A batch job's ``idempotencyKey``: its record is kept once its commit is over.
     idempotency_key: str | None = None

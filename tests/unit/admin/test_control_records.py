@@ -18,19 +18,24 @@ from kafka_sink.admin.control_records import (
     ControlRecordReader,
     MarkerNotReachedError,
     TransactionOutcomeUnknownError,
+    marker_after,
     scan_for_outcome,
 )
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import (
+    CorruptRecordError,
+    DecodeLimitError,
     KafkaTimeoutError,
     OffsetOutOfRangeError,
     TopicAuthorizationFailedError,
 )
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.records.batch import CONTROL_FLAG, RecordBatchBuilder, read_batches
-from kafka_sink.records.fetched import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+from kafka_sink.records.compression import CompressionType
+from kafka_sink.records.fetched import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, MAX_DECODED_BYTES
 from kafka_sink.wire.messages import FetchResponse
 from tests.unit.records.test_fetched import TS, data_batch, with_attributes
+from tests.unit.records.test_hostile_batches import MiB, _peak, _sealed, _zeros_stream
 
 PD = FetchResponse.PartitionData
 OFFSET_OUT_OF_RANGE = 1
@@ -266,3 +271,58 @@ def test_without_first_offsets_nothing_is_read_and_the_outcome_is_unknown() -> N
     with pytest.raises(TransactionOutcomeUnknownError, match=r"first offsets .* not known"):
         _Reader({TP: fetch}).transaction_outcome(PREPARED, {})
     assert fetch.asked == []
+
+
+# -- what a data partition's batches may decode to ----------------------------------------------
+
+
+def _bomb(base_offset: int, pid: int, size: int) -> bytes:
+    """A transactional data batch of ``pid`` whose records section is ``size`` zero bytes
+    compressed with zstd (a few KB on the wire)."""
+    sealed = _sealed(CompressionType.ZSTD, _zeros_stream(CompressionType.ZSTD, size))
+    return sealed.encode(
+        base_offset=base_offset,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+
+
+def test_a_decompression_bomb_before_the_marker_is_an_error_naming_where_not_inflated() -> None:
+    # Another producer's batch in the data partition inflating to 512 MiB.
+    log = [
+        (0, txn_data(0, PID)),
+        (2, _bomb(2, 99, 512 * MiB)),
+        (3, marker(3, PID, 5, CONTROL_TYPE_ABORT)),
+    ]
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            scan(Scripted(log))
+        except CorruptRecordError as exc:
+            raised.append(exc)
+            raise
+
+    assert _peak(read) < MAX_DECODED_BYTES + 16 * MiB  # stopped at the bound, not at 512 MiB
+    [error] = raised
+    assert isinstance(error, DecodeLimitError) and not error.retriable
+    assert error.topic == "t" and error.partition == 0 and error.offset == 2
+    assert "t-0" in str(error) and "offset 2" in str(error)
+
+
+def test_batches_past_the_bound_together_are_read_in_the_next_fetch() -> None:
+    # Each data batch decodes within the bound, but not two of them in one answer: the first
+    # answer stops after the first, and the next fetch starts at the second.
+    values = [bytes(200_000)]  # about 600 KB decoded (key, value, header), little compressed
+    log = [
+        (0, data_batch(0, values, pid=99, transactional=True, codec=CompressionType.ZSTD)),
+        (1, data_batch(1, values, pid=98, transactional=True, codec=CompressionType.ZSTD)),
+        (2, marker(2, PID, 5, CONTROL_TYPE_COMMIT)),
+    ]
+    answer = Scripted(log)(0)
+    outcome, following = marker_after(answer, 0, PREPARED, "t", max_decoded_bytes=800_000)
+    assert (outcome, following) == (None, 1)
+    outcome, following = marker_after(Scripted(log)(1), 1, PREPARED, "t", max_decoded_bytes=800_000)
+    assert (outcome, following) == (True, 3)

@@ -9,6 +9,10 @@ The runs are interleaved at the points where the race used to harm: a run planne
 other's tasks prepared, a run committed whole while the other stood between its check and its
 intent, a run planned while the other's recorded commit was under way. After both, a third run
 of the key writes nothing.
+
+Batch jobs without the key given ``transactionalIdPrefix`` share their prefix (and its fence)
+with every other write given it: the newest fences the older, whose commit fails before anything
+of it is visible, and none of them claims the prefix.
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ class _Run:
     """One run of the job: a driver of its own planning, its tasks and its commit."""
 
     def __init__(
-        self, cluster: _Cluster, name: str, *, prefix: str | None = None, key: str = KEY
+        self, cluster: _Cluster, name: str, *, prefix: str | None = None, key: str | None = KEY
     ) -> None:
         self.cluster = cluster
         self.key = key
@@ -155,9 +159,10 @@ class _Run:
             "kafka.bootstrap.servers": "h:1",
             "topic": TOPIC,
             "deliveryGuarantee": "exactly-once",
-            "idempotencyKey": self.key,
             **self.cluster.options(),
         }
+        if self.key is not None:
+            options["idempotencyKey"] = self.key
         if self.prefix is not None:
             options["transactionalIdPrefix"] = self.prefix
         try:
@@ -178,7 +183,7 @@ class _Run:
         if self.writer is None or self.plan_of.completed is not None:
             return
         for p in PARTITIONS:
-            values = rows(0, p)
+            values = rows(0, p) if self.key is not None else [f"{self.name}-{p}"]
             tid = transactional_id(self.plan_of.prefix, p, slot)
             prepared = self.cluster.coordinator.begin(tid, {(TOPIC, p): values}, TIMEOUT_MS)
             self.messages.append(
@@ -348,3 +353,182 @@ def test_a_run_fenced_before_its_claim_landed_says_another_run_took_the_key(
     second.tasks(slot=0)
     second.commit()
     assert second.succeeded and cluster.visible() == _job_rows()
+
+
+# -- batch jobs without idempotencyKey given a transactionalIdPrefix ---------------------------
+#
+# Such a job writes rows of its own (its name in them) under a write id of its own; two of them
+# (or one beside a keyed job) share only the prefix, and so its fence.
+
+
+def _rows_of(run: _Run) -> Counter[object]:
+    return Counter(f"{run.name}-{p}" for p in PARTITIONS)
+
+
+def _assert_prefix_taken_over(run: _Run, prefix: str) -> None:
+    """``run`` failed, fenced, with a message about the prefix (it has no key to talk of)."""
+    assert not run.succeeded and isinstance(run.error, SinkFencedError), run.error
+    message = str(run.error)
+    assert f"transactionalIdPrefix {prefix!r}" in message and "took the prefix over" in message
+    assert "idempotencyKey" not in message and "Fix:" in message
+
+
+def test_a_job_with_a_prefix_is_fenced_by_a_later_one_before_anything_of_it_is_visible(
+    cluster: _Cluster,
+) -> None:
+    older = _Run(cluster, "older", prefix="shared", key=None)
+    newer = _Run(cluster, "newer", prefix="shared", key=None)
+    older.plan()
+    older.tasks(slot=0)
+    newer.plan()  # takes the prefix over: the older job's commit is refused
+    newer.tasks(slot=1)
+    older.commit()
+    newer.commit()
+    _assert_prefix_taken_over(older, "shared")
+    assert newer.succeeded, newer.error
+    # The newer job's rows once, nothing of the older one; nothing left open.
+    assert cluster.visible() == _rows_of(newer)
+    assert cluster.open_transactions() == []
+
+
+def test_a_job_with_a_prefix_committed_after_a_later_one_committed_is_refused(
+    cluster: _Cluster,
+) -> None:
+    older = _Run(cluster, "older", prefix="shared", key=None)
+    newer = _Run(cluster, "newer", prefix="shared", key=None)
+    older.plan()
+    newer.plan()
+    older.tasks(slot=0)
+    newer.tasks(slot=1)
+    newer.commit()  # its sweep must not abort the older job's transactions
+    assert newer.succeeded, newer.error
+    older.commit()
+    _assert_prefix_taken_over(older, "shared")
+    assert cluster.visible() == _rows_of(newer)
+    assert cluster.open_transactions() == []
+
+
+def test_the_first_job_with_a_prefix_commits_when_it_finishes_before_the_next_plans(
+    cluster: _Cluster,
+) -> None:
+    for name in ("monday", "tuesday"):
+        job = _Run(cluster, name, prefix="shared", key=None)
+        job.plan()
+        job.tasks(slot=0)
+        job.commit()
+        assert job.succeeded, job.error
+    assert cluster.visible() == _rows_of(_Run(cluster, "monday")) + _rows_of(
+        _Run(cluster, "tuesday")
+    )
+    assert cluster.open_transactions() == []
+
+
+@KAFKA_ONLY
+def test_a_keyed_job_planned_after_a_job_with_its_prefix_fences_that_job(
+    cluster: _Cluster,
+) -> None:
+    job = _Run(cluster, "job", prefix="nightly", key=None)
+    job.plan()
+    job.tasks(slot=0)
+    keyed = _Run(cluster, "keyed", prefix="nightly")
+    keyed.plan()  # takes the fence and claims the prefix; its sweep ends the job's leftovers
+    assert keyed.error is None, keyed.error
+    keyed.tasks(slot=1)
+    job.commit()
+    keyed.commit()
+    _assert_prefix_taken_over(job, "nightly")
+    assert keyed.succeeded, keyed.error
+    assert cluster.visible() == _job_rows()
+    assert cluster.open_transactions() == []
+
+
+@KAFKA_ONLY
+def test_a_job_with_a_prefix_killed_after_its_tasks_leaves_the_prefix_free(
+    cluster: _Cluster,
+) -> None:
+    # The job takes no claim: a claim of its write id, which no later write has, would lock
+    # the prefix until released by hand once the job was killed.
+    killed = _Run(cluster, "killed", prefix="nightly", key=None)
+    killed.plan()
+    killed.tasks(slot=0)  # then its driver dies: no commit, no abort
+    keyed = _Run(cluster, "keyed", prefix="nightly")
+    keyed.plan()
+    assert keyed.error is None, keyed.error
+    keyed.tasks(slot=1)
+    keyed.commit()
+    assert keyed.succeeded, keyed.error
+    assert cluster.visible() == _job_rows()
+    assert cluster.open_transactions() == []
+
+
+@KAFKA_ONLY
+def test_a_job_with_a_prefix_a_streaming_query_claimed_is_refused_before_any_fence(
+    cluster: _Cluster,
+) -> None:
+    query = EosCommitter.for_plan(
+        EosPlan("shared", "query-1", None, INTENT_TOPIC, fenced=True), {"bootstrap.servers": "h:1"}
+    )
+    fence = query.fence
+    query.close()
+    assert fence is not None
+    job = _Run(cluster, "job", prefix="shared", key=None)
+    job.plan()
+    assert isinstance(job.error, SinkOptionError)
+    assert "'query-1'" in str(job.error) and "Fix:" in str(job.error)
+    fence.check("checking that the refused job fenced nothing")
+
+
+def test_a_job_with_a_prefix_whose_commit_was_recorded_before_the_next_planned_succeeds(
+    cluster: _Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    older = _Run(cluster, "older", prefix="shared", key=None)
+    newer = _Run(cluster, "newer", prefix="shared", key=None)
+    older.plan()
+    older.tasks(slot=0)
+    planned: list[None] = []
+
+    def newer_plans(batch_id: int, *args: Any, **kwargs: Any) -> None:
+        if not planned:  # between the older job's durable intent and its first EndTxn
+            planned.append(None)
+            newer.plan()
+            newer.tasks(slot=1)
+
+    monkeypatch.setattr(committer_module, "pause_commit", newer_plans)
+    older.commit()
+    # Its transactions are committed: it succeeds (failing it would have it run again), though
+    # its done record was refused through the fence.
+    assert older.succeeded, older.error
+    newer.commit()
+    assert newer.succeeded, newer.error
+    assert cluster.visible() == _rows_of(older) + _rows_of(newer)
+    assert cluster.open_transactions() == []
+
+
+@KAFKA_ONLY
+def test_a_streaming_query_started_after_a_job_with_its_prefix_fences_that_job(
+    cluster: _Cluster,
+) -> None:
+    job = _Run(cluster, "job", prefix="shared", key=None)
+    job.plan()
+    job.tasks(slot=0)
+    # The query's first planning takes the fence and claims the prefix; its batch prepares.
+    plan = EosPlan("shared", "query-1", None, INTENT_TOPIC, fenced=True)
+    EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"}).close()
+    prepared = [
+        cluster.coordinator.begin(f"shared-{p}-1", {(TOPIC, p): [f"q-{p}"]}, TIMEOUT_MS)
+        for p in PARTITIONS
+    ]
+    job.commit()  # refused: its sweep leaves the query's batch alone
+    _assert_prefix_taken_over(job, "shared")
+    assert [cluster.coordinator.txns[t.transactional_id].state for t in prepared] == [ONGOING] * 3
+    query = EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"})
+    try:
+        tasks = [
+            committer_module.TaskTransaction(p, t)
+            for p, t in zip(PARTITIONS, prepared, strict=True)
+        ]
+        assert query.commit(0, tasks) == committer_module.COMMITTED
+    finally:
+        query.close()
+    assert sorted(cluster.visible()) == [f"q-{p}" for p in PARTITIONS]
+    assert cluster.open_transactions() == []

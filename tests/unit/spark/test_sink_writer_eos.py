@@ -370,12 +370,15 @@ def test_batch_plan_uses_the_write_id(no_broker) -> None:
     from kafka_sink.spark.datasource import _exactly_once_plan
 
     _, eos = _exactly_once_plan(_plan_options(), streaming=False, write_id="20261122-ab")
-    assert eos == EosPlan("pykafka-20261122-ab", "20261122-ab", None, "pykafka-commit-intents")
+    assert eos == EosPlan(
+        "pykafka-20261122-ab", "20261122-ab", None, "pykafka-commit-intents", batch_job=True
+    )
+    assert not eos.fenced  # its prefix is its own
     assert no_broker == ["pykafka-commit-intents"]
     _, eos = _exactly_once_plan(
         _plan_options(intentStore="checkpoint"), streaming=False, write_id="20261122-ab"
     )
-    assert eos == EosPlan("pykafka-20261122-ab", "20261122-ab", None)
+    assert eos == EosPlan("pykafka-20261122-ab", "20261122-ab", None, batch_job=True)
 
 
 def test_at_least_once_has_no_plan() -> None:
