@@ -89,9 +89,12 @@ def test_a_token_the_broker_refuses_fails_in_seconds_with_its_reason(
     source = FixedToken(token, int(time.time() * 1000) + 3_600_000)
     caplog.set_level(logging.DEBUG, logger="kafka_sink")
     began = time.monotonic()
-    with KafkaProducer(
-        _settings(oauth_kafka.oauth_bootstrap_servers, source, **{"max.block.ms": "30000"})
-    ) as producer, pytest.raises(SaslAuthenticationError) as info:
+    with (
+        KafkaProducer(
+            _settings(oauth_kafka.oauth_bootstrap_servers, source, **{"max.block.ms": "30000"})
+        ) as producer,
+        pytest.raises(SaslAuthenticationError) as info,
+    ):
         producer.send("oauth-refused", b"x").get(30)
     assert time.monotonic() - began < 10
     text = str(info.value)
@@ -108,9 +111,9 @@ def test_a_wrong_secret_fails_in_seconds_naming_the_endpoint_not_the_secret(
     source = ClientCredentials(oidc.token_endpoint_url, OAUTH_CLIENT[0], "wrong-secret-42")
     caplog.set_level(logging.DEBUG, logger="kafka_sink")
     began = time.monotonic()
-    with KafkaProducer(_settings(oauth_kafka.oauth_bootstrap_servers, source)) as producer:
-        with pytest.raises(KafkaError) as info:
-            producer.send("oauth-refused", b"x").get(30)
+    settings = _settings(oauth_kafka.oauth_bootstrap_servers, source)
+    with KafkaProducer(settings) as producer, pytest.raises(KafkaError) as info:
+        producer.send("oauth-refused", b"x").get(30)
     assert time.monotonic() - began < 10
     assert oidc.token_endpoint_url in str(info.value)
     assert "401" in str(info.value)
