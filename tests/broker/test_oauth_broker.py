@@ -199,3 +199,32 @@ def test_an_unreachable_endpoint_fails_after_bounded_retries_naming_it(
     assert "unreachable" in str(info.value)
     # 0, 100, 300, 700 ms and then the rest of the 1.5 s budget: five attempts, no more.
     assert source.fetches == 5
+
+
+@pytest.fixture(scope="module")
+def extension_kafka(oidc: LocalOidc) -> Iterator[LocalKafka]:
+    listener = oidc.broker_listener(
+        required_extensions={"logicalCluster": "lkc-abc123", "identityPoolId": "pool-Xy1"}
+    )
+    yield from running(LocalKafka(oauth=listener), "Kafka checking SASL extensions")
+
+
+def test_sasl_extensions_reach_the_broker_and_wrong_ones_are_refused(
+    oidc: LocalOidc, extension_kafka: LocalKafka
+) -> None:
+    create_topic(extension_kafka.bootstrap_servers, "oauth-extensions")
+    wanted = {"logicalCluster": "lkc-abc123", "identityPoolId": "pool-Xy1"}
+    source = ClientCredentials(oidc.token_endpoint_url, *OAUTH_CLIENT, extensions=wanted)
+    with KafkaProducer(_settings(extension_kafka.oauth_bootstrap_servers, source)) as producer:
+        producer.send("oauth-extensions", b"with extensions").get(30)
+    assert extension_kafka.received_extensions()[0] == wanted
+    wrong = ClientCredentials(
+        oidc.token_endpoint_url, *OAUTH_CLIENT, extensions={**wanted, "logicalCluster": "lkc-0"}
+    )
+    settings = _settings(extension_kafka.oauth_bootstrap_servers, wrong)
+    with KafkaProducer(settings) as producer, pytest.raises(SaslAuthenticationError) as info:
+        producer.send("oauth-extensions", b"refused").get(30)
+    assert "invalid_token" in str(info.value) or "extension" in str(info.value).lower()
+    assert extension_kafka.received_extensions()[-1]["logicalCluster"] == "lkc-0"
+    records = read_all(extension_kafka.bootstrap_servers, "oauth-extensions", expected=1)
+    assert [r.value for r in records] == [b"with extensions"]
