@@ -333,7 +333,7 @@ def test_azure_credentials_are_chosen_from_the_settings(monkeypatch: pytest.Monk
     (default, secret, cert) = made
     assert default[0] == "DefaultAzureCredential"
     assert default[2]["managed_identity_client_id"] == "mi-client"
-    # Java's defaults here: 10 s to connect, 30 s to read; the CLI gets both.
+    # The defaults: 10 s to connect, 30 s to read; the CLI gets both.
     assert (default[2]["connection_timeout"], default[2]["read_timeout"]) == (10.0, 30.0)
     assert default[2]["process_timeout"] == 40.0
     assert secret[:2] == ("ClientSecretCredential", ("tenant-1", "app-1", "app-secret-1"))
