@@ -26,7 +26,7 @@ from kafka_sink.net.oauth.sources import (
 )
 from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 from tests.fakes.http_peer import serving
-from tests.unit.net.oauth_helpers import (
+from tests.unit.net.oauth.helpers import (
     RSA_KEY,
     SECRET,
     claims,
@@ -89,7 +89,7 @@ FILE = {P + "token.endpoint.url": "file:///var/run/token.jwt"}
 MSK = {P + "token.provider": "msk-iam", P + "msk.region": "eu-west-1"}
 AZ = {P + "token.provider": "azure", P + "scope": "https://ns1.servicebus.windows.net/.default"}
 GOOGLE = {P + "token.provider": "google"}
-CALL = {P + "token.provider": "tests.unit.net.test_oauth_sources:fixed_token"}
+CALL = {P + "token.provider": "tests.unit.net.oauth.test_sources:fixed_token"}
 
 
 def jb(files: dict[str, str]) -> dict[str, object]:
@@ -449,8 +449,8 @@ def test_a_callable_that_raises_may_clear_and_its_text_is_not_shown() -> None:
     ("value", "message"),
     [
         ("no_such_module_x:fn", r"module 'no_such_module_x' could not be imported"),
-        ("tests.unit.net.test_oauth_sources:missing", r"has no 'missing'"),
-        ("tests.unit.net.test_oauth_sources:P", r"is not callable"),
+        ("tests.unit.net.oauth.test_sources:missing", r"has no 'missing'"),
+        ("tests.unit.net.oauth.test_sources:P", r"is not callable"),
         (":fn", r"is not package.module:function"),
         ("kerberos", r"neither a provider \(msk-iam, azure, google\)"),
         (42, r"expected a provider name, an import path or a callable, got int"),
