@@ -438,3 +438,31 @@ def test_google_failures() -> None:
     with pytest.raises(TokenSourceError, match=r"TransportError") as info:
         flaky.fetch()
     assert info.value.may_clear is True
+
+
+def test_the_msk_iam_token_travels_the_oauthbearer_path(
+    aws_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import botocore.auth
+
+    from kafka_sink.net.config import ClientConfig
+    from kafka_sink.net.oauth.login import OAuthBearerLogin, source_for
+    from kafka_sink.net.oauth.mechanism import OAuthBearerMechanism
+
+    config = ClientConfig.from_mapping(
+        {
+            "bootstrap.servers": "b-1.cluster.kafka.us-east-1.amazonaws.com:9098",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            P + "token.provider": "msk-iam",
+            P + "msk.region": "us-east-1",
+            P + "extensions": "a=b",
+        }
+    )
+    # A clock fixed at now: the login refuses tokens that have expired.
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None, microsecond=0)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda *a, **k: now)
+    login = OAuthBearerLogin(source_for(config.sasl_oauthbearer))
+    first = OAuthBearerMechanism(login).initial_response()
+    theirs, _ = MSKAuthTokenProvider.generate_auth_token("us-east-1")
+    assert first == b"n,,\x01auth=Bearer " + theirs.encode() + b"\x01a=b\x01\x01"
