@@ -4,6 +4,9 @@
   getting a token (an OIDC endpoint, a cloud identity, the user's own callable) returns;
 - ``sources.py``: :func:`token_source`, which reads a client's ``sasl.oauthbearer.*`` /
   ``sasl.login.*`` / ``sasl.jaas.config`` settings and builds the source they describe;
+- ``oidc.py``: the OIDC token endpoint's sources (client credentials, KIP-1139's jwt-bearer
+  grant, a token file) and the checks of what an endpoint answers;
+- ``providers/``: ``msk-iam``, ``azure`` and ``google``, each behind an optional extra;
 - ``mechanism.py``: the OAUTHBEARER client mechanism (RFC 7628's first message with Kafka's
   extension rules, the broker's error JSON);
 - ``login.py``: :class:`OAuthBearerLogin`, one per process and configuration, which holds the
