@@ -324,7 +324,7 @@ class OAuthBearerLogin:
             self._failing_since_ms = None
             self._next_backoff_ms = self._timings.retry_backoff_ms
             self._last_error = None
-        self.fetch_count += 1
+            self.fetch_count += 1
         self._wake.set()
         log.debug(
             "OAUTHBEARER token from %s: expires in %.1f s, refresh in %.1f s",
@@ -340,7 +340,7 @@ class OAuthBearerLogin:
         backoff = self._timings.retry_backoff_ms
         while True:
             try:
-                return self._accept(self._source.fetch())
+                return self._accept(self._fetch_once())
             except TokenSourceError as exc:
                 self._remember(exc)
                 left = self._timings.retry_backoff_max_ms - (self._clock.now_ms() - began)
@@ -357,7 +357,7 @@ class OAuthBearerLogin:
         """One refresher attempt; reschedules itself after a failure."""
         now = self._clock.wall_ms()
         try:
-            self._accept(self._source.fetch())
+            self._accept(self._fetch_once())
             return
         except TokenSourceError as exc:
             self._remember(exc)
@@ -382,6 +382,18 @@ class OAuthBearerLogin:
             delay,
             f"valid for {left_s:.1f} s more" if left_s > 0 else "expired",
         )
+
+    def _fetch_once(self) -> OAuthBearerToken:
+        """One fetch; anything but a TokenSourceError (a bug in a user's source) becomes one,
+        shown by its type only (its text may hold what the source was given)."""
+        try:
+            return self._source.fetch()
+        except TokenSourceError:
+            raise
+        except Exception as exc:
+            raise TokenSourceError(
+                f"{self.describe()} failed with {type(exc).__name__}", may_clear=True
+            ) from None
 
     def _remember(self, exc: TokenSourceError) -> None:
         with self._lock:

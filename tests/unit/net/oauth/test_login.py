@@ -295,3 +295,27 @@ def test_one_login_per_configuration_shared_and_stopped_with_its_last_client() -
         release_login(other)
     assert not first.running
     assert not other.running
+
+
+class BrokenSource:
+    def fetch(self) -> OAuthBearerToken:
+        raise KeyError("client_secret=hunter2")
+
+    def describe(self) -> str:
+        return "package.module:provider"
+
+
+def test_a_source_raising_something_else_fails_as_a_token_error_without_its_text() -> None:
+    clock = ManualClock()
+    login = OAuthBearerLogin(
+        BrokenSource(),
+        RefreshTimings(retry_backoff_max_ms=300),
+        clock=clock,
+        sleep=lambda s: clock.advance(round(s * 1000)),
+    )
+    with pytest.raises(TokenSourceError) as info:
+        login.token()
+    assert str(info.value) == "package.module:provider failed with KeyError"
+    assert info.value.may_clear
+    # Not chained either: a traceback of it does not show the original text.
+    assert info.value.__cause__ is None and info.value.__suppress_context__
