@@ -12,8 +12,9 @@ the Java client names them) and builds the source they describe:
   an ``http(s)`` URL is an OIDC token endpoint asked with the client credentials grant
   (``sasl.oauthbearer.client.credentials.client.id`` / ``.client.secret`` or
   ``sasl.jaas.config``'s ``OAuthBearerLoginModule`` options ``clientId`` / ``clientSecret``),
-  or with the jwt-bearer grant of KIP-1139 when ``sasl.oauthbearer.jwt.retriever.class`` names
-  Java's ``JwtBearerJwtRetriever`` (``sasl.oauthbearer.assertion.*``).
+  with a signed client assertion in place of the secret when ``sasl.oauthbearer.assertion.*``
+  gives one (KIP-1258's private-key JWT), or with the jwt-bearer grant of KIP-1139 when
+  ``sasl.oauthbearer.jwt.retriever.class`` names Java's ``JwtBearerJwtRetriever``.
 
 SASL extensions (RFC 7628 ``key=value`` pairs: how Confluent Cloud's ``logicalCluster`` and
 ``identityPoolId`` travel) come from ``sasl.jaas.config``'s ``extension_<name>`` options and
@@ -43,6 +44,7 @@ from kafka_sink.errors import ConfigError
 from kafka_sink.net.jaas import parse_jaas
 from kafka_sink.net.oauth.oidc import (
     AssertionSettings,
+    ClientAssertionSource,
     ClientCredentialsSource,
     FileTokenSource,
     JwtBearerSource,
@@ -226,8 +228,9 @@ def _unused_hint(key: str) -> str:
         return "it is a broker setting (brokers validate tokens), remove it from the client"
     if key.startswith(_P + "assertion."):
         return (
-            "it belongs to the jwt-bearer grant: set sasl.oauthbearer.jwt.retriever.class="
-            f"{_JAVA_PKG}JwtBearerJwtRetriever, or remove it"
+            "assertions are signed with sasl.oauthbearer.assertion.private.key.file (or read "
+            "from .assertion.file) for the jwt-bearer grant (sasl.oauthbearer.jwt.retriever."
+            f"class={_JAVA_PKG}JwtBearerJwtRetriever) or in place of the client secret"
         )
     if key.startswith(_P + "msk."):
         return "it belongs to sasl.oauthbearer.token.provider=msk-iam, or remove it"
@@ -326,9 +329,7 @@ class _Jaas:
                 )
 
 
-def _one_of(
-    reader: SettingsReader, key: str, jaas: _Jaas, option: str, *, secret: bool = False
-) -> str | None:
+def _one_of(reader: SettingsReader, key: str, jaas: _Jaas, option: str) -> str | None:
     """A setting that Java reads from the config key or, deprecated, from the JAAS option."""
     value = reader.text(key)
     in_jaas = jaas.options.get(option)
@@ -462,9 +463,28 @@ def _endpoint_source(
             read_timeout_ms=read_ms,
         )
     client_id = _one_of(reader, CLIENT_ID, jaas, "clientId")
-    secret = _one_of(reader, CLIENT_SECRET, jaas, "clientSecret", secret=True)
+    secret = _one_of(reader, CLIENT_SECRET, jaas, "clientSecret")
     jaas.options.pop("clientId", None)
     jaas.options.pop("clientSecret", None)
+    signed = [
+        k for k in (_P + "assertion.file", _P + "assertion.private.key.file") if reader.given(k)
+    ]
+    if signed:
+        # KIP-1258: a client assertion in place of the secret (private-key JWT).
+        if secret is not None:
+            raise ConfigError(
+                f"{signed[0]} and the client secret are both set: the client credentials grant "
+                "authenticates with one of them; remove the other"
+            )
+        return ClientAssertionSource(
+            url,
+            client_id=client_id,
+            assertion=_assertion_settings(reader),
+            scope=scope,
+            checks=checks,
+            connect_timeout_ms=connect_ms,
+            read_timeout_ms=read_ms,
+        )
     if client_id is None or secret is None:
         missing = CLIENT_ID if client_id is None else CLIENT_SECRET
         raise ConfigError(
@@ -566,7 +586,7 @@ def _named_provider(
         from kafka_sink.net.oauth.providers.azure import AzureSource
 
         client_id = _one_of(reader, CLIENT_ID, jaas, "clientId")
-        secret = _one_of(reader, CLIENT_SECRET, jaas, "clientSecret", secret=True)
+        secret = _one_of(reader, CLIENT_SECRET, jaas, "clientSecret")
         scope = _one_of(reader, SCOPE, jaas, "scope")
         for option in ("clientId", "clientSecret", "scope"):
             jaas.options.pop(option, None)
