@@ -21,8 +21,17 @@ from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 class ClientCredentials:
     """A :class:`~kafka_sink.net.oauth.token.TokenSource` for ``url`` (counts its fetches)."""
 
-    def __init__(self, url: str, client_id: str, secret: str, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        client_id: str,
+        secret: str,
+        *,
+        timeout_s: float = 5.0,
+        extensions: dict[str, str] | None = None,
+    ) -> None:
         self.url = url
+        self._extensions = dict(extensions or {})
         self._client_id = client_id
         self._secret = secret
         self._timeout_s = timeout_s
@@ -63,6 +72,7 @@ class ClientCredentials:
             expires_at_ms=int(claims["exp"]) * 1000,
             principal=claims.get("sub"),
             issued_at_ms=int(claims["iat"]) * 1000,
+            extensions=self._extensions,
         )
 
 

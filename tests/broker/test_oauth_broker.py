@@ -10,6 +10,7 @@ lifetimes, with an idle gap longer than a lifetime.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Iterator
 
@@ -136,8 +137,9 @@ def reauth_kafka(short_tokens: LocalOidc) -> Iterator[LocalKafka]:
 
 @pytest.mark.slow
 def test_twenty_second_tokens_under_ten_second_sessions_keep_working_for_five_lifetimes(
-    short_tokens: LocalOidc, reauth_kafka: LocalKafka
+    short_tokens: LocalOidc, reauth_kafka: LocalKafka, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="kafka_sink.net")
     topic = "oauth-reauth"
     create_topic(reauth_kafka.bootstrap_servers, topic)
     source = ClientCredentials(short_tokens.token_endpoint_url, *OAUTH_CLIENT)
@@ -169,3 +171,60 @@ def test_twenty_second_tokens_under_ten_second_sessions_keep_working_for_five_li
     assert values == sent
     # Refreshed on the login's own timer (about every 16-17 s), idle gap included.
     assert source.fetches >= 5
+    # Sessions were renewed by the client before the broker's 10 s ran out (about every 9 s
+    # while sending), never cut by the broker.
+    messages = [r.getMessage() for r in caplog.records]
+    renewals = [m for m in messages if "closing re-authenticating connection" in m]
+    assert len(renewals) >= 8, messages
+    assert not [m for m in messages if "was lost" in m or ("SASL" in m and "fail" in m)]
+
+
+def test_an_unreachable_endpoint_fails_after_bounded_retries_naming_it(
+    oauth_kafka: LocalKafka,
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/oauth2/token"
+    source = ClientCredentials(url, *OAUTH_CLIENT)
+    began = time.monotonic()
+    settings = _settings(
+        oauth_kafka.oauth_bootstrap_servers,
+        source,
+        **{"sasl.login.retry.backoff.ms": "100", "sasl.login.retry.backoff.max.ms": "1500"},
+    )
+    with KafkaProducer(settings) as producer, pytest.raises(KafkaError) as info:
+        producer.send("oauth-refused", b"x").get(30)
+    assert time.monotonic() - began < 10
+    assert url in str(info.value)
+    assert "unreachable" in str(info.value)
+    # 0, 100, 300, 700 ms and then the rest of the 1.5 s budget: five attempts, no more.
+    assert source.fetches == 5
+
+
+@pytest.fixture(scope="module")
+def extension_kafka(oidc: LocalOidc) -> Iterator[LocalKafka]:
+    listener = oidc.broker_listener(
+        required_extensions={"logicalCluster": "lkc-abc123", "identityPoolId": "pool-Xy1"}
+    )
+    yield from running(LocalKafka(oauth=listener), "Kafka checking SASL extensions")
+
+
+def test_sasl_extensions_reach_the_broker_and_wrong_ones_are_refused(
+    oidc: LocalOidc, extension_kafka: LocalKafka
+) -> None:
+    create_topic(extension_kafka.bootstrap_servers, "oauth-extensions")
+    wanted = {"logicalCluster": "lkc-abc123", "identityPoolId": "pool-Xy1"}
+    source = ClientCredentials(oidc.token_endpoint_url, *OAUTH_CLIENT, extensions=wanted)
+    with KafkaProducer(_settings(extension_kafka.oauth_bootstrap_servers, source)) as producer:
+        producer.send("oauth-extensions", b"with extensions").get(30)
+    assert extension_kafka.received_extensions()[0] == wanted
+    wrong = ClientCredentials(
+        oidc.token_endpoint_url, *OAUTH_CLIENT, extensions={**wanted, "logicalCluster": "lkc-0"}
+    )
+    settings = _settings(extension_kafka.oauth_bootstrap_servers, wrong)
+    with KafkaProducer(settings) as producer, pytest.raises(SaslAuthenticationError) as info:
+        producer.send("oauth-extensions", b"refused").get(30)
+    assert "invalid_token" in str(info.value) or "extension" in str(info.value).lower()
+    assert extension_kafka.received_extensions()[-1]["logicalCluster"] == "lkc-0"
+    records = read_all(extension_kafka.bootstrap_servers, "oauth-extensions", expected=1)
+    assert [r.value for r in records] == [b"with extensions"]
