@@ -36,6 +36,7 @@ from __future__ import annotations
 import importlib
 import re
 import time
+import unicodedata
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -206,21 +207,68 @@ class SettingsReader:
         return value.strip()
 
     def integer(self, key: str, default: int, lo: int, hi: int) -> int:
-        from kafka_sink.net.config import parse_int
-
         value = self.raw(key)
-        return default if value is None else parse_int(key, value, lo, hi)
+        return default if value is None else _parse_int(key, value, lo, hi)
 
     def boolean(self, key: str, default: bool) -> bool:
-        from kafka_sink.net.config import parse_bool
-
         value = self.raw(key)
-        return default if value is None else parse_bool(key, value)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        shown = shown_value(value) if isinstance(value, str) else type(value).__name__
+        raise ConfigError(f"{key}: expected true or false, got {shown}")
+
+    def choice(self, key: str, default: str, options: tuple[str, ...]) -> str:
+        value = self.text(key)
+        if value is None:
+            return default
+        if value.upper() not in options:
+            raise ConfigError(
+                f"{key}: expected one of {', '.join(options)}; got {shown_value(value)}"
+            )
+        return value.upper()
+
+    def listed(self, key: str) -> tuple[str, ...]:
+        value = self.raw(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            items = value.split(",")
+        elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            items = list(value)
+        else:
+            raise ConfigError(f"{key}: expected a comma-separated string or a list of strings")
+        return tuple(i.strip() for i in items if i.strip())
 
     def refuse_unread(self, used_by: str) -> None:
         for key in sorted(OAUTH_SOURCE_KEYS):
             if self.given(key) and key not in self._read:
                 raise ConfigError(f"{key}: not used by {used_by}; {_unused_hint(key)}")
+
+
+# Java's String.trim() and Integer.parseInt, as the client config reads integers (this module
+# sits under kafka_sink.net.config, which builds sources, so it cannot import its parsers).
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _parse_int(key: str, raw: object, lo: int, hi: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise ConfigError(f"{key}: expected an integer, got {type(raw).__name__}")
+    if isinstance(raw, str):
+        text = raw.strip(_JAVA_TRIM)
+        if not _JAVA_INTEGER.fullmatch(text) or len(text) > 20:
+            raise ConfigError(f"{key}: expected an integer, got {shown_value(raw)}")
+        digits = "".join(str(unicodedata.decimal(c)) for c in text.lstrip("+-"))
+        value = -int(digits) if text.startswith("-") else int(digits)
+    else:
+        value = raw
+    if not lo <= value <= hi:
+        raise ConfigError(f"{key}: {value} is out of range [{lo}, {hi}]")
+    return value
 
 
 def _unused_hint(key: str) -> str:
@@ -344,12 +392,9 @@ def _one_of(reader: SettingsReader, key: str, jaas: _Jaas, option: str) -> str |
 
 
 def _checks(reader: SettingsReader, extensions: Mapping[str, str]) -> TokenChecks:
-    from kafka_sink.net.config import parse_list
-
     sub = reader.text(_P + "sub.claim.name", "sub")
     scope = reader.text(_P + "scope.claim.name", "scope")
-    audience_raw = reader.raw(_P + "expected.audience")
-    audience = () if audience_raw is None else parse_list(_P + "expected.audience", audience_raw)
+    audience = reader.listed(_P + "expected.audience")
     return TokenChecks(
         sub_claim_name=sub or "sub",
         scope_claim_name=scope or "scope",
@@ -505,8 +550,6 @@ def _endpoint_source(
 
 
 def _assertion_settings(reader: SettingsReader) -> AssertionSettings:
-    from kafka_sink.net.config import choice
-
     file = reader.text(_P + "assertion.file")
     if file is not None:
         # Java ignores every other assertion.* key then; here they are refused (unread).
@@ -517,12 +560,7 @@ def _assertion_settings(reader: SettingsReader) -> AssertionSettings:
             f"{_P}assertion.private.key.file: the jwt-bearer grant needs a signing key (a PEM "
             f"private key file) or a pre-signed {_P}assertion.file"
         )
-    alg_raw = reader.raw(_P + "assertion.algorithm")
-    algorithm = (
-        "RS256"
-        if alg_raw is None
-        else str(choice("RS256", "ES256", upper=True)(_P + "assertion.algorithm", alg_raw))
-    )
+    algorithm = reader.choice(_P + "assertion.algorithm", "RS256", ("RS256", "ES256"))
     settings = AssertionSettings(
         private_key_file=key_file,
         private_key_passphrase=reader.text(_P + "assertion.private.key.passphrase"),
