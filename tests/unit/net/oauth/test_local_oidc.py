@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from joserfc import jwt as jose_jwt
 from joserfc.jwk import KeySet
 
+from kafka_sink.errors import ConfigError
 from kafka_sink.net.oauth.sources import token_source
 from kafka_sink.net.oauth.token import TokenSourceError
 from kafka_sink.testing.oidc import LocalOidc
@@ -151,3 +152,30 @@ def test_the_jwt_bearer_grant_with_a_signed_assertion(
     with pytest.raises(TokenSourceError, match=r"HTTP 400, error 'invalid_grant'") as info:
         wrong.fetch()
     assert info.value.may_clear is False
+
+
+def test_a_client_assertion_in_place_of_the_secret(oidc: LocalOidc, tmp_path: Path) -> None:
+    public = RSA_KEY.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    oidc.add_assertion_client("entra-app", public, subject="entra-app", scopes=["kafka.write"])
+    base = {
+        P + "token.endpoint.url": oidc.token_endpoint_url,
+        P + "client.credentials.client.id": "entra-app",
+        P + "assertion.private.key.file": write_pem(tmp_path / "k.pem", RSA_KEY),
+        P + "assertion.claim.iss": "entra-app",
+        P + "assertion.claim.sub": "entra-app",
+        P + "assertion.claim.aud": oidc.token_endpoint_url,
+        P + "scope": "kafka.write",
+    }
+    source = token_source(base)
+    assert "client assertion" in source.describe()
+    assert source.fetch().principal == "entra-app"
+    last = oidc.requests[-1]
+    assert (last.grant_type, last.auth, last.status) == (
+        "client_credentials",
+        "client_assertion",
+        200,
+    )
+    with pytest.raises(ConfigError, match=r"assertion.private.key.file and the client secret"):
+        token_source({**base, P + "client.credentials.client.secret": SECRET})

@@ -463,3 +463,22 @@ def test_bad_provider_values_are_config_errors(value: object, message: str) -> N
 
 def test_provider_names_are_case_insensitive(files: dict[str, str], tmp_path: Path) -> None:
     assert "msk-iam" in token_source({**MSK, P + "token.provider": "MSK-IAM"}).describe()
+
+
+def test_integers_are_read_as_javas_config_reads_them() -> None:
+    def timeout_of(value: object) -> int:
+        source = token_source({**CC, "sasl.login.connect.timeout.ms": value})
+        return source._timeout_ms - 30_000  # type: ignore[attr-defined]
+
+    assert timeout_of(" 5000\t") == 5000
+    assert timeout_of("+7") == 7
+    assert timeout_of("\uff15\uff10") == 50  # any script's decimal digits, as Java's
+    for bad, message in [
+        ("1_000", "expected an integer"),
+        ("5e3", "expected an integer"),
+        (True, "expected an integer, got bool"),
+        (0, r"0 is out of range \[1, 2147483647\]"),
+        ("99999999999999999999", "out of range"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            timeout_of(bad)
