@@ -93,6 +93,7 @@ class _NodeState:
         "failed_attempts",
         "last_activity_ms",
         "last_attempt_ms",
+        "last_connect_error",
         "reauthenticate_at_ms",
         "reconnect_backoff_ms",
         "resolved_for",
@@ -104,6 +105,8 @@ class _NodeState:
     def __init__(self, connection: BrokerConnection[ClientRequest]) -> None:
         self.connection = connection
         self.failed_attempts = 0
+        # Why the last attempt to set up a connection failed (None once one became ready).
+        self.last_connect_error: KafkaError | None = None
         self.last_attempt_ms: int | None = None
         self.last_activity_ms = 0
         self.reconnect_backoff_ms = 0
@@ -229,6 +232,12 @@ class NetworkClient:
         if state.state is ConnectionState.READY and now_ms < state.throttle_until_ms:
             return state.throttle_until_ms - now_ms
         return _NO_DEADLINE
+
+    def last_connect_error(self, node_id: int) -> KafkaError | None:
+        """Why the last attempt to connect to ``node_id`` failed (an unreachable address, a
+        refused TLS handshake or SASL token...), or None when its last connection became ready."""
+        state = self._nodes.get(node_id)
+        return None if state is None else state.last_connect_error
 
     def throttle_delay(self, node_id: int, now_ms: int) -> int:
         """Ms until a broker-imposed throttle on ``node_id`` ends (0: not throttled)."""
@@ -559,6 +568,7 @@ class NetworkClient:
     def _on_ready(self, node_id: int, state: _NodeState, now_ms: int) -> None:
         self._became_ready = True
         state.failed_attempts = 0
+        state.last_connect_error = None
         state.reconnect_backoff_ms = 0
         state.throttle_until_ms = 0
         lifetime = state.connection.session_lifetime_ms
@@ -710,6 +720,7 @@ class NetworkClient:
         if count_failure or not was_ready:
             state.failed_attempts += 1
         if not was_ready:
+            state.last_connect_error = error
             self._connect_failures.failed(node_id, str(error), now_ms)
         else:
             log.info("%s", error)
