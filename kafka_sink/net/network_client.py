@@ -39,6 +39,10 @@ Invariants:
   :class:`~kafka_sink.errors.SslAuthenticationError` naming the node, its address and the
   setting to check; like SASL failures it is fatal for metadata waiters (Java's
   ``SslAuthenticationException``), so a send fails at once instead of after ``max.block.ms``.
+- Why the last attempt to set up a node's connection failed (unreachable, a TLS refusal, a SASL
+  token the broker refused or the token source could not give) is kept until a connection to it
+  becomes ready (:meth:`NetworkClient.last_connect_error`), so that work expiring for want of
+  that node can say why.
 - Unreachable brokers never make :meth:`poll` hang: connects are bounded by the setup timeout and
   the failure reason is recorded in the metadata (shown when a caller's wait for metadata ends).
 """
