@@ -15,6 +15,9 @@
   pushgateway``); ``.url`` is ``metricsPushGateway``, ``.metrics()`` what it holds;
 - :mod:`kafka_sink.testing.s3`: ``LocalS3``, an S3-compatible server (S3Proxy from Maven Central)
   whose filesystem backend shows stored objects as files;
+- :class:`LocalOidc` (:mod:`kafka_sink.testing.oidc`): an OAuth token endpoint and JWKS on
+  127.0.0.1 issuing RS256 JWTs; ``LocalKafka(oauth=oidc.broker_listener())`` adds an OAUTHBEARER
+  listener validating them;
 - :mod:`kafka_sink.testing.oracle`: create topics and read records back with kafka-python;
 - :mod:`kafka_sink.testing.proxy`: ``TcpProxy``, a TCP proxy that delays, pauses or cuts traffic;
 - :mod:`kafka_sink.testing.probe`: a raw Metadata probe used for readiness checks;
@@ -26,13 +29,14 @@ standard library; test-only dependencies (kafka-python, testcontainers) are impo
 inside the functions that need them.
 """
 
-from kafka_sink.testing.local_kafka import KafkaStartError, LocalKafka
+from kafka_sink.testing.local_kafka import KafkaStartError, LocalKafka, OAuthListener
 from kafka_sink.testing.local_schema_registry import (
     LocalSchemaRegistry,
     SchemaRegistrySetupError,
     SchemaRegistryStartError,
     fetch_schema_registry,
 )
+from kafka_sink.testing.oidc import LocalOidc
 from kafka_sink.testing.prerequisites import (
     KafkaSetupError,
     default_jars_dir,
@@ -50,8 +54,10 @@ __all__ = [
     "KafkaSetupError",
     "KafkaStartError",
     "LocalKafka",
+    "LocalOidc",
     "LocalPushgateway",
     "LocalSchemaRegistry",
+    "OAuthListener",
     "PushgatewaySetupError",
     "PushgatewayStartError",
     "SchemaRegistrySetupError",
