@@ -26,7 +26,7 @@ from kafka_sink.net.oauth.sources import (
 )
 from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 from tests.fakes.http_peer import serving
-from tests.unit.net.oauth.helpers import (
+from tests.unit.net.oauth.tokens import (
     RSA_KEY,
     SECRET,
     claims,
