@@ -360,6 +360,10 @@ def test_the_jaas_form_gives_client_credentials_scope_and_extensions() -> None:
             {**CC, "sasl.jaas.config": f'{MODULE} required extension_auth="x";'},
             r"'auth' is the token's own key",
         ),
+        (
+            {**CC, "sasl.jaas.config": f'{MODULE} required ssl.truststore.location="/ca.jks";'},
+            r"ssl.\* options .* system's CA certificates",
+        ),
     ],
 )
 def test_jaas_conflicts_and_unknown_options_are_refused(
