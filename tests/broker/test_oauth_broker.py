@@ -228,3 +228,31 @@ def test_sasl_extensions_reach_the_broker_and_wrong_ones_are_refused(
     assert extension_kafka.received_extensions()[-1]["logicalCluster"] == "lkc-0"
     records = read_all(extension_kafka.bootstrap_servers, "oauth-extensions", expected=1)
     assert [r.value for r in records] == [b"with extensions"]
+
+
+def test_java_style_client_credentials_settings_write_through_the_listener(
+    oidc: LocalOidc, oauth_kafka: LocalKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    create_topic(oauth_kafka.bootstrap_servers, "oauth-java-keys")
+    settings: dict[str, object] = {
+        "bootstrap.servers": oauth_kafka.oauth_bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": oidc.token_endpoint_url,
+        "sasl.oauthbearer.client.credentials.client.id": OAUTH_CLIENT[0],
+        "sasl.oauthbearer.client.credentials.client.secret": OAUTH_CLIENT[1],
+        "sasl.oauthbearer.scope": "kafka",
+    }
+    with KafkaProducer(settings) as producer:
+        producer.send("oauth-java-keys", b"from java keys").get(30)
+    records = read_all(oauth_kafka.bootstrap_servers, "oauth-java-keys", expected=1)
+    assert [r.value for r in records] == [b"from java keys"]
+    caplog.set_level(logging.DEBUG, logger="kafka_sink")
+    wrong = {**settings, "sasl.oauthbearer.client.credentials.client.secret": "wrong-secret-7"}
+    began = time.monotonic()
+    with KafkaProducer(wrong) as producer, pytest.raises(KafkaError) as info:
+        producer.send("oauth-java-keys", b"refused").get(30)
+    assert time.monotonic() - began < 10
+    assert oidc.token_endpoint_url in str(info.value)
+    assert "wrong-secret-7" not in str(info.value) + caplog.text + repr(producer)
+    assert OAUTH_CLIENT[1] not in caplog.text
