@@ -189,6 +189,8 @@ def _preflight(options: SinkOptions, *, streaming: bool) -> None:
         timeout_ms=options.preflight_timeout_ms,
         idempotent=idempotent,
         streaming=streaming,
+        transactional=options.exactly_once,
+        preset=options.preset,
     )
 
 

@@ -21,6 +21,12 @@ known. What is asked:
   topic, prefixed ACLs included, which no listing shows. So when the cluster's authorized
   operations lack IDEMPOTENT_WRITE, one InitProducerId without a transactional id (what the
   producer sends first; it writes to no log) asks the broker's own rule;
+- exactly-once: whether the cluster offers transactions at all, asked of the broker (never
+  guessed from a preset or a host name): its ApiVersions answer must carry InitProducerId,
+  AddPartitionsToTxn, EndTxn and FindCoordinator (a service such as Event Hubs offers them only
+  on some tiers), and FindCoordinator for a transactional id must not be answered
+  INVALID_REQUEST or UNSUPPORTED_VERSION; either refuses the write naming what is missing, the
+  servers and (with option ``preset``) what the service documents;
 - exactly-once: one transactional id of the prefix: FindCoordinator needs DESCRIBE on it, and
   EndTxn (abort) with no producer id needs WRITE and is then refused by the coordinator without
   touching any transaction (-1 is no producer's id).
@@ -62,11 +68,14 @@ from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
     AuthenticationError,
     ClusterAuthorizationFailedError,
+    InvalidRequestError,
     KafkaError,
     KafkaTimeoutError,
     TransactionalIdAuthorizationFailedError,
+    UnsupportedVersionError,
     error_for_code,
 )
+from kafka_sink.net.presets import PRESETS
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 from kafka_sink.wire.api import ApiKey
@@ -76,6 +85,21 @@ from kafka_sink.wire.messages.metadata import INT32_MIN, MetadataResponse
 __all__ = ["ClientFactory", "check_transactional_ids", "check_write"]
 
 ClientFactory = Callable[[Mapping[str, object]], tuple[AdminClient, AdminConfig]]
+
+# What an exactly-once write sends (the producer's InitProducerId, AddPartitionsToTxn and
+# EndTxn; FindCoordinator for the transaction coordinator), spelled as Kafka's protocol guide.
+_TRANSACTION_APIS = (
+    ApiKey.INIT_PRODUCER_ID,
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.END_TXN,
+    ApiKey.FIND_COORDINATOR,
+)
+_API_NAMES = {
+    ApiKey.INIT_PRODUCER_ID: "InitProducerId",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    ApiKey.END_TXN: "EndTxn",
+    ApiKey.FIND_COORDINATOR: "FindCoordinator",
+}
 
 # Kafka's AclOperation codes: bit (1 << code) of an authorized-operations field.
 _ALL, _WRITE, _IDEMPOTENT_WRITE = 2, 4, 12
@@ -102,15 +126,23 @@ def check_write(
     timeout_ms: int,
     idempotent: bool,
     streaming: bool,
+    transactional: bool = False,
+    preset: str | None = None,
     client_factory: ClientFactory = AdminClient.from_config,
 ) -> None:
-    """Refuse, before any task, a write the cluster cannot take (see the module docstring)."""
-    key = _key("write", producer_config, topic, str(idempotent))
+    """Refuse, before any task, a write the cluster cannot take (see the module docstring).
+
+    ``transactional``: the write is exactly-once, so the cluster must offer transactions;
+    ``preset`` (the sink's option) only adds the service's own words to that refusal.
+    """
+    key = _key("write", producer_config, topic, str(idempotent), str(transactional))
     if streaming and key in _PASSED:
         return
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
         _brokers(client, cfg, deadline)
         node, response = _metadata(client, topic, deadline)
+        if transactional:
+            _check_transactions_offered(client, cfg, node, deadline, preset)
         if topic is not None:
             _check_topic(client, cfg, node=node, topic=topic, response=response, deadline=deadline)
         if idempotent and not _allows(response.cluster_authorized_operations, _IDEMPOTENT_WRITE):
@@ -147,7 +179,17 @@ def check_transactional_ids(
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
         _brokers(client, cfg, deadline)
         try:
-            coordinator = client.find_coordinator(transactional_id, deadline)
+            try:
+                coordinator = client.find_coordinator(transactional_id, deadline)
+            except (InvalidRequestError, UnsupportedVersionError) as exc:
+                raise SinkOptionError(
+                    _no_transactions_message(
+                        cfg,
+                        f"FindCoordinator for transactional id {transactional_id!r} is "
+                        f"answered {type(exc).__name__}: {exc}",
+                        None,
+                    )
+                ) from None
             deadline.waiting_for = f"the rights on transactional id {transactional_id!r}"
             probe = EndTxnRequest(
                 transactional_id=transactional_id,
@@ -300,6 +342,25 @@ def _missing_topic(
     )
 
 
+def _check_transactions_offered(
+    client: AdminClient, cfg: AdminConfig, node: int, deadline: Deadline, preset: str | None
+) -> None:
+    """Refuse an exactly-once write to brokers whose ApiVersions lack the transaction APIs."""
+    deadline.waiting_for = f"the API versions of broker {node} (transactions)"
+    missing = []
+    for api in _TRANSACTION_APIS:
+        try:
+            client.api_version(node, api, deadline)
+        except UnsupportedVersionError:
+            missing.append(_API_NAMES[api])
+    if missing:
+        reason = (
+            f"broker {node} answers ApiVersions without {', '.join(missing)}, which Kafka "
+            "transactions need"
+        )
+        raise SinkOptionError(_no_transactions_message(cfg, reason, preset))
+
+
 def _check_idempotent_write(
     client: AdminClient,
     cfg: AdminConfig,
@@ -352,6 +413,21 @@ def _acl_command(cfg: AdminConfig, what: str) -> str:
     return (
         f"an administrator runs: kafka-acls --bootstrap-server {servers}{admin} --add "
         f"--allow-principal {_principal(cfg)} {what}"
+    )
+
+
+def _no_transactions_message(cfg: AdminConfig, reason: str, preset: str | None) -> str:
+    servers = ",".join(cfg.bootstrap_servers)
+    note = ""
+    if preset is not None:
+        found = PRESETS.get(preset)
+        if found is not None and found.transactions_note:
+            note = f" ({found.transactions_note})"
+    return (
+        f"deliveryGuarantee=exactly-once needs Kafka transactions, but the cluster at "
+        f"kafka.bootstrap.servers={servers} does not offer them: {reason}{note}. Fix: use "
+        "deliveryGuarantee=at-least-once (the default), or a cluster or service tier with "
+        "transactions"
     )
 
 
