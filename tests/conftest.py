@@ -36,6 +36,7 @@ import pytest
 from kafka_sink.testing.backends import single_node_kafka
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.local_schema_registry import LocalSchemaRegistry, SchemaRegistryStartError
+from kafka_sink.testing.oidc import LocalOidc
 from kafka_sink.testing.oracle import create_topic, import_kafka_python
 from kafka_sink.testing.pushgateway import LocalPushgateway, PushgatewayStartError
 
@@ -54,6 +55,8 @@ _BROKER_FIXTURES = {
     "proxied_kafka",
     "schema_registry",
     "pushgateway",
+    "oidc",
+    "oauth_kafka",
 }
 _CLUSTER_FIXTURES = {"kafka_cluster", "cluster_topic_factory"}
 
@@ -90,7 +93,7 @@ def kafka_bootstrap() -> Iterator[str]:
         backend.__exit__(None, None, None)
 
 
-_S = TypeVar("_S", LocalKafka, LocalSchemaRegistry, LocalPushgateway)
+_S = TypeVar("_S", LocalKafka, LocalSchemaRegistry, LocalPushgateway, LocalOidc)
 
 
 def running(service: _S, what: str) -> Iterator[_S]:
@@ -135,6 +138,22 @@ def proxied(proxied_kafka: LocalKafka) -> Iterator[LocalKafka]:
         proxy.refuse_new = False
         proxy.delay_ms = 0
         proxy.resume()
+
+
+#: The OAuth client the session's token endpoint knows, and its secret.
+OAUTH_CLIENT = ("pykafka-tests", "tests-client-secret")
+
+
+@pytest.fixture(scope="session")
+def oidc() -> Iterator[LocalOidc]:
+    """A token endpoint + JWKS on 127.0.0.1 issuing RS256 tokens (aud ``kafka``, one hour)."""
+    yield from running(LocalOidc({OAUTH_CLIENT[0]: OAUTH_CLIENT[1]}), "OIDC token endpoint")
+
+
+@pytest.fixture(scope="session")
+def oauth_kafka(oidc: LocalOidc) -> Iterator[LocalKafka]:
+    """A Kafka whose ``.oauth_bootstrap_servers`` take OAUTHBEARER tokens of ``oidc``."""
+    yield from running(LocalKafka(oauth=oidc.broker_listener()), "Kafka with OAUTHBEARER")
 
 
 @pytest.fixture(scope="session")

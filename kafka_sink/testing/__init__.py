@@ -15,6 +15,9 @@
   pushgateway``); ``.url`` is ``metricsPushGateway``, ``.metrics()`` what it holds;
 - :mod:`kafka_sink.testing.s3`: ``LocalS3``, an S3-compatible server (S3Proxy from Maven Central)
   whose filesystem backend shows stored objects as files;
+- :class:`LocalOidc` (:mod:`kafka_sink.testing.oidc`): an OAuth token endpoint and JWKS on
+  127.0.0.1 issuing RS256 JWTs; ``LocalKafka(oauth=oidc.broker_listener())`` adds an OAUTHBEARER
+  listener validating them;
 - :mod:`kafka_sink.testing.oracle`: create topics and read records back with kafka-python;
 - :mod:`kafka_sink.testing.proxy`: ``TcpProxy``, a TCP proxy that delays, pauses or cuts traffic;
 - :mod:`kafka_sink.testing.probe`: a raw Metadata probe used for readiness checks;

@@ -46,7 +46,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 from types import FrameType
@@ -77,6 +77,7 @@ __all__ = [
     "KafkaSetupError",
     "KafkaStartError",
     "LocalKafka",
+    "OAuthListener",
     "find_conf_dir",
     "find_jars_dir",
     "find_java",
@@ -114,6 +115,53 @@ _BENCH_JVM_FLAGS = (
     "-Djava.awt.headless=true",
 )
 _FORMAT_JVM_FLAGS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData")
+
+
+@dataclass(frozen=True)
+class OAuthListener:
+    """A SASL_PLAINTEXT listener taking OAUTHBEARER only, validating signed JWTs (KIP-768).
+
+    The broker's ``OAuthBearerValidatorCallbackHandler`` fetches the keys from ``jwks_url``
+    (which must be up before the broker starts) and checks ``expected_audience`` /
+    ``expected_issuer`` when given. ``allowed_urls`` is the JVM system property
+    ``org.apache.kafka.sasl.oauthbearer.allowed.urls`` (default: ``jwks_url``), without which
+    Kafka 4 refuses to fetch from any URL. ``reauth_ms`` is the listener's
+    ``connections.max.reauth.ms`` (KIP-368: the session lifetime the broker grants; None: no
+    re-authentication). ``server_config`` adds keys to the listener's OAUTHBEARER settings (the
+    part after ``listener.name.oauth.oauthbearer.``).
+    """
+
+    jwks_url: str
+    expected_audience: str | None = None
+    expected_issuer: str | None = None
+    allowed_urls: str | None = None
+    reauth_ms: int | None = None
+    server_config: Mapping[str, str] = field(default_factory=dict)
+
+    def properties(self) -> str:
+        prefix = "listener.name.oauth.oauthbearer"
+        lines = [
+            "",
+            "# OAUTHBEARER listener: signed JWTs checked against a JWKS endpoint",
+            "listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER",
+            f"{prefix}.sasl.jaas.config="
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+            f"{prefix}.sasl.server.callback.handler.class="
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            f"sasl.oauthbearer.jwks.endpoint.url={self.jwks_url}",
+        ]
+        if self.expected_audience is not None:
+            lines.append(f"sasl.oauthbearer.expected.audience={self.expected_audience}")
+        if self.expected_issuer is not None:
+            lines.append(f"sasl.oauthbearer.expected.issuer={self.expected_issuer}")
+        if self.reauth_ms is not None:
+            lines.append(f"{prefix}.connections.max.reauth.ms={self.reauth_ms}")
+        lines += [f"{prefix}.{k}={v}" for k, v in self.server_config.items()]
+        return "\n".join(lines) + "\n"
+
+    def jvm_flags(self) -> list[str]:
+        urls = self.allowed_urls or self.jwks_url
+        return [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={urls}"]
 
 
 class KafkaStartError(RuntimeError):
@@ -215,6 +263,7 @@ class _Node:
     proxied_port: int | None
     sasl_port: int | None
     mtls_port: int | None
+    oauth_port: int | None
     directory: Path
     process: subprocess.Popen[bytes] | None = None
     log_offset: int = 0
@@ -267,6 +316,10 @@ class LocalKafka(Service):
     ``transaction_version`` formats the cluster with that finalized ``transaction.version``
     feature (1: Transactions V1, to prove the older protocol path; None: the release default,
     2 on Kafka 4.x).
+    ``oauth`` (an :class:`OAuthListener`, e.g. from
+    :meth:`kafka_sink.testing.oidc.LocalOidc.broker_listener`) adds a SASL_PLAINTEXT listener on
+    every node (``.oauth_bootstrap_servers``) that takes OAUTHBEARER only and validates the
+    tokens' signatures against a JWKS endpoint.
     ``share_classes`` (test profile only) reuses a class-data-sharing archive kept next to the
     jars, which cuts JVM start-up by about a third; the first run writes it when a node stops.
     """
@@ -287,6 +340,7 @@ class LocalKafka(Service):
         jars_dir: str | os.PathLike[str] | None = None,
         java: str | None = None,
         transaction_version: int | None = None,
+        oauth: OAuthListener | None = None,
     ) -> None:
         if nodes not in (1, 3):
             raise ValueError(f"nodes must be 1 or 3, not {nodes}")
@@ -308,6 +362,7 @@ class LocalKafka(Service):
         if transaction_version is not None and transaction_version not in (0, 1, 2):
             raise ValueError(f"transaction_version must be 0, 1 or 2, not {transaction_version}")
         self.transaction_version = transaction_version
+        self.oauth = oauth
         self._pki: TestPki | None = None
         self._jars_dir_arg = jars_dir
         self._share_classes = share_classes and jvm_profile == "test"
@@ -374,6 +429,13 @@ class LocalKafka(Service):
         if not self.mtls:
             raise RuntimeError("LocalKafka(mtls=True) is needed for mtls_bootstrap_servers")
         return ",".join(f"127.0.0.1:{n.mtls_port}" for n in self._nodes.values())
+
+    @property
+    def oauth_bootstrap_servers(self) -> str:
+        """Every node's OAUTHBEARER listener (SASL_PLAINTEXT; only with ``oauth``)."""
+        if self.oauth is None:
+            raise RuntimeError("LocalKafka(oauth=...) is needed for oauth_bootstrap_servers")
+        return ",".join(f"127.0.0.1:{n.oauth_port}" for n in self._nodes.values())
 
     @property
     def pki(self) -> TestPki:
@@ -493,6 +555,7 @@ class LocalKafka(Service):
             except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                 raise KafkaSetupError(f"cannot make the mutual-TLS certificates: {exc}") from exc
         per_node = 2 + int(self.proxied) + int(bool(self._sasl_users)) + int(self.mtls)
+        per_node += int(self.oauth is not None)
         ports = iter(free_ports(self.nodes * per_node))
         self._nodes = {}
         for index in range(self.nodes):
@@ -504,6 +567,7 @@ class LocalKafka(Service):
                 proxied_port=next(ports) if self.proxied else None,
                 sasl_port=next(ports) if self._sasl_users else None,
                 mtls_port=next(ports) if self.mtls else None,
+                oauth_port=next(ports) if self.oauth is not None else None,
                 directory=self._workdir / f"node-{node_id}",
             )
             node.directory.mkdir()
@@ -559,6 +623,13 @@ class LocalKafka(Service):
                 f"{prefix}.ssl.truststore.type=PEM\n"
                 f"{prefix}.ssl.truststore.location={self._pki.ca}\n"
             )
+        oauth_lines = ""
+        if node.oauth_port is not None:
+            assert self.oauth is not None
+            extra_listeners += f",OAUTH://127.0.0.1:{node.oauth_port}"
+            extra_advertised += f",OAUTH://127.0.0.1:{node.oauth_port}"
+            extra_map += ",OAUTH:SASL_PLAINTEXT"
+            oauth_lines = self.oauth.properties()
         text = template.substitute(
             node_id=node.node_id,
             port=node.port,
@@ -569,7 +640,7 @@ class LocalKafka(Service):
             extra_advertised=extra_advertised,
             extra_protocol_map=extra_map,
         )
-        text += sasl_lines + mtls_lines
+        text += sasl_lines + mtls_lines + oauth_lines
         if self.broker_config:
             text += "\n# overrides\n" + "".join(f"{k}={v}\n" for k, v in self.broker_config.items())
         node.config_path.write_text(text, encoding="utf-8")
@@ -659,6 +730,8 @@ class LocalKafka(Service):
         node.started_seen = False
         node.wanted = True
         cmd = [self._java, *self._jvm_flags(), *self._cds_flags(node), *self._jvm_base()[1:]]
+        if self.oauth is not None:
+            cmd[1:1] = self.oauth.jvm_flags()
         cmd += ["kafka.Kafka", str(node.config_path)]
         node.process = launch(cmd, node.log_path, node.directory)
 
