@@ -5,7 +5,8 @@ Role: a user opts into a preset by name (the sink's option ``preset``, the produ
 service needs before the config is parsed:
 
 - ``msk-iam`` (Amazon MSK with IAM access control): ``SASL_SSL``, ``OAUTHBEARER`` with the
-  ``msk-iam`` token provider, port 9098 for a bootstrap host given without one, and
+  ``msk-iam`` token provider (its region read from the MSK bootstrap host name when
+  ``sasl.oauthbearer.msk.region`` is not set), port 9098 for a bootstrap host given without one, and
   ``reconnect.backoff.ms=1000`` (MSK caps new IAM connections per broker and second).
 - ``confluent-cloud``: ``SASL_SSL``; ``PLAIN`` with an API key and secret (``sasl.username`` /
   ``sasl.password`` or a ``PlainLoginModule`` JAAS line), or ``OAUTHBEARER`` with the user's
@@ -55,6 +56,11 @@ _SCOPE = "sasl.oauthbearer.scope"
 _JAAS = "sasl.jaas.config"
 # A JAAS line's login module, read without parsing the (secret) options.
 _JAAS_MODULE = re.compile(r"^\s*([A-Za-z0-9_.$]+)")
+_MSK_REGION = "sasl.oauthbearer.msk.region"
+# MSK's broker and bootstrap hosts (provisioned and serverless) end in the cluster's region.
+_MSK_HOST = re.compile(
+    r"\.kafka(?:-serverless)?\.([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$"
+)
 # How a message names a key (the sink's users know them as 'kafka.<key>').
 _Shown = Callable[[str], str]
 _EXTENSION = re.compile(r"(?:^|[\s,;])(?:extension_)?logicalCluster\s*=", re.IGNORECASE)
@@ -222,8 +228,12 @@ def _apply_sasl(preset: Preset, out: dict[str, object], shown: _Shown, origin: s
         )
     out.setdefault("sasl.mechanism", mechanism)
     if mechanism == OAUTHBEARER:
-        if not oauth and preset.provider is not None:
+        if not _names_source(out) and preset.provider is not None:
             out[_TOKEN_PROVIDER] = preset.provider
+        if out.get(_TOKEN_PROVIDER) == "msk-iam" and _MSK_REGION not in out:
+            region = _msk_region(out.get("bootstrap.servers"))
+            if region is not None:
+                out[_MSK_REGION] = region
         if preset.name == "event-hubs" and _SCOPE not in out:
             host = _first_host(out.get("bootstrap.servers"))
             if host:
@@ -271,6 +281,20 @@ def _names_oauth(out: Mapping[str, object]) -> bool:
     if any(k.startswith("sasl.oauthbearer.") for k in out):
         return True
     return _jaas_module(out).endswith("OAuthBearerLoginModule")
+
+
+def _names_source(out: Mapping[str, object]) -> bool:
+    """Whether the settings say where tokens come from (else the preset's provider does)."""
+    if _TOKEN_PROVIDER in out or _TOKEN_ENDPOINT in out:
+        return True
+    return _jaas_module(out).endswith("OAuthBearerLoginModule")
+
+
+def _msk_region(servers: object) -> str | None:
+    """The AWS region an MSK bootstrap host names (``...kafka.<region>.amazonaws.com``)."""
+    host = _first_host(servers)
+    found = _MSK_HOST.search(host.lower()) if host else None
+    return found.group(1) if found else None
 
 
 def _names_plain(out: Mapping[str, object]) -> bool:

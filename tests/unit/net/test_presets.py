@@ -27,8 +27,23 @@ def test_msk_iam_sets_tls_oauthbearer_the_provider_and_the_iam_port() -> None:
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "OAUTHBEARER",
         "sasl.oauthbearer.token.provider": "msk-iam",
+        "sasl.oauthbearer.msk.region": "us-east-1",
         "reconnect.backoff.ms": "1000",
     }
+
+
+def test_msk_iam_takes_the_region_from_a_serverless_host_and_keeps_a_given_one() -> None:
+    host = "boot-abc.c1.kafka-serverless.eu-west-2.amazonaws.com:9098"
+    out = apply_preset("msk-iam", {"bootstrap.servers": host})
+    assert out["sasl.oauthbearer.msk.region"] == "eu-west-2"
+    given = {"bootstrap.servers": host, "sasl.oauthbearer.msk.region": "us-west-2"}
+    out = apply_preset("msk-iam", given)
+    assert out["sasl.oauthbearer.msk.region"] == "us-west-2"
+    # A region key alone names no token source: the preset's provider still applies.
+    assert out["sasl.oauthbearer.token.provider"] == "msk-iam"
+    assert "sasl.oauthbearer.msk.region" not in apply_preset(
+        "msk-iam", {"bootstrap.servers": "localhost:9098"}
+    )
 
 
 def test_msk_iam_refuses_another_mechanism() -> None:
