@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Self
 
 from kafka_sink.errors import ConfigError
 from kafka_sink.net.jaas import parse_jaas
+from kafka_sink.net.oauth.login import RefreshTimings, acquire_login, oauth_keys, source_for
 from kafka_sink.net.sasl import SaslConfig
 from kafka_sink.net.tls import TlsConfig
 from kafka_sink.net.user_info import shown_value
@@ -123,7 +124,7 @@ _JVM_SECURITY_KEYS: dict[str, tuple[frozenset[str], str]] = {
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "security.")
 
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 # -- parsing one value ----------------------------------------------------------------------------
@@ -383,6 +384,9 @@ class ClientConfig(_SecurityProtocol):
     ssl_cipher_suites: tuple[str, ...]
     #: The dotted keys the mapping set (the rules that depend on a choice being explicit).
     explicitly_set: frozenset[str] = frozenset()
+    #: The OAUTHBEARER settings as given (``sasl.oauthbearer.*``, ``sasl.login.*`` and, with
+    #: OAUTHBEARER, ``sasl.jaas.config``): what the token source and the login read.
+    sasl_oauthbearer: Mapping[str, object] = field(default_factory=dict, repr=False)
 
     def tls_config(self) -> TlsConfig | None:
         """The ``ssl.*`` settings for the network layer (None unless the protocol uses TLS)."""
@@ -413,6 +417,7 @@ class ClientConfig(_SecurityProtocol):
             socket_connection_setup_timeout_max_ms=self.socket_connection_setup_timeout_max_ms,
             security_protocol=self.security_protocol,
             sasl_mechanism=self.sasl_mechanism if self.uses_sasl else None,
+            sasl_oauthbearer=dict(self.sasl_oauthbearer) if self.uses_sasl else None,
             sasl_username=self.sasl_username,
             sasl_password=self.sasl_password,
             tls=self.tls_config(),
@@ -431,11 +436,19 @@ class ClientConfig(_SecurityProtocol):
     def from_mapping(cls, config: Mapping[str, object]) -> Self:
         values: dict[str, Any] = {spec.attr: spec.default for spec in cls._KEYS.values()}
         explicit: set[str] = set()
+        oauth: dict[str, object] = {}
+        oauth_accepted = oauth_keys()
         for raw_key, raw in config.items():
             if not isinstance(raw_key, str):
                 raise ConfigError(f"config keys must be strings, got {raw_key!r}")
             key = raw_key.strip()
             if key in cls._NO_EFFECT:
+                continue
+            if key in oauth_accepted:
+                # Read by the token source and the login (checked in _check_shared), kept as
+                # given: a provider may be a Python object.
+                oauth[key] = raw
+                explicit.add(key)
                 continue
             if key in _JVM_SECURITY_KEYS:
                 _check_jvm_security_key(key, raw)
@@ -455,6 +468,7 @@ class ClientConfig(_SecurityProtocol):
                 raise exc from None
             explicit.add(key)
         values["explicitly_set"] = frozenset(explicit)
+        values["sasl_oauthbearer"] = oauth
         _check_bootstrap(values)
         cls._validate_own(values, explicit)
         _check_shared(values, explicit)
@@ -484,6 +498,9 @@ class ClientConfig(_SecurityProtocol):
         ]
         if secrets:
             shown.append(f"secrets_set={secrets!r}")
+        if self.sasl_oauthbearer:
+            # Names only: client secrets, assertions and provider objects are not shown.
+            shown.append(f"oauthbearer_keys_set={sorted(self.sasl_oauthbearer)!r}")
         return f"{type(self).__name__}({', '.join(shown)})"
 
 
@@ -505,7 +522,15 @@ def _check_shared(v: dict[str, Any], explicit: set[str]) -> None:
     v["reconnect_backoff_ms"] = min(v["reconnect_backoff_ms"], v["reconnect_backoff_max_ms"])
 
     protocol = v["security_protocol"]
-    if protocol.startswith("SASL_"):
+    oauth_set = sorted(v["sasl_oauthbearer"])
+    if protocol.startswith("SASL_") and v["sasl_mechanism"] == "OAUTHBEARER":
+        _check_oauthbearer(v, explicit)
+    elif protocol.startswith("SASL_"):
+        if oauth_set:
+            raise ConfigError(
+                f"{oauth_set[0]}: set, but sasl.mechanism={v['sasl_mechanism']}; it applies "
+                "to sasl.mechanism=OAUTHBEARER only (set that, or remove the key)"
+            )
         if v["sasl_jaas_config"] is not None:
             both = sorted(k for k in ("sasl.username", "sasl.password") if k in explicit)
             if both:
@@ -555,6 +580,23 @@ def _check_shared(v: dict[str, Any], explicit: set[str]) -> None:
             )
     if protocol.endswith("SSL"):
         _tls_config(v)  # every ssl.* value is checked here, before any connection
+
+
+def _check_oauthbearer(v: dict[str, Any], explicit: set[str]) -> None:
+    """OAUTHBEARER: no user name or password; the token source the settings describe must build
+    (every one of its keys applied or refused, here, before any connection)."""
+    given = sorted(k for k in ("sasl.username", "sasl.password") if k in explicit)
+    if given:
+        raise ConfigError(
+            f"{given[0]}: set, but sasl.mechanism=OAUTHBEARER sends a token, not a password; "
+            "remove it and configure the token source (sasl.oauthbearer.*)"
+        )
+    settings = dict(v["sasl_oauthbearer"])
+    if v["sasl_jaas_config"] is not None:
+        settings["sasl.jaas.config"] = v["sasl_jaas_config"]
+    v["sasl_oauthbearer"] = settings
+    RefreshTimings.from_settings(settings)
+    source_for(settings)
 
 
 def _tls_config(v: Mapping[str, Any]) -> TlsConfig:
@@ -627,6 +669,8 @@ class NetworkConfig(_SecurityProtocol):
     sasl_mechanism: str | None = None  # sasl.mechanism (None unless SASL_*)
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
+    # OAUTHBEARER: the settings of the token source and the login (None unless SASL_*).
+    sasl_oauthbearer: Mapping[str, object] | None = field(default=None, repr=False)
     tls: TlsConfig | None = None  # the ssl.* keys (None with *SSL: system CAs, Java defaults)
     max_frame_size: int = 100 * 1024 * 1024  # largest response frame accepted
     # Refresh timing lives in the Metadata object (built with these same values by the client);
@@ -662,9 +706,16 @@ class NetworkConfig(_SecurityProtocol):
             )
 
     def sasl_config(self) -> SaslConfig | None:
+        """The SASL credentials. With OAUTHBEARER this acquires the process's login for these
+        settings (starting its refresher): the caller releases it with
+        :func:`~kafka_sink.net.oauth.login.release_login` when it closes."""
         if not self.uses_sasl:
             return None
         assert self.sasl_mechanism is not None
+        if self.sasl_mechanism.upper() == "OAUTHBEARER":
+            settings = dict(self.sasl_oauthbearer or {})
+            login = acquire_login(settings, lambda: source_for(settings))
+            return SaslConfig("OAUTHBEARER", oauth=login)
         return SaslConfig(self.sasl_mechanism, self.sasl_username or "", self.sasl_password or "")
 
     def ssl_context(self) -> ssl.SSLContext | None:

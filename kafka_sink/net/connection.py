@@ -390,9 +390,11 @@ class BrokerConnection(Generic[T]):
     def _on_sasl_authenticate(self, response: SaslAuthenticateResponse) -> None:
         assert self._mechanism is not None
         if response.error_code != 0:
+            detail = self._mechanism.failure_detail()
             raise _sasl_error(
                 response.error_code,
-                f"node {self.node_id}: {response.error_message or 'authentication failed'}",
+                f"node {self.node_id}: {response.error_message or 'authentication failed'}"
+                + (f" ({detail})" if detail else ""),
             )
         token = self._mechanism.evaluate(bytes(response.auth_bytes or b""))
         if token is not None:

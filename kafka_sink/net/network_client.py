@@ -64,6 +64,7 @@ from kafka_sink.net.connect_warnings import ConnectFailureLog
 from kafka_sink.net.connection import BrokerConnection, ConnectionState
 from kafka_sink.net.metadata import ExponentialBackoff, Metadata
 from kafka_sink.net.metadata_updater import MetadataUpdater
+from kafka_sink.net.oauth.login import OAuthBearerLogin, release_login
 from kafka_sink.net.selector import Address, PollResult, Selector, resolve
 from kafka_sink.net.tls import describe_tls_failure, is_tls_failure
 from kafka_sink.wire.api import ApiKey
@@ -452,6 +453,8 @@ class NetworkClient:
         for node_id in list(self._nodes):
             self._nodes[node_id].connection.close()
         self._selector.close_all()
+        if self._sasl is not None and isinstance(self._sasl.oauth, OAuthBearerLogin):
+            release_login(self._sasl.oauth)
 
     @property
     def closed(self) -> bool:

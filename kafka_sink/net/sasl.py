@@ -1,4 +1,5 @@
-"""SASL client mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) as pure token exchanges.
+"""SASL client mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER) as pure token
+exchanges (OAUTHBEARER's is :mod:`kafka_sink.net.oauth.mechanism`).
 
 A mechanism turns the broker's challenge bytes into the client's next response bytes; it knows
 nothing of sockets or Kafka framing (the connection carries the tokens inside SaslAuthenticate
@@ -8,8 +9,8 @@ once the exchange is complete (after which :attr:`complete` is true).
 
 Invariants:
 
-- The password never appears in ``repr``, in logs or in exception text; only the user name and the
-  mechanism name may be shown.
+- The password (and an OAUTHBEARER token) never appears in ``repr``, in logs or in exception
+  text; only the user name, the token's source and the mechanism name may be shown.
 - SCRAM verifies the server's signature before declaring success, rejects a server nonce that does
   not extend the client nonce, and only runs PBKDF2 for 4096..16384 iterations (Kafka's
   ``ScramMechanism`` minimum and maximum: brokers refuse to store credentials outside that range,
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from kafka_sink.errors import ConfigError, SaslAuthenticationError
+from kafka_sink.net.oauth.mechanism import MECHANISM as OAUTHBEARER
+from kafka_sink.net.oauth.mechanism import OAuthBearerMechanism, TokenHolder
 
 __all__ = [
     "SCRAM_MAX_ITERATIONS",
@@ -41,7 +44,7 @@ __all__ = [
     "create_mechanism",
 ]
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
 
 # Kafka's ScramMechanism bounds; a server asking for fewer or more is misconfigured or hostile.
 _SCRAM_MIN_ITERATIONS = 4096
@@ -50,11 +53,15 @@ SCRAM_MAX_ITERATIONS = 16384
 
 @dataclass(frozen=True)
 class SaslConfig:
-    """Credentials for one SASL mechanism. ``repr`` hides the password."""
+    """Credentials for one SASL mechanism. ``repr`` hides the password.
+
+    OAUTHBEARER takes no user name or password: ``oauth`` is the login that holds its token
+    (one per process and configuration, shared by every connection of every client)."""
 
     mechanism: str
-    username: str
-    password: str = field(repr=False)
+    username: str = ""
+    password: str = field(default="", repr=False)
+    oauth: TokenHolder | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.mechanism not in SUPPORTED_MECHANISMS:
@@ -62,6 +69,10 @@ class SaslConfig:
                 f"sasl.mechanism {self.mechanism!r} is not supported "
                 f"(supported: {', '.join(SUPPORTED_MECHANISMS)})"
             )
+        if self.mechanism == OAUTHBEARER:
+            if self.oauth is None:
+                raise ConfigError("sasl.mechanism=OAUTHBEARER needs a token source")
+            return
         if not self.username:
             raise ConfigError("SASL needs a non-empty user name")
         if not self.password:
@@ -73,6 +84,10 @@ class SaslMechanism(Protocol):
 
     @property
     def complete(self) -> bool: ...
+
+    def failure_detail(self) -> str | None:
+        """What to add to a failed exchange's message (never a secret), or None."""
+        ...
 
     def initial_response(self) -> bytes: ...
 
@@ -100,6 +115,9 @@ class PlainMechanism:
         # The broker answers a successful PLAIN token with empty bytes; failures arrive as
         # error codes in SaslAuthenticate, handled by the connection.
         self._complete = True
+        return None
+
+    def failure_detail(self) -> str | None:
         return None
 
     def __repr__(self) -> str:
@@ -234,6 +252,9 @@ class ScramMechanism:
         if not hmac.compare_digest(received, self._server_signature):
             raise SaslAuthenticationError(f"{self.name}: server signature does not match")
 
+    def failure_detail(self) -> str | None:
+        return None
+
     def __repr__(self) -> str:
         return f"ScramMechanism({self.name!r}, username={self._username!r})"
 
@@ -242,4 +263,7 @@ def create_mechanism(config: SaslConfig) -> SaslMechanism:
     """A fresh mechanism state for one authentication exchange."""
     if config.mechanism == "PLAIN":
         return PlainMechanism(config.username, config.password)
+    if config.mechanism == OAUTHBEARER:
+        assert config.oauth is not None  # checked at construction
+        return OAuthBearerMechanism(config.oauth)
     return ScramMechanism(config.mechanism, config.username, config.password)
