@@ -75,6 +75,8 @@ from kafka_sink.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from kafka_sink.net.oauth.login import OAuthBearerLogin, release_login
+from kafka_sink.net.oauth.token import TokenSourceError
 from kafka_sink.net.presets import PRESETS
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
@@ -216,33 +218,74 @@ def check_transactional_ids(
 def _session(
     producer_config: Mapping[str, str], timeout_ms: int, client_factory: ClientFactory
 ) -> Iterator[tuple[AdminClient, AdminConfig, Deadline]]:
-    """An admin client and the preflight's deadline; its failures become the sink's errors."""
-    client, cfg = client_factory(producer_config)
-    servers = ",".join(cfg.bootstrap_servers)
-    deadline = Deadline(client.clock, timeout_ms, "the preflight")
+    """An admin client and the preflight's deadline; its failures become the sink's errors.
+
+    With OAUTHBEARER a token is had first, through the process's login for the write's settings
+    (the one the admin client then shares): a token source that cannot give one fails here,
+    naming it, before any broker is asked.
+    """
+    with _token_first(producer_config) as token_source:
+        client, cfg = client_factory(producer_config)
+        servers = ",".join(cfg.bootstrap_servers)
+        deadline = Deadline(client.clock, timeout_ms, "the preflight")
+        try:
+            yield client, cfg, deadline
+        except AuthenticationError as exc:
+            came_from = (
+                ""
+                if token_source is None
+                else f" (the token came from {token_source}: check that it issues tokens for "
+                "the audience, scope and issuer the brokers expect)"
+            )
+            raise SinkOptionError(
+                f"the brokers at kafka.bootstrap.servers={servers} refused this client's "
+                f"authentication: {exc}{came_from}. Fix: check the kafka.sasl.* / kafka.ssl.* "
+                "options and the credentials"
+            ) from None
+        except SinkOptionError:
+            raise
+        except KafkaError as exc:
+            # A broker answered, so the servers are right, but a check could not be made (an
+            # API the brokers do not speak, a broker whose advertised address cannot be reached,
+            # no answer in time): refusing could block a write that works (a cluster with one
+            # broker down), and the tasks report an unreachable leader naming its partitions.
+            ensure_logging()
+            logger.warning(
+                "pykafka: the check of the cluster before the write stopped early, the write "
+                "goes on unchecked: %s",
+                exc,
+            )
+        finally:
+            client.close()
+
+
+@contextmanager
+def _token_first(producer_config: Mapping[str, str]) -> Iterator[str | None]:
+    """With OAUTHBEARER, hold the process's login for the write's settings and have a token
+    (yields where tokens come from); otherwise yields None. A failure is refused naming the
+    token source, never a secret."""
+    sasl = AdminConfig.from_mapping(producer_config).network_config("pykafka-preflight")
+    if not sasl.uses_sasl or (sasl.sasl_mechanism or "").upper() != "OAUTHBEARER":
+        yield None
+        return
+    holder = sasl.sasl_config()
+    login = holder.oauth if holder is not None else None
+    if not isinstance(login, OAuthBearerLogin):
+        yield None
+        return
     try:
-        yield client, cfg, deadline
-    except AuthenticationError as exc:
-        raise SinkOptionError(
-            f"the brokers at kafka.bootstrap.servers={servers} refused this client's "
-            f"authentication: {exc}. Fix: check the kafka.sasl.* / kafka.ssl.* options and the "
-            "credentials"
-        ) from None
-    except SinkOptionError:
-        raise
-    except KafkaError as exc:
-        # A broker answered, so the servers are right, but a check could not be made (an API
-        # the brokers do not speak, a broker whose advertised address cannot be reached, no
-        # answer in time): refusing could block a write that works (a cluster with one broker
-        # down), and the tasks report an unreachable leader naming its partitions.
-        ensure_logging()
-        logger.warning(
-            "pykafka: the check of the cluster before the write stopped early, the write goes "
-            "on unchecked: %s",
-            exc,
-        )
+        try:
+            login.token()
+        except TokenSourceError as exc:
+            raise SinkOptionError(
+                f"kafka.sasl.mechanism=OAUTHBEARER: the driver got no token from "
+                f"{login.describe()}: {exc}. Fix: check the kafka.sasl.oauthbearer.* options "
+                "(the endpoint or provider, the client id and secret, the scope) and that the "
+                "driver can reach the endpoint; executors need the same"
+            ) from None
+        yield login.describe()
     finally:
-        client.close()
+        release_login(login)
 
 
 def _brokers(client: AdminClient, cfg: AdminConfig, deadline: Deadline) -> None:
