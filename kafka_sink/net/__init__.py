@@ -4,7 +4,9 @@ Module map (bottom to top):
 
 - ``selector``: non-blocking TCP/TLS channels over ``selectors.DefaultSelector`` with a
   socketpair wakeup; moves opaque bytes, knows nothing of Kafka.
-- ``sasl``: PLAIN and SCRAM-SHA-256/512 client mechanisms as pure token exchanges.
+- ``oauth``: SASL/OAUTHBEARER: the token and its sources, the RFC 7628 mechanism, and the login
+  that keeps one token per process and configuration refreshed on its own thread.
+- ``sasl``: PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER client mechanisms as pure token exchanges.
 - ``jaas``: the ``sasl.jaas.config`` syntax, tokenized as Java's ``JaasConfig`` does.
 - ``tls``: ``TlsConfig``, Kafka's ``ssl.*`` settings applied to an ``ssl.SSLContext`` (or refused),
   and the wording of TLS handshake failures.

@@ -28,7 +28,11 @@ Invariants:
   without TLS and ``sasl.*`` keys without SASL are refused; ``sasl.jaas.config`` with
   ``sasl.username`` or ``sasl.password`` is refused (the credentials come from one of them);
   the JVM-only security keys are accepted only with Java's default value, which describes what
-  OpenSSL does anyway.
+  OpenSSL does anyway. The OAUTHBEARER keys (the token source's ``sasl.oauthbearer.*`` and
+  ``sasl.login.*`` keys and the login's refresh keys) are accepted only with
+  ``sasl.mechanism=OAUTHBEARER``, which takes no ``sasl.username``/``sasl.password``; with it,
+  the token source is built and the refresh settings read at construction, so a bad key fails
+  there (no token is fetched then).
 - ``retry.backoff.ms`` and ``reconnect.backoff.ms`` never exceed their ``.max`` settings (they
   are lowered to them, as Java does).
 - A ``NetworkConfig`` that constructs without error names a supported security protocol, for

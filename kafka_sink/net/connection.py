@@ -30,7 +30,11 @@ Invariants:
 - A protocol fault found by :meth:`receive_data` (kept in :attr:`BrokerConnection.failure`)
   leaves the connection unusable: the caller closes it, and every caller request is either
   completed or returned by :meth:`BrokerConnection.close`, never lost.
-- Credentials are never shown in ``repr`` or exception text.
+- Credentials (passwords, OAUTHBEARER tokens) are never shown in ``repr`` or exception text;
+  a failed SASL exchange's error carries the broker's message and what the mechanism adds
+  (OAUTHBEARER: where the token came from and the broker's error JSON).
+- ``session_lifetime_ms`` is the broker's KIP-368 session lifetime from the last successful
+  SaslAuthenticate (0: none); the network client renews the session before it ends.
 """
 
 from __future__ import annotations
@@ -390,11 +394,11 @@ class BrokerConnection(Generic[T]):
     def _on_sasl_authenticate(self, response: SaslAuthenticateResponse) -> None:
         assert self._mechanism is not None
         if response.error_code != 0:
-            detail = self._mechanism.failure_detail()
+            message = response.error_message or "authentication failed"
+            detail = self._mechanism.failure_detail(message)
             raise _sasl_error(
                 response.error_code,
-                f"node {self.node_id}: {response.error_message or 'authentication failed'}"
-                + (f" ({detail})" if detail else ""),
+                f"node {self.node_id}: {message}" + (f" ({detail})" if detail else ""),
             )
         token = self._mechanism.evaluate(bytes(response.auth_bytes or b""))
         if token is not None:

@@ -148,6 +148,7 @@ class NetworkClient:
             config.socket_connection_setup_timeout_max_ms,
             rng=self._rng,
         )
+        # With OAUTHBEARER this holds the process's login for these settings (released on close).
         self._sasl = config.sasl_config()
         self._ssl_context = config.ssl_context()
         self._nodes: dict[int, _NodeState] = {}
@@ -562,7 +563,8 @@ class NetworkClient:
         state.throttle_until_ms = 0
         lifetime = state.connection.session_lifetime_ms
         # Like Java, renew at 85-95 % of the session lifetime. Renewal is a fresh connection
-        # (drained first, so no request is lost) rather than in-band re-authentication.
+        # (drained first, so no request is lost) rather than in-band re-authentication; with
+        # OAUTHBEARER it sends the login's current token, refreshed meanwhile on its own timer.
         state.reauthenticate_at_ms = (
             now_ms + int(lifetime * self._rng.uniform(0.85, 0.95)) if lifetime > 0 else None
         )

@@ -85,7 +85,7 @@ class SaslMechanism(Protocol):
     @property
     def complete(self) -> bool: ...
 
-    def failure_detail(self) -> str | None:
+    def failure_detail(self, broker_message: str) -> str | None:
         """What to add to a failed exchange's message (never a secret), or None."""
         ...
 
@@ -117,7 +117,7 @@ class PlainMechanism:
         self._complete = True
         return None
 
-    def failure_detail(self) -> str | None:
+    def failure_detail(self, broker_message: str) -> str | None:
         return None
 
     def __repr__(self) -> str:
@@ -252,7 +252,7 @@ class ScramMechanism:
         if not hmac.compare_digest(received, self._server_signature):
             raise SaslAuthenticationError(f"{self.name}: server signature does not match")
 
-    def failure_detail(self) -> str | None:
+    def failure_detail(self, broker_message: str) -> str | None:
         return None
 
     def __repr__(self) -> str:

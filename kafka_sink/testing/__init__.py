@@ -29,13 +29,14 @@ standard library; test-only dependencies (kafka-python, testcontainers) are impo
 inside the functions that need them.
 """
 
-from kafka_sink.testing.local_kafka import KafkaStartError, LocalKafka
+from kafka_sink.testing.local_kafka import KafkaStartError, LocalKafka, OAuthListener
 from kafka_sink.testing.local_schema_registry import (
     LocalSchemaRegistry,
     SchemaRegistrySetupError,
     SchemaRegistryStartError,
     fetch_schema_registry,
 )
+from kafka_sink.testing.oidc import LocalOidc
 from kafka_sink.testing.prerequisites import (
     KafkaSetupError,
     default_jars_dir,
@@ -53,8 +54,10 @@ __all__ = [
     "KafkaSetupError",
     "KafkaStartError",
     "LocalKafka",
+    "LocalOidc",
     "LocalPushgateway",
     "LocalSchemaRegistry",
+    "OAuthListener",
     "PushgatewaySetupError",
     "PushgatewayStartError",
     "SchemaRegistrySetupError",

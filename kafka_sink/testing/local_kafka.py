@@ -129,6 +129,12 @@ class OAuthListener:
     ``connections.max.reauth.ms`` (KIP-368: the session lifetime the broker grants; None: no
     re-authentication). ``server_config`` adds keys to the listener's OAUTHBEARER settings (the
     part after ``listener.name.oauth.oauthbearer.``).
+
+    ``required_extensions`` (name -> value) or ``record_extensions=True`` swap in a callback
+    handler compiled from the package's ``conf/ExtensionCheckingValidatorCallbackHandler.java``
+    (``javac`` of the JDK, against the broker's jars, at each start): Kafka's validation plus
+    SASL extensions that must arrive with those values (else the authentication fails), and a
+    record of the extensions of every authentication (``LocalKafka.received_extensions()``).
     """
 
     jwks_url: str
@@ -137,6 +143,17 @@ class OAuthListener:
     allowed_urls: str | None = None
     reauth_ms: int | None = None
     server_config: Mapping[str, str] = field(default_factory=dict)
+    required_extensions: Mapping[str, str] | None = None
+    record_extensions: bool = False
+
+    def __post_init__(self) -> None:
+        for name, value in (self.required_extensions or {}).items():
+            if not name.isalpha() or not name.isascii() or any(c in value for c in ",\n"):
+                raise ValueError("required extensions: names of letters, values without , or \\n")
+
+    @property
+    def checks_extensions(self) -> bool:
+        return self.required_extensions is not None or self.record_extensions
 
     def properties(self) -> str:
         prefix = "listener.name.oauth.oauthbearer"
@@ -147,7 +164,7 @@ class OAuthListener:
             f"{prefix}.sasl.jaas.config="
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
             f"{prefix}.sasl.server.callback.handler.class="
-            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            + (_EXTENSION_HANDLER if self.checks_extensions else _KAFKA_VALIDATOR),
             f"sasl.oauthbearer.jwks.endpoint.url={self.jwks_url}",
         ]
         if self.expected_audience is not None:
@@ -159,9 +176,55 @@ class OAuthListener:
         lines += [f"{prefix}.{k}={v}" for k, v in self.server_config.items()]
         return "\n".join(lines) + "\n"
 
-    def jvm_flags(self) -> list[str]:
+    def jvm_flags(self, extensions_log: Path | None = None) -> list[str]:
         urls = self.allowed_urls or self.jwks_url
-        return [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={urls}"]
+        flags = [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={urls}"]
+        if self.required_extensions:
+            pairs = ",".join(f"{k}={v}" for k, v in self.required_extensions.items())
+            flags.append(f"-Dpykafka.oauth.required.extensions={pairs}")
+        if extensions_log is not None:
+            flags.append(f"-Dpykafka.oauth.extensions.log={extensions_log}")
+        return flags
+
+
+_EXTENSION_HANDLER = "pykafka.testing.ExtensionCheckingValidatorCallbackHandler"
+_KAFKA_VALIDATOR = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+)
+_EXTENSION_HANDLER_SOURCE = "ExtensionCheckingValidatorCallbackHandler.java"
+
+
+def _compile_extension_handler(java: str, jars: Path, conf: Path, out: Path) -> Path:
+    """Compile the extension-checking handler against the broker's jars into ``out``."""
+    javac = Path(os.path.realpath(java)).parent / "javac"
+    javac_path = str(javac) if javac.is_file() else shutil.which("javac")
+    if javac_path is None:
+        raise KafkaSetupError(
+            "`javac` not found next to java or on PATH: OAuthListener(required_extensions=...) "
+            "compiles a broker callback handler and needs a JDK (e.g. openjdk-17-jdk-headless)"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / "javac.log"
+    with log_path.open("wb") as fh:
+        proc = subprocess.run(
+            [
+                javac_path,
+                "-nowarn",
+                "-cp",
+                str(jars / "*"),
+                "-d",
+                str(out),
+                str(conf / _EXTENSION_HANDLER_SOURCE),
+            ],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=_FORMAT_TIMEOUT_S,
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise KafkaStartError(f"javac failed for {_EXTENSION_HANDLER_SOURCE}:\n{tail(log_path)}")
+    return out
 
 
 class KafkaStartError(RuntimeError):
@@ -363,6 +426,7 @@ class LocalKafka(Service):
             raise ValueError(f"transaction_version must be 0, 1 or 2, not {transaction_version}")
         self.transaction_version = transaction_version
         self.oauth = oauth
+        self._extensions_log: Path | None = None
         self._pki: TestPki | None = None
         self._jars_dir_arg = jars_dir
         self._share_classes = share_classes and jvm_profile == "test"
@@ -436,6 +500,20 @@ class LocalKafka(Service):
         if self.oauth is None:
             raise RuntimeError("LocalKafka(oauth=...) is needed for oauth_bootstrap_servers")
         return ",".join(f"127.0.0.1:{n.oauth_port}" for n in self._nodes.values())
+
+    def received_extensions(self) -> list[dict[str, str]]:
+        """The SASL extensions of every OAUTHBEARER authentication so far, in order (only with
+        ``OAuthListener(required_extensions=...)`` or ``record_extensions=True``)."""
+        if self._extensions_log is None:
+            raise RuntimeError("the OAuth listener does not record extensions")
+        try:
+            text = self._extensions_log.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        return [
+            dict(pair.split("=", 1) for pair in line.split("\t") if pair)
+            for line in text.splitlines()
+        ]
 
     @property
     def pki(self) -> TestPki:
@@ -538,6 +616,7 @@ class LocalKafka(Service):
     def _start_once(self, java: str, jars: Path, conf: Path) -> None:
         self._java = java
         self._classpath = str(jars / "*")
+        self._extensions_log = None
         self._log4j = conf / "log4j2-broker.properties"
         template_name = (
             "broker-single.properties" if self.nodes == 1 else "broker-cluster.properties"
@@ -547,6 +626,10 @@ class LocalKafka(Service):
         self._workdir = Path(tempfile.mkdtemp(prefix=_WORKDIR_PREFIX))
         (self._workdir / _OWNER_FILE).write_text(str(os.getpid()), encoding="ascii")
         self._cluster_id = _kafka_uuid()
+        if self.oauth is not None and self.oauth.checks_extensions:
+            classes = _compile_extension_handler(java, jars, conf, self._workdir / "classes")
+            self._classpath += os.pathsep + str(classes)
+            self._extensions_log = self._workdir / "oauth-extensions.log"
         if self.mtls:
             pki_dir = self._workdir / "pki"
             pki_dir.mkdir()
@@ -731,7 +814,7 @@ class LocalKafka(Service):
         node.wanted = True
         cmd = [self._java, *self._jvm_flags(), *self._cds_flags(node), *self._jvm_base()[1:]]
         if self.oauth is not None:
-            cmd[1:1] = self.oauth.jvm_flags()
+            cmd[1:1] = self.oauth.jvm_flags(self._extensions_log)
         cmd += ["kafka.Kafka", str(node.config_path)]
         node.process = launch(cmd, node.log_path, node.directory)
 

@@ -27,6 +27,8 @@ Invariants:
 - Expiry and refresh times are wall-clock epoch ms (tokens' ``exp`` is); the timer waits on
   differences of them, bounded, and re-reads the clock on every wake-up.
 - The token is never logged; log lines and errors name the source (``describe()``) only.
+- A process forked while it held logins (a Spark worker forked from its daemon) gets them with
+  fresh locks and restarts their refresher on first use: threads do not survive a fork.
 - Every wait is bounded: a fetch by its source's timeouts and the retry budget, the thread's
   sleep by the next due time (and at most :data:`_MAX_WAIT_S`), :meth:`stop` by a join timeout.
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import random
 import threading
 import time
@@ -220,6 +223,9 @@ class OAuthBearerLogin:
         self._thread: threading.Thread | None = None
         #: How many tokens were had (for tests and metrics; never the tokens).
         self.fetch_count = 0
+        # Set in a forked child (a Spark worker forked from its daemon): the refresher thread
+        # did not survive the fork and the locks may have been held at that moment.
+        self._forked = False
 
     # -- what clients use -----------------------------------------------------------------------
     def describe(self) -> str:
@@ -231,6 +237,8 @@ class OAuthBearerLogin:
 
     def token(self) -> OAuthBearerToken:
         """A token that has not expired: the cached one, or one fetched now (bounded)."""
+        if self._forked:
+            self._restart_after_fork()
         live = self._live_token()
         if live is not None:
             return live
@@ -279,6 +287,18 @@ class OAuthBearerLogin:
         if thread is not None and thread is not threading.current_thread():
             thread.join(_JOIN_S)
 
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._fetch_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread = None
+        self._forked = True
+
+    def _restart_after_fork(self) -> None:
+        self._forked = False
+        if not self._stopped:
+            self.start()
+
     @property
     def running(self) -> bool:
         thread = self._thread
@@ -324,7 +344,7 @@ class OAuthBearerLogin:
             self._failing_since_ms = None
             self._next_backoff_ms = self._timings.retry_backoff_ms
             self._last_error = None
-        self.fetch_count += 1
+            self.fetch_count += 1
         self._wake.set()
         log.debug(
             "OAUTHBEARER token from %s: expires in %.1f s, refresh in %.1f s",
@@ -340,7 +360,7 @@ class OAuthBearerLogin:
         backoff = self._timings.retry_backoff_ms
         while True:
             try:
-                return self._accept(self._source.fetch())
+                return self._accept(self._fetch_once())
             except TokenSourceError as exc:
                 self._remember(exc)
                 left = self._timings.retry_backoff_max_ms - (self._clock.now_ms() - began)
@@ -357,7 +377,7 @@ class OAuthBearerLogin:
         """One refresher attempt; reschedules itself after a failure."""
         now = self._clock.wall_ms()
         try:
-            self._accept(self._source.fetch())
+            self._accept(self._fetch_once())
             return
         except TokenSourceError as exc:
             self._remember(exc)
@@ -382,6 +402,18 @@ class OAuthBearerLogin:
             delay,
             f"valid for {left_s:.1f} s more" if left_s > 0 else "expired",
         )
+
+    def _fetch_once(self) -> OAuthBearerToken:
+        """One fetch; anything but a TokenSourceError (a bug in a user's source) becomes one,
+        shown by its type only (its text may hold what the source was given)."""
+        try:
+            return self._source.fetch()
+        except TokenSourceError:
+            raise
+        except Exception as exc:
+            raise TokenSourceError(
+                f"{self.describe()} failed with {type(exc).__name__}", may_clear=True
+            ) from None
 
     def _remember(self, exc: TokenSourceError) -> None:
         with self._lock:
@@ -447,6 +479,17 @@ def release_login(login: OAuthBearerLogin) -> None:
         else:
             return
     login.stop()
+
+
+def _after_fork_in_child() -> None:
+    global _REGISTRY_LOCK  # noqa: PLW0603 - a fresh lock for the child process
+    _REGISTRY_LOCK = threading.Lock()
+    for login, _ in _LOGINS.values():
+        login._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def live_logins() -> list[OAuthBearerLogin]:

@@ -123,10 +123,11 @@ class OAuthBearerMechanism:
         self._answered_error = True
         return _SEPARATOR.encode()
 
-    def failure_detail(self) -> str:
-        """What to add to the broker's failure message: the source and the broker's JSON."""
+    def failure_detail(self, broker_message: str) -> str:
+        """What to add to the broker's failure message: the source, and the broker's JSON
+        unless the message already holds it."""
         detail = f"token from {self._holder.describe()}"
-        if self.server_error is not None:
+        if self.server_error is not None and self.server_error not in broker_message:
             detail += f"; the broker answered {self.server_error}"
         return detail
 

@@ -8,6 +8,8 @@ Role: the :class:`~kafka_sink.net.oauth.token.TokenSource` implementations behin
   Java's ``ClientCredentialsJwtRetriever`` sends them (URL-encoded first when
   ``sasl.oauthbearer.header.urlencode=true``, as RFC 6749 section 2.3.1 asks; Java's default
   ``false`` sends them as they are);
+- :class:`ClientAssertionSource`: the same grant with a signed client assertion (RFC 7523
+  section 2.2, KIP-1258's private-key JWT) in place of the secret;
 - :class:`JwtBearerSource`: KIP-1139's ``urn:ietf:params:oauth:grant-type:jwt-bearer`` grant,
   a client assertion (RFC 7523) signed here with a private key (RS256 or ES256, through
   ``joserfc``) or read pre-signed from a file, instead of a secret;
@@ -46,7 +48,7 @@ import re
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,12 +59,14 @@ from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 from kafka_sink.net.user_info import mask_url
 
 __all__ = [
+    "CLIENT_ASSERTION_TYPE",
     "GRANT_CLIENT_CREDENTIALS",
     "GRANT_JWT_BEARER",
     "MAX_EXPIRES_IN_S",
     "MAX_RESPONSE_BYTES",
     "MAX_TOKEN_CHARS",
     "AssertionSettings",
+    "ClientAssertionSource",
     "ClientCredentialsSource",
     "FileTokenSource",
     "JwtBearerSource",
@@ -74,6 +78,7 @@ __all__ = [
 
 GRANT_CLIENT_CREDENTIALS = "client_credentials"
 GRANT_JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 #: The most of a token endpoint's answer that is read.
 MAX_RESPONSE_BYTES = 256 * 1024
 #: The longest token accepted (a SASL frame carries it to every broker).
@@ -299,6 +304,8 @@ class _EndpointSource:
     """What the HTTP grants share: the endpoint, the time bounds, the answer's handling."""
 
     grant = ""
+    #: How :meth:`describe` names the grant.
+    shown_grant = ""
 
     def __init__(
         self,
@@ -313,7 +320,7 @@ class _EndpointSource:
         self._timeout_ms = connect_timeout_ms + read_timeout_ms
 
     def describe(self) -> str:
-        return f"token endpoint {mask_url(self._url)} ({self.grant} grant)"
+        return f"token endpoint {mask_url(self._url)} ({self.shown_grant})"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.describe()!r})"
@@ -361,6 +368,7 @@ class ClientCredentialsSource(_EndpointSource):
     """RFC 6749 section 4.4: a token for the client's own id and secret."""
 
     grant = GRANT_CLIENT_CREDENTIALS
+    shown_grant = "client credentials grant"
 
     def __init__(
         self,
@@ -539,6 +547,7 @@ class JwtBearerSource(_EndpointSource):
     """KIP-1139: a token for a signed client assertion (RFC 7523 section 2.1)."""
 
     grant = GRANT_JWT_BEARER
+    shown_grant = "jwt-bearer grant"
 
     def __init__(
         self,
@@ -558,9 +567,6 @@ class JwtBearerSource(_EndpointSource):
         )
         self._assertion = assertion
         self._scope = scope
-
-    def describe(self) -> str:
-        return f"token endpoint {mask_url(self._url)} (jwt-bearer grant)"
 
     def _request(self) -> tuple[bytes, dict[str, str]]:
         form = {"grant_type": self.grant, "assertion": make_assertion(self._assertion)}
@@ -599,18 +605,43 @@ def file_url_path(url: str) -> str:
     return str(Path(urllib.parse.unquote(parsed.path)))
 
 
-def client_assertion_settings_keys() -> Sequence[str]:
-    """The ``sasl.oauthbearer.assertion.*`` keys, in the order the docs list them."""
-    return (
-        "sasl.oauthbearer.assertion.algorithm",
-        "sasl.oauthbearer.assertion.claim.aud",
-        "sasl.oauthbearer.assertion.claim.exp.seconds",
-        "sasl.oauthbearer.assertion.claim.iss",
-        "sasl.oauthbearer.assertion.claim.jti.include",
-        "sasl.oauthbearer.assertion.claim.nbf.seconds",
-        "sasl.oauthbearer.assertion.claim.sub",
-        "sasl.oauthbearer.assertion.file",
-        "sasl.oauthbearer.assertion.private.key.file",
-        "sasl.oauthbearer.assertion.private.key.passphrase",
-        "sasl.oauthbearer.assertion.template.file",
-    )
+class ClientAssertionSource(_EndpointSource):
+    """The client credentials grant with a client assertion instead of a secret (RFC 7523
+    section 2.2; Java's ``ClientCredentialsJwtRetriever`` since KIP-1258): private-key JWT, as
+    secretless Entra ID applications authenticate."""
+
+    grant = GRANT_CLIENT_CREDENTIALS
+    shown_grant = "client credentials grant, client assertion"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        client_id: str | None,
+        assertion: AssertionSettings,
+        scope: str | None,
+        checks: TokenChecks,
+        connect_timeout_ms: int,
+        read_timeout_ms: int,
+    ) -> None:
+        super().__init__(
+            url,
+            checks=checks,
+            connect_timeout_ms=connect_timeout_ms,
+            read_timeout_ms=read_timeout_ms,
+        )
+        self._client_id = client_id
+        self._assertion = assertion
+        self._scope = scope
+
+    def _request(self) -> tuple[bytes, dict[str, str]]:
+        form = {
+            "grant_type": self.grant,
+            "client_assertion_type": CLIENT_ASSERTION_TYPE,
+            "client_assertion": make_assertion(self._assertion),
+        }
+        if self._client_id:
+            form["client_id"] = self._client_id
+        if self._scope:
+            form["scope"] = self._scope
+        return urllib.parse.urlencode(form).encode(), {}

@@ -12,8 +12,9 @@ the Java client names them) and builds the source they describe:
   an ``http(s)`` URL is an OIDC token endpoint asked with the client credentials grant
   (``sasl.oauthbearer.client.credentials.client.id`` / ``.client.secret`` or
   ``sasl.jaas.config``'s ``OAuthBearerLoginModule`` options ``clientId`` / ``clientSecret``),
-  or with the jwt-bearer grant of KIP-1139 when ``sasl.oauthbearer.jwt.retriever.class`` names
-  Java's ``JwtBearerJwtRetriever`` (``sasl.oauthbearer.assertion.*``).
+  with a signed client assertion in place of the secret when ``sasl.oauthbearer.assertion.*``
+  gives one (KIP-1258's private-key JWT), or with the jwt-bearer grant of KIP-1139 when
+  ``sasl.oauthbearer.jwt.retriever.class`` names Java's ``JwtBearerJwtRetriever``.
 
 SASL extensions (RFC 7628 ``key=value`` pairs: how Confluent Cloud's ``logicalCluster`` and
 ``identityPoolId`` travel) come from ``sasl.jaas.config``'s ``extension_<name>`` options and
@@ -35,6 +36,7 @@ from __future__ import annotations
 import importlib
 import re
 import time
+import unicodedata
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -43,6 +45,7 @@ from kafka_sink.errors import ConfigError
 from kafka_sink.net.jaas import parse_jaas
 from kafka_sink.net.oauth.oidc import (
     AssertionSettings,
+    ClientAssertionSource,
     ClientCredentialsSource,
     FileTokenSource,
     JwtBearerSource,
@@ -204,16 +207,41 @@ class SettingsReader:
         return value.strip()
 
     def integer(self, key: str, default: int, lo: int, hi: int) -> int:
-        from kafka_sink.net.config import parse_int
-
         value = self.raw(key)
-        return default if value is None else parse_int(key, value, lo, hi)
+        return default if value is None else _parse_int(key, value, lo, hi)
 
     def boolean(self, key: str, default: bool) -> bool:
-        from kafka_sink.net.config import parse_bool
-
         value = self.raw(key)
-        return default if value is None else parse_bool(key, value)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        shown = shown_value(value) if isinstance(value, str) else type(value).__name__
+        raise ConfigError(f"{key}: expected true or false, got {shown}")
+
+    def choice(self, key: str, default: str, options: tuple[str, ...]) -> str:
+        value = self.text(key)
+        if value is None:
+            return default
+        if value.upper() not in options:
+            raise ConfigError(
+                f"{key}: expected one of {', '.join(options)}; got {shown_value(value)}"
+            )
+        return value.upper()
+
+    def listed(self, key: str) -> tuple[str, ...]:
+        value = self.raw(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            items = value.split(",")
+        elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            items = list(value)
+        else:
+            raise ConfigError(f"{key}: expected a comma-separated string or a list of strings")
+        return tuple(i.strip() for i in items if i.strip())
 
     def refuse_unread(self, used_by: str) -> None:
         for key in sorted(OAUTH_SOURCE_KEYS):
@@ -221,13 +249,36 @@ class SettingsReader:
                 raise ConfigError(f"{key}: not used by {used_by}; {_unused_hint(key)}")
 
 
+# Java's String.trim() and Integer.parseInt, as the client config reads integers (this module
+# sits under kafka_sink.net.config, which builds sources, so it cannot import its parsers).
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _parse_int(key: str, raw: object, lo: int, hi: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise ConfigError(f"{key}: expected an integer, got {type(raw).__name__}")
+    if isinstance(raw, str):
+        text = raw.strip(_JAVA_TRIM)
+        if not _JAVA_INTEGER.fullmatch(text) or len(text) > 20:
+            raise ConfigError(f"{key}: expected an integer, got {shown_value(raw)}")
+        digits = "".join(str(unicodedata.decimal(c)) for c in text.lstrip("+-"))
+        value = -int(digits) if text.startswith("-") else int(digits)
+    else:
+        value = raw
+    if not lo <= value <= hi:
+        raise ConfigError(f"{key}: {value} is out of range [{lo}, {hi}]")
+    return value
+
+
 def _unused_hint(key: str) -> str:
     if key in _BROKER_ONLY:
         return "it is a broker setting (brokers validate tokens), remove it from the client"
     if key.startswith(_P + "assertion."):
         return (
-            "it belongs to the jwt-bearer grant: set sasl.oauthbearer.jwt.retriever.class="
-            f"{_JAVA_PKG}JwtBearerJwtRetriever, or remove it"
+            "assertions are signed with sasl.oauthbearer.assertion.private.key.file (or read "
+            "from .assertion.file) for the jwt-bearer grant (sasl.oauthbearer.jwt.retriever."
+            f"class={_JAVA_PKG}JwtBearerJwtRetriever) or in place of the client secret"
         )
     if key.startswith(_P + "msk."):
         return "it belongs to sasl.oauthbearer.token.provider=msk-iam, or remove it"
@@ -326,9 +377,7 @@ class _Jaas:
                 )
 
 
-def _one_of(
-    reader: SettingsReader, key: str, jaas: _Jaas, option: str, *, secret: bool = False
-) -> str | None:
+def _one_of(reader: SettingsReader, key: str, jaas: _Jaas, option: str) -> str | None:
     """A setting that Java reads from the config key or, deprecated, from the JAAS option."""
     value = reader.text(key)
     in_jaas = jaas.options.get(option)
@@ -343,12 +392,9 @@ def _one_of(
 
 
 def _checks(reader: SettingsReader, extensions: Mapping[str, str]) -> TokenChecks:
-    from kafka_sink.net.config import parse_list
-
     sub = reader.text(_P + "sub.claim.name", "sub")
     scope = reader.text(_P + "scope.claim.name", "scope")
-    audience_raw = reader.raw(_P + "expected.audience")
-    audience = () if audience_raw is None else parse_list(_P + "expected.audience", audience_raw)
+    audience = reader.listed(_P + "expected.audience")
     return TokenChecks(
         sub_claim_name=sub or "sub",
         scope_claim_name=scope or "scope",
@@ -462,9 +508,28 @@ def _endpoint_source(
             read_timeout_ms=read_ms,
         )
     client_id = _one_of(reader, CLIENT_ID, jaas, "clientId")
-    secret = _one_of(reader, CLIENT_SECRET, jaas, "clientSecret", secret=True)
+    secret = _one_of(reader, CLIENT_SECRET, jaas, "clientSecret")
     jaas.options.pop("clientId", None)
     jaas.options.pop("clientSecret", None)
+    signed = [
+        k for k in (_P + "assertion.file", _P + "assertion.private.key.file") if reader.given(k)
+    ]
+    if signed:
+        # KIP-1258: a client assertion in place of the secret (private-key JWT).
+        if secret is not None:
+            raise ConfigError(
+                f"{signed[0]} and the client secret are both set: the client credentials grant "
+                "authenticates with one of them; remove the other"
+            )
+        return ClientAssertionSource(
+            url,
+            client_id=client_id,
+            assertion=_assertion_settings(reader),
+            scope=scope,
+            checks=checks,
+            connect_timeout_ms=connect_ms,
+            read_timeout_ms=read_ms,
+        )
     if client_id is None or secret is None:
         missing = CLIENT_ID if client_id is None else CLIENT_SECRET
         raise ConfigError(
@@ -485,8 +550,6 @@ def _endpoint_source(
 
 
 def _assertion_settings(reader: SettingsReader) -> AssertionSettings:
-    from kafka_sink.net.config import choice
-
     file = reader.text(_P + "assertion.file")
     if file is not None:
         # Java ignores every other assertion.* key then; here they are refused (unread).
@@ -497,12 +560,7 @@ def _assertion_settings(reader: SettingsReader) -> AssertionSettings:
             f"{_P}assertion.private.key.file: the jwt-bearer grant needs a signing key (a PEM "
             f"private key file) or a pre-signed {_P}assertion.file"
         )
-    alg_raw = reader.raw(_P + "assertion.algorithm")
-    algorithm = (
-        "RS256"
-        if alg_raw is None
-        else str(choice("RS256", "ES256", upper=True)(_P + "assertion.algorithm", alg_raw))
-    )
+    algorithm = reader.choice(_P + "assertion.algorithm", "RS256", ("RS256", "ES256"))
     settings = AssertionSettings(
         private_key_file=key_file,
         private_key_passphrase=reader.text(_P + "assertion.private.key.passphrase"),
@@ -566,7 +624,7 @@ def _named_provider(
         from kafka_sink.net.oauth.providers.azure import AzureSource
 
         client_id = _one_of(reader, CLIENT_ID, jaas, "clientId")
-        secret = _one_of(reader, CLIENT_SECRET, jaas, "clientSecret", secret=True)
+        secret = _one_of(reader, CLIENT_SECRET, jaas, "clientSecret")
         scope = _one_of(reader, SCOPE, jaas, "scope")
         for option in ("clientId", "clientSecret", "scope"):
             jaas.options.pop(option, None)

@@ -6,6 +6,7 @@ import logging
 import random
 import re
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,15 @@ from kafka_sink.net.network_client import (
     NetworkConfig,
     parse_bootstrap_servers,
 )
+from kafka_sink.net.oauth.login import live_logins
+from kafka_sink.net.oauth.token import OAuthBearerToken
 from kafka_sink.net.selector import Address, PollResult
 from kafka_sink.net.tls import TlsConfig
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     MetadataRequest,
     MetadataResponse,
+    SaslAuthenticateRequest,
     SaslAuthenticateResponse,
     SaslHandshakeResponse,
 )
@@ -900,3 +904,69 @@ def test_a_lost_connection_that_comes_back_says_reconnected_once(
     reconnected = [t for t in _infos(caplog) if "reconnected" in t]
     assert len(reconnected) == 1 and "0 failed attempt(s)" in reconnected[0], _infos(caplog)
     assert _warnings(caplog) == []
+
+
+class _ShortTokens:
+    """Tokens living 30 ms of wall time, numbered: a renewed session must carry a newer one."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def fetch(self) -> OAuthBearerToken:
+        self.count += 1
+        return OAuthBearerToken(f"token-{self.count}", expires_at_ms=int(time.time() * 1000) + 30)
+
+    def describe(self) -> str:
+        return "short tokens"
+
+
+def test_an_oauthbearer_session_is_renewed_on_a_new_connection_with_the_current_token() -> None:
+    source = _ShortTokens()
+    h = Harness(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauthbearer={"sasl.oauthbearer.token.provider": source},
+    )
+    try:
+        h.poll()
+        h.handshake(-1)
+        h.selector.reply(-1, SaslHandshakeResponse(0, ["OAUTHBEARER"]))
+        h.poll()
+        first = h.selector.requests(-1)[-1]
+        assert first.body == SaslAuthenticateRequest(
+            auth_bytes=b"n,,\x01auth=Bearer token-1\x01\x01"
+        )
+        h.selector.reply(-1, SaslAuthenticateResponse(0, None, b"", 10_000))
+        h.poll()
+        h.selector.reply(-1, _metadata_response())
+        h.poll()
+        h.poll()
+        assert not h.client.ready(1, h.now)
+        h.handshake(1)
+        h.selector.reply(1, SaslHandshakeResponse(0, ["OAUTHBEARER"]))
+        h.poll()
+        h.selector.reply(1, SaslAuthenticateResponse(0, None, b"", 10_000))
+        h.poll()
+        assert h.client.ready(1, h.now)
+        done: list[ClientResponse] = []
+        h.client.send(_request(1, h.now, done), h.now)
+        time.sleep(0.05)  # the token of the first session has expired meanwhile
+        h.clock.advance(9_500)
+        h.poll()
+        assert h.client.connection_state(1) is ConnectionState.READY  # drains first
+        h.selector.reply(1, _metadata_response())
+        h.poll()
+        assert len(done) == 1 and not done[0].disconnected
+        assert 1 in h.selector.closed
+        h.client.ready(1, h.now)
+        h.handshake(1)
+        h.selector.reply(1, SaslHandshakeResponse(0, ["OAUTHBEARER"]))
+        h.poll()
+        renewed = h.selector.requests(1)[-1]
+        assert renewed.api_key is ApiKey.SASL_AUTHENTICATE
+        sent = renewed.body.auth_bytes
+        assert sent.startswith(b"n,,\x01auth=Bearer token-")
+        assert b"token-1\x01" not in sent
+    finally:
+        h.client.close()
+    assert live_logins() == []

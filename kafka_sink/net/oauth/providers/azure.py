@@ -12,7 +12,12 @@ credential is:
   ``sasl.oauthbearer.azure.certificate.file`` (a PEM or PKCS12 file; its password in
   ``sasl.oauthbearer.azure.certificate.password``);
 - otherwise ``DefaultAzureCredential`` (environment, workload identity, managed identity (the
-  client id, when given, picks a user-assigned one), the Azure CLI ...).
+  client id, when given, picks a user-assigned one), the Azure CLI ...), in the tenant
+  ``sasl.oauthbearer.azure.tenant.id`` when given.
+
+Every credential gets ``sasl.login.connect.timeout.ms`` / ``.read.timeout.ms`` as its HTTP
+transport's connection and read timeouts (and their sum as the developer tools' process
+timeout).
 
 Invariants:
 - The token is read like an OIDC endpoint's (:func:`~kafka_sink.net.oauth.oidc.token_from_jwt`:
@@ -163,10 +168,20 @@ def _credential(
             "sasl.oauthbearer.azure.certificate.password: set without "
             "sasl.oauthbearer.azure.certificate.file"
         )
-    kwargs: dict[str, Any] = {}
+    # The Azure CLI and other developer tools run as processes: bounded like the HTTP calls.
+    kwargs: dict[str, Any] = {
+        "process_timeout": transport["connection_timeout"] + transport["read_timeout"],
+        **transport,
+    }
     if tenant_id is not None:
         kwargs["additionally_allowed_tenants"] = [tenant_id]
-        kwargs["visual_studio_code_tenant_id"] = tenant_id
+        for name in (
+            "workload_identity_tenant_id",
+            "shared_cache_tenant_id",
+            "visual_studio_code_tenant_id",
+            "broker_tenant_id",
+        ):
+            kwargs[name] = tenant_id
     if client_id is not None:
         kwargs["managed_identity_client_id"] = client_id
         kwargs["workload_identity_client_id"] = client_id

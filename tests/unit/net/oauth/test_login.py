@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -295,3 +296,48 @@ def test_one_login_per_configuration_shared_and_stopped_with_its_last_client() -
         release_login(other)
     assert not first.running
     assert not other.running
+
+
+class BrokenSource:
+    def fetch(self) -> OAuthBearerToken:
+        raise KeyError("client_secret=hunter2")
+
+    def describe(self) -> str:
+        return "package.module:provider"
+
+
+def test_a_source_raising_something_else_fails_as_a_token_error_without_its_text() -> None:
+    clock = ManualClock()
+    login = OAuthBearerLogin(
+        BrokenSource(),
+        RefreshTimings(retry_backoff_max_ms=300),
+        clock=clock,
+        sleep=lambda s: clock.advance(round(s * 1000)),
+    )
+    with pytest.raises(TokenSourceError) as info:
+        login.token()
+    assert str(info.value) == "package.module:provider failed with KeyError"
+    assert info.value.may_clear
+    # Not chained either: a traceback of it does not show the original text.
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+@pytest.mark.usefixtures("no_leaked_logins")
+def test_a_forked_child_restarts_the_refresher_of_a_login_it_inherited() -> None:
+    source = WallSource(3600)
+    login = acquire_login({"sasl.oauthbearer.token.provider": source}, lambda: source)
+    try:
+        login.token()
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 only if the refresher runs again here
+            code = 1
+            try:
+                login.token()
+                code = 0 if login.running else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert login.running
+    finally:
+        release_login(login)

@@ -30,7 +30,7 @@ from kafka_sink.net.oauth.oidc import (
 from kafka_sink.net.oauth.sources import token_source
 from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 from tests.fakes.http_peer import response_head, serving
-from tests.unit.net.oauth_helpers import (
+from tests.unit.net.oauth.helpers import (
     EC_KEY,
     RSA_KEY,
     SECRET,
@@ -393,3 +393,28 @@ def test_a_file_url_is_a_token_file_read_on_every_fetch(tmp_path: Path) -> None:
     with pytest.raises(TokenSourceError, match=r"could not be read") as info:
         source.fetch()
     assert info.value.may_clear is True
+
+
+def test_a_client_assertion_request_is_kip_1258s(tmp_path: Path) -> None:
+    key_file = write_pem(tmp_path / "key.pem", RSA_KEY)
+    with serving(token_answer(unsigned_jwt(claims()))) as peer:
+        token_source(
+            {
+                "sasl.oauthbearer.token.endpoint.url": peer.url,
+                "sasl.oauthbearer.client.credentials.client.id": "app-1",
+                "sasl.oauthbearer.assertion.private.key.file": key_file,
+                "sasl.oauthbearer.assertion.claim.iss": "app-1",
+                "sasl.oauthbearer.scope": "kafka",
+            }
+        ).fetch()
+    fields = form(peer.requests[0])
+    assert header(peer.requests[0], "Authorization") is None
+    assert fields["grant_type"] == "client_credentials"
+    assert fields["client_assertion_type"] == (
+        "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    )
+    assert (fields["client_id"], fields["scope"]) == ("app-1", "kafka")
+    decoded = jose_jwt.decode(
+        fields["client_assertion"], RSAKey.import_key(RSA_KEY.public_key()), algorithms=["RS256"]
+    )
+    assert decoded.claims["iss"] == "app-1"
