@@ -39,6 +39,10 @@ Invariants:
   :class:`~kafka_sink.errors.SslAuthenticationError` naming the node, its address and the
   setting to check; like SASL failures it is fatal for metadata waiters (Java's
   ``SslAuthenticationException``), so a send fails at once instead of after ``max.block.ms``.
+- Why the last attempt to set up a node's connection failed (unreachable, a TLS refusal, a SASL
+  token the broker refused or the token source could not give) is kept until a connection to it
+  becomes ready (:meth:`NetworkClient.last_connect_error`), so that work expiring for want of
+  that node can say why.
 - Unreachable brokers never make :meth:`poll` hang: connects are bounded by the setup timeout and
   the failure reason is recorded in the metadata (shown when a caller's wait for metadata ends).
 """
@@ -93,6 +97,7 @@ class _NodeState:
         "failed_attempts",
         "last_activity_ms",
         "last_attempt_ms",
+        "last_connect_error",
         "reauthenticate_at_ms",
         "reconnect_backoff_ms",
         "resolved_for",
@@ -104,6 +109,8 @@ class _NodeState:
     def __init__(self, connection: BrokerConnection[ClientRequest]) -> None:
         self.connection = connection
         self.failed_attempts = 0
+        # Why the last attempt to set up a connection failed (None once one became ready).
+        self.last_connect_error: KafkaError | None = None
         self.last_attempt_ms: int | None = None
         self.last_activity_ms = 0
         self.reconnect_backoff_ms = 0
@@ -229,6 +236,12 @@ class NetworkClient:
         if state.state is ConnectionState.READY and now_ms < state.throttle_until_ms:
             return state.throttle_until_ms - now_ms
         return _NO_DEADLINE
+
+    def last_connect_error(self, node_id: int) -> KafkaError | None:
+        """Why the last attempt to connect to ``node_id`` failed (an unreachable address, a
+        refused TLS handshake or SASL token...), or None when its last connection became ready."""
+        state = self._nodes.get(node_id)
+        return None if state is None else state.last_connect_error
 
     def throttle_delay(self, node_id: int, now_ms: int) -> int:
         """Ms until a broker-imposed throttle on ``node_id`` ends (0: not throttled)."""
@@ -559,6 +572,7 @@ class NetworkClient:
     def _on_ready(self, node_id: int, state: _NodeState, now_ms: int) -> None:
         self._became_ready = True
         state.failed_attempts = 0
+        state.last_connect_error = None
         state.reconnect_backoff_ms = 0
         state.throttle_until_ms = 0
         lifetime = state.connection.session_lifetime_ms
@@ -710,6 +724,7 @@ class NetworkClient:
         if count_failure or not was_ready:
             state.failed_attempts += 1
         if not was_ready:
+            state.last_connect_error = error
             self._connect_failures.failed(node_id, str(error), now_ms)
         else:
             log.info("%s", error)

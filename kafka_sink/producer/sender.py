@@ -95,6 +95,7 @@ class NetworkClientLike(CoordinatorNetwork, Protocol):
     coordinator requests need, and the produce path's own calls."""
 
     def in_flight_count(self, node_id: int) -> int: ...
+    def last_connect_error(self, node_id: int) -> KafkaError | None: ...
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]: ...
     def wakeup(self) -> None: ...
     def close(self) -> None: ...
@@ -413,6 +414,12 @@ class Sender:
         tm = self.transaction_manager
         if tm is not None and not tm.has_producer_id():
             return "no producer id could be obtained (brokers unreachable?)"
+        leader = cluster.leader_for(batch.topic, batch.partition)
+        error = None if leader is None else self.network.last_connect_error(leader.node_id)
+        if error is not None:
+            # Say why (a refused SASL token or TLS handshake, an unreachable address): the
+            # connection failures themselves are only logged.
+            return f"the leader could not be reached: {error}"
         return "the leader could not be reached"
 
     def _send_produce_request(

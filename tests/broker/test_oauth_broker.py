@@ -256,3 +256,60 @@ def test_java_style_client_credentials_settings_write_through_the_listener(
     assert oidc.token_endpoint_url in str(info.value)
     assert "wrong-secret-7" not in str(info.value) + caplog.text + repr(producer)
     assert OAUTH_CLIENT[1] not in caplog.text
+
+
+@pytest.mark.slow
+def test_an_endpoint_down_for_a_token_lifetime_fails_clearly_then_recovers(
+    short_tokens: LocalOidc, reauth_kafka: LocalKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kafka_sink")
+    topic = "oauth-endpoint-down"
+    create_topic(reauth_kafka.bootstrap_servers, topic)
+    source = ClientCredentials(short_tokens.token_endpoint_url, *OAUTH_CLIENT)
+    delivered: list[bytes] = []
+    failures: list[str] = []
+    settings = {
+        **_settings(
+            reauth_kafka.oauth_bootstrap_servers,
+            source,
+            **{"sasl.login.retry.backoff.max.ms": "2000"},
+        ),
+        "acks": "all",
+        "delivery.timeout.ms": "8000",
+        "request.timeout.ms": "4000",
+        "max.block.ms": "8000",
+    }
+    with KafkaProducer(settings) as producer:
+
+        def send_one() -> None:
+            value = b"r%03d" % (len(delivered) + len(failures))
+            began = time.monotonic()
+            try:
+                producer.send(topic, value).get(20)
+                delivered.append(value)
+            except KafkaError as exc:
+                failures.append(str(exc))
+            assert time.monotonic() - began < 20  # never a silent stall
+
+        send_one()
+        short_tokens.down()
+        try:
+            end = time.monotonic() + 30  # longer than a token's 20 s life
+            while time.monotonic() < end:
+                send_one()
+                time.sleep(2)
+        finally:
+            short_tokens.up()
+        # Back: the next token is fetched and sends work again within a refresher retry.
+        deadline = time.monotonic() + 30
+        before = len(delivered)
+        while time.monotonic() < deadline and len(delivered) < before + 3:
+            send_one()
+            time.sleep(1)
+        assert len(delivered) >= before + 3
+    assert failures, "a token that lapsed with its endpoint down must fail sends"
+    assert all(short_tokens.token_endpoint_url in text for text in failures), failures
+    warnings = [r.getMessage() for r in caplog.records if "refresh failed" in r.getMessage()]
+    assert warnings and all(short_tokens.token_endpoint_url in w for w in warnings)
+    values = [r.value for r in read_all(reauth_kafka.bootstrap_servers, topic)]
+    assert sorted(values) == sorted(delivered)

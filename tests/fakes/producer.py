@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kafka_sink.clock import ManualClock
+from kafka_sink.errors import KafkaError
 from kafka_sink.net.metadata import Cluster, Node, PartitionInfo
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.producer.accumulator import RecordAccumulator
@@ -105,6 +106,8 @@ class FakeNetworkClient:
     api_versions: dict[Any, int] = field(default_factory=dict)
     features: dict[str, int] = field(default_factory=dict)
     failed_nodes: set[int] = field(default_factory=set)
+    # Why connecting to a node failed, as the real client reports it (node id -> error).
+    connect_errors: dict[int, KafkaError] = field(default_factory=dict)
 
     def ready(self, node_id: int, now_ms: int) -> bool:
         return node_id not in self.not_ready
@@ -114,6 +117,9 @@ class FakeNetworkClient:
 
     def in_flight_count(self, node_id: int) -> int:
         return len(self.in_flight.get(node_id, []))
+
+    def last_connect_error(self, node_id: int) -> KafkaError | None:
+        return self.connect_errors.get(node_id)
 
     def send(self, request: ClientRequest, now_ms: int) -> None:
         self.sent.append(Sent(request, now_ms))

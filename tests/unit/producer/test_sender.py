@@ -10,6 +10,7 @@ from kafka_sink.errors import (
     BufferExhaustedError,
     KafkaTimeoutError,
     RecordTooLargeError,
+    SaslAuthenticationError,
     TopicAuthorizationFailedError,
 )
 from kafka_sink.wire.messages import InitProducerIdRequest, ProduceRequest
@@ -141,6 +142,23 @@ def test_delivery_timeout_expires_queued_batches() -> None:
     assert isinstance(exc, KafkaTimeoutError)
     assert "delivery.timeout.ms=1000" in str(exc)
     assert h.accumulator.used_memory == 0
+
+
+def test_an_expired_batch_says_why_its_leader_could_not_be_reached() -> None:
+    h = make_harness(idempotent=False, linger_ms=0, delivery_timeout_ms=1000)
+    h.network.not_ready.add(0)
+    h.network.connect_errors[0] = SaslAuthenticationError(
+        "https://idp.example/oauth2/token is unreachable: connection refused"
+    )
+    f = h.send()
+    h.run()
+    h.run(1000)
+    exc = f.exception(0)
+    assert isinstance(exc, KafkaTimeoutError)
+    assert str(exc).endswith(
+        "the leader could not be reached: "
+        "https://idp.example/oauth2/token is unreachable: connection refused"
+    )
 
 
 def test_retriable_errors_stop_at_delivery_timeout() -> None:
