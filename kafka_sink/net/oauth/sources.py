@@ -363,6 +363,12 @@ class _Jaas:
                 _check_extension(self._KEY, name.removeprefix("extension_"), value, self.extensions)
             elif name in ("clientId", "clientSecret", "scope"):
                 self.options[name] = value
+            elif name.startswith("ssl."):
+                raise ConfigError(
+                    f"{self._KEY}: ssl.* options (Java's TLS settings for the token endpoint) are "
+                    "not supported: an https endpoint is verified against the system's CA "
+                    "certificates (SSL_CERT_FILE names another bundle)"
+                )
             elif name.startswith("unsecuredLogin"):
                 raise ConfigError(
                     f"{self._KEY}: {name.split('_')[0]} options make unsigned tokens, which only "

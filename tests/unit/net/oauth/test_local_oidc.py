@@ -18,7 +18,7 @@ from kafka_sink.errors import ConfigError
 from kafka_sink.net.oauth.sources import token_source
 from kafka_sink.net.oauth.token import TokenSourceError
 from kafka_sink.testing.oidc import LocalOidc
-from tests.unit.net.oauth.helpers import RSA_KEY, write_pem
+from tests.unit.net.oauth.tokens import RSA_KEY, write_pem
 
 P = "sasl.oauthbearer."
 SECRET = "Writer-Secret-42"

@@ -30,7 +30,7 @@ from kafka_sink.net.oauth.oidc import (
 from kafka_sink.net.oauth.sources import token_source
 from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 from tests.fakes.http_peer import response_head, serving
-from tests.unit.net.oauth.helpers import (
+from tests.unit.net.oauth.tokens import (
     EC_KEY,
     RSA_KEY,
     SECRET,

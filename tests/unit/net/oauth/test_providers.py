@@ -25,7 +25,7 @@ from kafka_sink.net.oauth.providers.google import DEFAULT_SCOPE, GoogleSource
 from kafka_sink.net.oauth.providers.msk_iam import MskIamSource
 from kafka_sink.net.oauth.sources import token_source
 from kafka_sink.net.oauth.token import TokenSourceError
-from tests.unit.net.oauth.helpers import claims, unsigned_jwt
+from tests.unit.net.oauth.tokens import claims, unsigned_jwt
 
 P = "sasl.oauthbearer."
 ACCESS_KEY = "AKIDEXAMPLE0000000001"

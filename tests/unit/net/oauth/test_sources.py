@@ -26,7 +26,7 @@ from kafka_sink.net.oauth.sources import (
 )
 from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 from tests.fakes.http_peer import serving
-from tests.unit.net.oauth.helpers import (
+from tests.unit.net.oauth.tokens import (
     RSA_KEY,
     SECRET,
     claims,
@@ -359,6 +359,10 @@ def test_the_jaas_form_gives_client_credentials_scope_and_extensions() -> None:
         (
             {**CC, "sasl.jaas.config": f'{MODULE} required extension_auth="x";'},
             r"'auth' is the token's own key",
+        ),
+        (
+            {**CC, "sasl.jaas.config": f'{MODULE} required ssl.truststore.location="/ca.jks";'},
+            r"ssl.\* options .* system's CA certificates",
         ),
     ],
 )
