@@ -231,12 +231,14 @@ def _session(
         try:
             yield client, cfg, deadline
         except AuthenticationError as exc:
-            came_from = (
-                ""
-                if token_source is None
-                else f" (the token came from {token_source}: check that it issues tokens for "
-                "the audience, scope and issuer the brokers expect)"
-            )
+            came_from = ""
+            if token_source is not None:
+                # The mechanism's error usually names the source already: said once.
+                source = "" if token_source in str(exc) else f"the token came from {token_source}: "
+                came_from = (
+                    f" ({source}check that the token source issues tokens for the audience, "
+                    "scope and issuer the brokers expect)"
+                )
             raise SinkOptionError(
                 f"the brokers at kafka.bootstrap.servers={servers} refused this client's "
                 f"authentication: {exc}{came_from}. Fix: check the kafka.sasl.* / kafka.ssl.* "
@@ -277,9 +279,11 @@ def _token_first(producer_config: Mapping[str, str]) -> Iterator[str | None]:
         try:
             login.token()
         except TokenSourceError as exc:
+            # A source's error names it; one that does not is named here.
+            where = "" if login.describe() in str(exc) else f" from {login.describe()}"
             raise SinkOptionError(
-                f"kafka.sasl.mechanism=OAUTHBEARER: the driver got no token from "
-                f"{login.describe()}: {exc}. Fix: check the kafka.sasl.oauthbearer.* options "
+                f"kafka.sasl.mechanism=OAUTHBEARER: the driver got no token{where}: {exc}. "
+                "Fix: check the kafka.sasl.oauthbearer.* options "
                 "(the endpoint or provider, the client id and secret, the scope) and that the "
                 "driver can reach the endpoint; executors need the same"
             ) from None

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kafka_sink.admin.client import AdminClient, AdminConfig
+from kafka_sink.clock import ManualClock
 from kafka_sink.net.oauth.login import live_logins
 from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 from kafka_sink.spark import preflight
@@ -53,7 +54,7 @@ def _fresh_driver(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_source_that_refuses_fails_before_any_broker_is_asked() -> None:
     refused = TokenSourceError(
-        "token endpoint https://idp.example/token refused the client credentials "
+        "token endpoint https://idp.example/token (client_credentials grant): refused "
         "(401 invalid_client)",
         may_clear=False,
     )
@@ -73,17 +74,32 @@ def test_a_source_that_refuses_fails_before_any_broker_is_asked() -> None:
         )
     message = str(info.value)
     assert message.startswith(
-        "kafka.sasl.mechanism=OAUTHBEARER: the driver got no token from token endpoint "
-        "https://idp.example/token"
+        "kafka.sasl.mechanism=OAUTHBEARER: the driver got no token: token endpoint "
+        "https://idp.example/token (client_credentials grant): refused (401 invalid_client). Fix"
     )
     assert "401 invalid_client" in message and SECRET not in message
     assert source.fetches == 1  # a refusal is not retried
     assert live_logins() == []
 
 
-def test_a_token_had_lets_the_checks_run_and_the_login_is_released() -> None:
-    from kafka_sink.clock import ManualClock
+def test_an_error_that_does_not_name_its_source_gets_the_source_named() -> None:
+    source = Source(TokenSourceError("the answer held no access_token", may_clear=False))
+    with pytest.raises(SinkOptionError) as info:
+        preflight.check_write(
+            config(source),  # type: ignore[arg-type]
+            topic=None,
+            timeout_ms=15_000,
+            idempotent=False,
+            streaming=False,
+            client_factory=connect(Cluster(clock=ManualClock())),
+        )
+    assert str(info.value).startswith(
+        "kafka.sasl.mechanism=OAUTHBEARER: the driver got no token from token endpoint "
+        "https://idp.example/token (client_credentials grant): the answer held no access_token."
+    )
 
+
+def test_a_token_had_lets_the_checks_run_and_the_login_is_released() -> None:
     source = Source()
     cluster = Cluster(clock=ManualClock(), topics={"events": ops(WRITE, DESCRIBE)})
     preflight.check_write(
