@@ -21,6 +21,9 @@ Module map (bottom to top):
 - ``network_client``: ``NetworkClient``, which ties them together on the sender thread.
 - ``http``: one bounded HTTP(S) exchange over ``urllib`` (PEM TLS settings, secret headers kept
   off redirects), for the driver's REST clients such as the Schema Registry client.
+- ``presets``: the managed services' named presets (``msk-iam``, ``confluent-cloud``,
+  ``event-hubs``, ``google``): the settings each documents, filled in where a client's config
+  leaves them out, and its limits refused.
 - ``user_info``: credentials in URLs split off as HTTP clients read them, or refused; URLs
   masked for display; user values quoted capped in error messages.
 """

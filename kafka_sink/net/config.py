@@ -433,8 +433,9 @@ class ClientConfig(_SecurityProtocol):
 
     @classmethod
     def accepted_keys(cls) -> frozenset[str]:
-        """Every key :meth:`from_mapping` accepts (some only with their default value)."""
-        return frozenset(cls._KEYS) | cls._NO_EFFECT | frozenset(_JVM_SECURITY_KEYS)
+        """Every key :meth:`from_mapping` accepts (some only with their default value, the
+        OAUTHBEARER ones only with that mechanism)."""
+        return frozenset(cls._KEYS) | cls._NO_EFFECT | frozenset(_JVM_SECURITY_KEYS) | oauth_keys()
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, object]) -> Self:

@@ -67,6 +67,7 @@ from kafka_sink.errors import (
 )
 from kafka_sink.net.metadata import Metadata, PartitionInfo
 from kafka_sink.net.network_client import NetworkClient
+from kafka_sink.net.presets import apply_preset
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.accumulator import RecordAccumulator
 from kafka_sink.producer.bulk import BulkAppender, bulk_columns
@@ -154,10 +155,22 @@ class KafkaProducer:
     """A thread-safe Kafka producer with Java 4.x semantics and defaults.
 
     ``KafkaProducer({"bootstrap.servers": "host:9092", ...})``; keys are Kafka's dotted producer
-    config names (values may be strings). See :class:`ProducerConfig`.
+    config names (values may be strings). See :class:`ProducerConfig`. ``preset`` names a
+    managed service (``msk-iam``, ``confluent-cloud``, ``event-hubs``, ``google``) whose
+    settings fill in what ``config`` leaves out and whose limits it must keep
+    (:mod:`kafka_sink.net.presets`).
     """
 
-    def __init__(self, config: Mapping[str, object], *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        *,
+        clock: Clock | None = None,
+        preset: str | None = None,
+    ) -> None:
+        if preset is not None:
+            # A managed service's settings fill in what ``config`` leaves out (net/presets.py).
+            config = apply_preset(preset, config)
         self.config = cfg = ProducerConfig.from_mapping(config)
         self._clock = clock or SYSTEM_CLOCK
         # Plugins are instantiated first: a failing constructor leaves no thread or socket.

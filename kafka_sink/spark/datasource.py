@@ -198,6 +198,7 @@ def _preflight(options: SinkOptions, *, streaming: bool) -> None:
         idempotent=idempotent,
         streaming=streaming,
         exactly_once=options.exactly_once,
+        preset=options.preset,
     )
 
 

@@ -36,6 +36,7 @@ KAFKA_PREFIX = "kafka."
 #: The sink's own options, spelled as documented.
 SINK_OPTION_NAMES = (
     "topic",
+    "preset",
     "commitLog",
     "producerIdleTimeoutMs",
     "preflightTimeoutMs",

@@ -8,6 +8,9 @@ unknown one gets, are ``option_names.py``'s):
 - ``topic``: default topic; when set it overrides any ``topic`` column (as in Spark's sink).
 - ``kafka.<key>``: producer config, passed on with the prefix removed (``kafka.linger.ms`` ->
   ``linger.ms``), keys lower-case, values unchanged.
+- ``preset``: a managed service's settings (``msk-iam``, ``confluent-cloud``, ``event-hubs``,
+  ``google``; ``net/presets.py``) applied to the ``kafka.*`` options: it fills in only what they
+  leave out, and refuses a value outside the service's limits naming the option.
 - ``commitLog``: the directory that receives one JSON file per driver commit: a local path,
   a ``file:`` URI, or a store URI (``s3a://``, ``gs://``, ``abfss://``, ``hdfs://``; see
   ``commit_log/store.py``).
@@ -99,6 +102,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from kafka_sink.errors import ConfigError
+from kafka_sink.net.presets import apply_preset, preset_named
 from kafka_sink.net.user_info import mask_url, shown_value
 from kafka_sink.spark.commit_log.store import (
     STORE_SCHEMES,
@@ -202,6 +206,8 @@ class SinkOptions:
     topic: str | None
     #: Producer config as sorted (key, value) pairs: hashable, so it doubles as a cache key.
     producer_items: tuple[tuple[str, str], ...] = field(repr=False)
+    #: ``preset``: the managed service whose settings the producer config carries (lower-case).
+    preset: str | None = None
     #: The ``commitLog`` directory: an absolute local path or a store URI; None when not set.
     commit_log: str | None = None
     #: ``commitLog`` set to none/false/off: write no commit files at all.
@@ -237,6 +243,7 @@ class SinkOptions:
     def from_options(cls, options: Mapping[str, str]) -> SinkOptions:
         """Parse Spark's option map; raise :class:`SinkOptionError` naming the first bad key."""
         topic: str | None = None
+        preset: str | None = None
         producer: dict[str, str] = {}
         commit_log: str | None = None
         disabled = False
@@ -274,6 +281,8 @@ class SinkOptions:
                         "option 'topic' is empty: give a topic name, or remove the option and "
                         "provide a string 'topic' column"
                     )
+            elif key == "preset":
+                preset = _preset(value)
             elif key == "commitlog":
                 text = value.strip()
                 if not text:
@@ -326,6 +335,8 @@ class SinkOptions:
                 "option 'kafka.bootstrap.servers' is required: "
                 ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
             )
+        if preset is not None:
+            producer = _with_preset(preset, producer)
         for pkey, default in SINK_PRODUCER_DEFAULTS.items():
             producer.setdefault(pkey, default)
         if guarantee == EXACTLY_ONCE:
@@ -355,6 +366,7 @@ class SinkOptions:
             )
         return cls(
             topic=topic,
+            preset=preset,
             producer_items=tuple(sorted(producer.items())),
             commit_log=commit_log,
             commit_log_disabled=disabled,
@@ -504,7 +516,7 @@ class SinkOptions:
     def __repr__(self) -> str:
         keys = ",".join(k for k, _ in self.producer_items)
         return (
-            f"SinkOptions(topic={_capped(self.topic)}, kafka=[{keys}], "
+            f"SinkOptions(topic={_capped(self.topic)}, preset={self.preset!r}, kafka=[{keys}], "
             f"commit_log={_capped(_shown(self.commit_log))}, "
             f"commit_log_disabled={self.commit_log_disabled}, "
             f"checkpoint_location={_capped(_shown(self.checkpoint_location))}, "
@@ -582,6 +594,22 @@ def _preflight_timeout_ms(value: str) -> int:
             f"{DEFAULT_PREFLIGHT_TIMEOUT_MS}); got {shown_value(value)}"
         )
     return number
+
+
+def _preset(value: str) -> str:
+    try:
+        return preset_named(value, origin="option 'preset'").name
+    except ConfigError as exc:
+        raise SinkOptionError(str(exc)) from None
+
+
+def _with_preset(preset: str, producer: Mapping[str, str]) -> dict[str, str]:
+    """The producer options with the preset's settings filled in, its limits checked."""
+    try:
+        applied = apply_preset(preset, producer, key_prefix=KAFKA_PREFIX, origin="option 'preset'")
+    except ConfigError as exc:
+        raise SinkOptionError(f"{exc}") from None
+    return {key: str(value) for key, value in applied.items()}
 
 
 def _delivery_guarantee(value: str) -> str:

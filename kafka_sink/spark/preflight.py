@@ -25,6 +25,12 @@ known. What is asked:
   topic, prefixed ACLs included, which no listing shows. So when the cluster's authorized
   operations lack IDEMPOTENT_WRITE, one InitProducerId without a transactional id (what the
   producer sends first; it writes to no log) asks the broker's own rule;
+- exactly-once: whether the cluster offers transactions at all, asked of the broker (never
+  guessed from a preset or a host name): its ApiVersions answer must carry InitProducerId,
+  AddPartitionsToTxn, EndTxn and FindCoordinator (a service such as Event Hubs offers them only
+  on some tiers), and FindCoordinator for a transactional id must not be answered
+  INVALID_REQUEST or UNSUPPORTED_VERSION; either refuses the write naming what is missing, the
+  servers and (with option ``preset``) what the service documents;
 - exactly-once: one transactional id of the prefix: FindCoordinator needs DESCRIBE on it, and
   EndTxn (abort) with no producer id needs WRITE and is then refused by the coordinator without
   touching any transaction (-1 is no producer's id).
@@ -66,11 +72,16 @@ from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import (
     AuthenticationError,
     ClusterAuthorizationFailedError,
+    InvalidRequestError,
     KafkaError,
     KafkaTimeoutError,
     TransactionalIdAuthorizationFailedError,
+    UnsupportedVersionError,
     error_for_code,
 )
+from kafka_sink.net.oauth.login import OAuthBearerLogin, release_login
+from kafka_sink.net.oauth.token import TokenSourceError
+from kafka_sink.net.presets import PRESETS
 from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 from kafka_sink.wire.api import ApiKey
@@ -80,6 +91,21 @@ from kafka_sink.wire.messages.metadata import INT32_MIN, MetadataResponse
 __all__ = ["ClientFactory", "check_transactional_ids", "check_write"]
 
 ClientFactory = Callable[[Mapping[str, object]], tuple[AdminClient, AdminConfig]]
+
+# What an exactly-once write sends (the producer's InitProducerId, AddPartitionsToTxn and
+# EndTxn; FindCoordinator for the transaction coordinator), spelled as Kafka's protocol guide.
+_TRANSACTION_APIS = (
+    ApiKey.INIT_PRODUCER_ID,
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.END_TXN,
+    ApiKey.FIND_COORDINATOR,
+)
+_API_NAMES = {
+    ApiKey.INIT_PRODUCER_ID: "InitProducerId",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    ApiKey.END_TXN: "EndTxn",
+    ApiKey.FIND_COORDINATOR: "FindCoordinator",
+}
 
 # Kafka's AclOperation codes: bit (1 << code) of an authorized-operations field.
 _ALL, _READ, _WRITE, _IDEMPOTENT_WRITE = 2, 3, 4, 12
@@ -107,11 +133,14 @@ def check_write(
     idempotent: bool,
     streaming: bool,
     exactly_once: bool = False,
+    preset: str | None = None,
     client_factory: ClientFactory = AdminClient.from_config,
 ) -> None:
     """Refuse, before any task, a write the cluster cannot take (see the module docstring).
 
-    ``exactly_once``: the topic must be readable too (READ), for the driver's marker reads.
+    ``exactly_once``: the cluster must offer transactions, and the topic must be readable too
+    (READ), for the driver's marker reads; ``preset`` (the sink's option) only adds the
+    service's own words to the transactions refusal.
     """
     key = _key("write", producer_config, topic, str(idempotent), str(exactly_once))
     if streaming and key in _PASSED:
@@ -119,6 +148,8 @@ def check_write(
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
         _brokers(client, cfg, deadline)
         node, response = _metadata(client, topic, deadline)
+        if exactly_once:
+            _check_transactions_offered(client, cfg, node, deadline, preset)
         if topic is not None:
             _check_topic(
                 client,
@@ -163,7 +194,17 @@ def check_transactional_ids(
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
         _brokers(client, cfg, deadline)
         try:
-            coordinator = client.find_coordinator(transactional_id, deadline)
+            try:
+                coordinator = client.find_coordinator(transactional_id, deadline)
+            except (InvalidRequestError, UnsupportedVersionError) as exc:
+                raise SinkOptionError(
+                    _no_transactions_message(
+                        cfg,
+                        f"FindCoordinator for transactional id {transactional_id!r} is "
+                        f"answered {type(exc).__name__}: {exc}",
+                        None,
+                    )
+                ) from None
             deadline.waiting_for = f"the rights on transactional id {transactional_id!r}"
             probe = EndTxnRequest(
                 transactional_id=transactional_id,
@@ -190,33 +231,78 @@ def check_transactional_ids(
 def _session(
     producer_config: Mapping[str, str], timeout_ms: int, client_factory: ClientFactory
 ) -> Iterator[tuple[AdminClient, AdminConfig, Deadline]]:
-    """An admin client and the preflight's deadline; its failures become the sink's errors."""
-    client, cfg = client_factory(producer_config)
-    servers = ",".join(cfg.bootstrap_servers)
-    deadline = Deadline(client.clock, timeout_ms, "the preflight")
+    """An admin client and the preflight's deadline; its failures become the sink's errors.
+
+    With OAUTHBEARER a token is had first, through the process's login for the write's settings
+    (the one the admin client then shares): a token source that cannot give one fails here,
+    naming it, before any broker is asked.
+    """
+    with _token_first(producer_config) as token_source:
+        client, cfg = client_factory(producer_config)
+        servers = ",".join(cfg.bootstrap_servers)
+        deadline = Deadline(client.clock, timeout_ms, "the preflight")
+        try:
+            yield client, cfg, deadline
+        except AuthenticationError as exc:
+            came_from = ""
+            if token_source is not None:
+                # The mechanism's error usually names the source already: said once.
+                source = "" if token_source in str(exc) else f"the token came from {token_source}: "
+                came_from = (
+                    f" ({source}check that the token source issues tokens for the audience, "
+                    "scope and issuer the brokers expect)"
+                )
+            raise SinkOptionError(
+                f"the brokers at kafka.bootstrap.servers={servers} refused this client's "
+                f"authentication: {exc}{came_from}. Fix: check the kafka.sasl.* / kafka.ssl.* "
+                "options and the credentials"
+            ) from None
+        except SinkOptionError:
+            raise
+        except KafkaError as exc:
+            # A broker answered, so the servers are right, but a check could not be made (an
+            # API the brokers do not speak, a broker whose advertised address cannot be reached,
+            # no answer in time): refusing could block a write that works (a cluster with one
+            # broker down), and the tasks report an unreachable leader naming its partitions.
+            ensure_logging()
+            logger.warning(
+                "pykafka: the check of the cluster before the write stopped early, the write "
+                "goes on unchecked: %s",
+                exc,
+            )
+        finally:
+            client.close()
+
+
+@contextmanager
+def _token_first(producer_config: Mapping[str, str]) -> Iterator[str | None]:
+    """With OAUTHBEARER, hold the process's login for the write's settings and have a token
+    (yields where tokens come from); otherwise yields None. A failure is refused naming the
+    token source, never a secret."""
+    sasl = AdminConfig.from_mapping(producer_config).network_config("pykafka-preflight")
+    if not sasl.uses_sasl or (sasl.sasl_mechanism or "").upper() != "OAUTHBEARER":
+        yield None
+        return
+    holder = sasl.sasl_config()
+    login = holder.oauth if holder is not None else None
+    if not isinstance(login, OAuthBearerLogin):
+        yield None
+        return
     try:
-        yield client, cfg, deadline
-    except AuthenticationError as exc:
-        raise SinkOptionError(
-            f"the brokers at kafka.bootstrap.servers={servers} refused this client's "
-            f"authentication: {exc}. Fix: check the kafka.sasl.* / kafka.ssl.* options and the "
-            "credentials"
-        ) from None
-    except SinkOptionError:
-        raise
-    except KafkaError as exc:
-        # A broker answered, so the servers are right, but a check could not be made (an API
-        # the brokers do not speak, a broker whose advertised address cannot be reached, no
-        # answer in time): refusing could block a write that works (a cluster with one broker
-        # down), and the tasks report an unreachable leader naming its partitions.
-        ensure_logging()
-        logger.warning(
-            "pykafka: the check of the cluster before the write stopped early, the write goes "
-            "on unchecked: %s",
-            exc,
-        )
+        try:
+            login.token()
+        except TokenSourceError as exc:
+            # A source's error names it; one that does not is named here.
+            where = "" if login.describe() in str(exc) else f" from {login.describe()}"
+            raise SinkOptionError(
+                f"kafka.sasl.mechanism=OAUTHBEARER: the driver got no token{where}: {exc}. "
+                "Fix: check the kafka.sasl.oauthbearer.* options "
+                "(the endpoint or provider, the client id and secret, the scope) and that the "
+                "driver can reach the endpoint; executors need the same"
+            ) from None
+        yield login.describe()
     finally:
-        client.close()
+        release_login(login)
 
 
 def _brokers(client: AdminClient, cfg: AdminConfig, deadline: Deadline) -> None:
@@ -326,6 +412,25 @@ def _missing_topic(
     )
 
 
+def _check_transactions_offered(
+    client: AdminClient, cfg: AdminConfig, node: int, deadline: Deadline, preset: str | None
+) -> None:
+    """Refuse an exactly-once write to brokers whose ApiVersions lack the transaction APIs."""
+    deadline.waiting_for = f"the API versions of broker {node} (transactions)"
+    missing = []
+    for api in _TRANSACTION_APIS:
+        try:
+            client.api_version(node, api, deadline)
+        except UnsupportedVersionError:
+            missing.append(_API_NAMES[api])
+    if missing:
+        reason = (
+            f"broker {node} answers ApiVersions without {', '.join(missing)}, which Kafka "
+            "transactions need"
+        )
+        raise SinkOptionError(_no_transactions_message(cfg, reason, preset))
+
+
 def _check_idempotent_write(
     client: AdminClient,
     cfg: AdminConfig,
@@ -378,6 +483,21 @@ def _acl_command(cfg: AdminConfig, what: str) -> str:
     return (
         f"an administrator runs: kafka-acls --bootstrap-server {servers}{admin} --add "
         f"--allow-principal {_principal(cfg)} {what}"
+    )
+
+
+def _no_transactions_message(cfg: AdminConfig, reason: str, preset: str | None) -> str:
+    servers = ",".join(cfg.bootstrap_servers)
+    note = ""
+    if preset is not None:
+        found = PRESETS.get(preset)
+        if found is not None and found.transactions_note:
+            note = f" ({found.transactions_note})"
+    return (
+        f"deliveryGuarantee=exactly-once needs Kafka transactions, but the cluster at "
+        f"kafka.bootstrap.servers={servers} does not offer them: {reason}{note}. Fix: use "
+        "deliveryGuarantee=at-least-once (the default), or a cluster or service tier with "
+        "transactions"
     )
 
 

@@ -1,0 +1,114 @@
+"""The ``event-hubs`` preset against a broker configured with Event Hubs' limits
+(``socket.request.max.bytes=1046528``, ``connections.max.idle.ms=240000``).
+
+- The limit is real: a producer left at Java's ``max.request.size`` (1048576) sends a request
+  the broker will not read, and its batch fails; with the preset the same record is refused by
+  the producer itself, naming the size, and nothing reaches the broker.
+- A write within the limits goes through and is read back by kafka-python.
+- The driver's question "does this cluster support transactions" gets a yes from this broker:
+  the sink's exactly-once preflight passes with the preset, and a transaction commits. (The "no"
+  answer is ``tests/unit/spark/test_preflight_transactions.py``, against brokers without the
+  transaction APIs.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kafka_sink import KafkaProducer
+from kafka_sink.errors import KafkaError, RecordTooLargeError
+from kafka_sink.spark import preflight
+from kafka_sink.spark.options import SinkOptions
+from kafka_sink.testing.local_kafka import LocalKafka
+from kafka_sink.testing.oracle import create_topic, read_all
+from tests.conftest import running
+
+EVENT_HUBS_LIMITS = {"socket.request.max.bytes": "1046528", "connections.max.idle.ms": "240000"}
+
+
+@pytest.fixture(scope="module")
+def event_hubs_like() -> Iterator[LocalKafka]:
+    yield from running(
+        LocalKafka(nodes=1, broker_config=EVENT_HUBS_LIMITS), "Kafka with Event Hubs' limits"
+    )
+
+
+def _topic(kafka: LocalKafka, name: str) -> str:
+    create_topic(kafka.bootstrap_servers, name, 1, 1, {"max.message.bytes": "2000000"})
+    return name
+
+
+def _plain(kafka: LocalKafka) -> dict[str, object]:
+    # The preset's SASL is the service's; this broker listens in PLAINTEXT, which the user sets.
+    return {"bootstrap.servers": kafka.bootstrap_servers, "security.protocol": "PLAINTEXT"}
+
+
+def test_a_request_above_the_limit_fails_without_the_preset_and_is_refused_with_it(
+    event_hubs_like: LocalKafka,
+) -> None:
+    topic = _topic(event_hubs_like, "eh-limit")
+    big = b"x" * 1_040_000  # under Java's max.request.size, its request above 1046528 bytes
+    plain = KafkaProducer(
+        {
+            **_plain(event_hubs_like),
+            "request.timeout.ms": "3000",
+            "delivery.timeout.ms": "8000",
+            "enable.idempotence": "false",
+            "acks": "1",
+        }
+    )
+    try:
+        future = plain.send(topic, b"x" * 20_000)
+        future.get(30)  # the connection itself works
+        with pytest.raises(KafkaError):
+            plain.send(topic, big + b"x" * 7_000).get(30)
+    finally:
+        plain.close(5)
+    with_preset = KafkaProducer(_plain(event_hubs_like), preset="event-hubs")
+    try:
+        assert with_preset.config.max_request_size == 1_000_000
+        with pytest.raises(RecordTooLargeError, match="1000000"):
+            with_preset.send(topic, big).get(30)
+        with_preset.send(topic, b"fits", key=b"k").get(30)
+    finally:
+        with_preset.close(5)
+    values = [r.value for r in read_all(event_hubs_like.bootstrap_servers, topic)]
+    assert values == [b"x" * 20_000, b"fits"]
+
+
+def test_exactly_once_preflight_finds_transactions_and_a_transaction_commits(
+    event_hubs_like: LocalKafka,
+) -> None:
+    topic = _topic(event_hubs_like, "eh-txn")
+    options = SinkOptions.from_options(
+        {
+            "kafka.bootstrap.servers": event_hubs_like.bootstrap_servers,
+            "kafka.security.protocol": "PLAINTEXT",
+            "preset": "event-hubs",
+            "deliveryGuarantee": "exactly-once",
+            "topic": topic,
+        }
+    )
+    config = options.producer_config
+    assert config["connections.max.idle.ms"] == "180000"
+    preflight.check_write(
+        config,
+        topic=topic,
+        timeout_ms=15_000,
+        idempotent=False,
+        streaming=False,
+        exactly_once=True,
+        preset=options.preset,
+    )
+    producer = KafkaProducer({**config, "transactional.id": "eh-txn-0"}, preset=options.preset)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"once", key=b"k")
+        producer.commit_transaction()
+    finally:
+        producer.close(5)
+    records = read_all(event_hubs_like.bootstrap_servers, topic, isolation_level="read_committed")
+    assert [r.value for r in records] == [b"once"]
