@@ -92,7 +92,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from kafka_sink.admin.topic_log import ProducerState, TopicLog
+from kafka_sink.admin.topic_log import OpenTransactionError, ProducerState, TopicLog
 from kafka_sink.errors import (
     ClusterAuthorizationFailedError,
     CorruptRecordError,
@@ -154,6 +154,7 @@ class _Position:
     next_offset: int
     value: bytes | None  # the key's latest record value (None: no record, or a tombstone)
     offset: int = -1  # where that record was read (-1: none, or written by this process)
+    stable: int = 0  # the last stable offset listed when it was read (0: none listed)
 
 
 # (bootstrap servers, topic, partition, key) -> what this process last knew of the key.
@@ -275,7 +276,7 @@ class KafkaIntentStore:
         there, not the partition back to its start. What this process knows already stands."""
         slot = (self.cluster, self.topic, PARTITION, query_key)
         with _lock:
-            _POSITIONS.setdefault(slot, _Position(offset, None))
+            _POSITIONS.setdefault(slot, _Position(offset, None, stable=offset))
 
     def delete(self, query_key: str) -> None:
         """Drop ``query_key``'s state (a tombstone; compaction then removes the key)."""
@@ -331,18 +332,33 @@ class KafkaIntentStore:
         with _lock:
             known = _POSITIONS.get(slot)
         try:
-            # Never below what this process has seen: a shorter log is a leader catching up.
-            seen = 0 if known is None else known.next_offset
-            end = self.log.end_offset(self.topic, PARTITION, at_least=seen)
-            if known is not None:
-                found, at = self._forward(key, known, end)
+            # Never below what this process has seen (a shorter log is a leader catching up);
+            # the last stable offset is compared with the last stable offset seen only, since a
+            # transaction left open on the shared partition holds it below this key's records.
+            tail = self.log.tail(
+                self.topic,
+                PARTITION,
+                key,
+                start=0 if known is None else known.next_offset,
+                stable_at_least=0 if known is None else known.stable,
+                at_least=0 if known is None else known.next_offset,
+                own_producer_id=-1 if self.fence is None else self.fence.token.producer_id,
+                on_corrupt=self._unreadable,
+            )
+            if tail.latest is not None:  # committed past the last stable offset
+                found, at = tail.latest.value, tail.latest.offset
+            elif known is not None:
+                found, at = self._forward(key, known, tail.stable)
             else:
-                found, at = self._backward(key, end)
+                found, at = self._backward(key, tail.stable)
+        except OpenTransactionError as exc:
+            self._healthy = False
+            raise IntentStoreError(self._still_open(key_text, exc)) from exc
         except KafkaError as exc:
             self._healthy = False
             raise IntentStoreError(self._failure("read", exc)) from exc
         with _lock:
-            _POSITIONS[slot] = _Position(end, found, at)
+            _POSITIONS[slot] = _Position(tail.end, found, at, tail.stable)
         return found, at
 
     def _append(
@@ -368,7 +384,9 @@ class KafkaIntentStore:
                 _POSITIONS.pop(slot, None)
             else:
                 # Whatever lies below ``offset`` is older than this record.
-                _POSITIONS[slot] = _Position(offset + 1, value)
+                known = _POSITIONS.get(slot)
+                stable = 0 if known is None else known.stable
+                _POSITIONS[slot] = _Position(offset + 1, value, stable=stable)
 
     def _abort_fenced(self, state: ProducerState) -> None:
         assert self.fence is not None
@@ -480,6 +498,19 @@ class KafkaIntentStore:
     def _where(self, key_text: str, offset: int) -> str:
         at = "" if offset < 0 else f" at offset {offset}"
         return f"of key {key_text!r} in {self.topic}-{PARTITION}{at}"
+
+    def _still_open(self, key_text: str, exc: OpenTransactionError) -> str:
+        return (
+            f"the exactly-once intent store cannot tell the latest record of key {key_text!r} "
+            f"in topic {self.topic!r}: {exc}. Every query shares {self.topic}-{PARTITION}, and a "
+            f"transaction left open there (a driver or another client killed between its write "
+            f"and its commit) hides what follows it from read_committed readers until it ends; "
+            f"the open range [{exc.stable}, {exc.end}) may hold this key's latest record, and "
+            "reading below it could return an older one. The transaction is aborted by the "
+            "transaction coordinator after its transaction.timeout.ms: run the query again "
+            f"then, or find and end it with kafka-transactions.sh --bootstrap-server ... "
+            f"describe-producers --topic {self.topic} --partition {PARTITION}"
+        )
 
     def _failure(self, what: str, exc: KafkaError) -> str:
         return f"the exactly-once intent store could not {what} topic {self.topic!r}: {exc}. " + (
