@@ -2,10 +2,11 @@
 
 Role: what the exactly-once intent store needs from Kafka, without a producer or a consumer:
 ``ensure_topic`` (Metadata, CreateTopics), ``topic_config`` (DescribeConfigs), ``replicas``
-(Metadata), ``append`` (one Produce with ``acks=all``), ``end_offset`` (ListOffsets) and ``read``
-(Fetch), and the writes of a fenced writer: ``init_producer_id`` (InitProducerId on its
-transactional id, which fences every earlier holder of the id) and ``append_transactional``
-(one record in a transaction of its own, committed before it returns). It picks no partition
+(Metadata), ``append`` (one Produce with ``acks=all``), ``end_offset`` (ListOffsets), ``read``
+(Fetch) and ``tail`` (what lies past the last stable offset, for one key), and the writes of a
+fenced writer: ``init_producer_id`` (InitProducerId on its transactional id, which fences every
+earlier holder of the id) and ``append_transactional`` (one record in a transaction of its own,
+committed before it returns). It picks no partition
 itself: the caller names one (no key hashing, so no numpy).
 Blocking, on the caller's thread, through :class:`~kafka_sink.admin.client.AdminClient`, so
 bootstrap, TLS and SASL settings mean what they mean for the producer and secrets stay out of
@@ -35,7 +36,15 @@ Invariants:
   and the next write steps back once when the leader answers OUT_OF_ORDER_SEQUENCE_NUMBER (the
   batch never landed). Never a sequence the leader already
   holds: it would answer that write as a retry and append nothing.
-- Reads are read_committed (ListOffsets and Fetch with isolation_level 1): ``end_offset`` is
+- ``tail`` reads past the last stable offset for one key: ListOffsets read_committed, then
+  Fetch read_uncommitted up to the high watermark; a data record of the key counts as committed
+  when written without a transaction or when its producer's next marker in the range is a
+  commit, aborted when it is an abort, and open when no marker follows yet. It polls while a
+  record of the key is open after the key's latest committed one, and raises
+  :class:`OpenTransactionError` (naming the topic, partition, range and offsets) at its
+  deadline: an open record is never taken for absent. Undecodable batches there are treated as
+  ``read`` treats them.
+- Other reads are read_committed (ListOffsets and Fetch with isolation_level 1): ``end_offset`` is
   the last stable offset, and ``read`` yields the data records with ``start <= offset < end``
   in offset order, without the records of aborted transactions and without control batches
   (``records/fetched.py``); offsets compaction removed are simply absent. A start below the

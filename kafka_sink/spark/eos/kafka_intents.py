@@ -31,7 +31,8 @@ Fencing: a streaming query's store is opened with its driver's
 deletes, claims) is then a transaction of its own on the fence id
 (``TopicLog.append_transactional``): a driver another one fenced is refused by Kafka and gets
 :class:`~kafka_sink.spark.eos.fence.SinkFencedError`, and what it had in flight is aborted by
-the newer driver's InitProducerId. Reads are read_committed, so they never return such a write.
+the newer driver's InitProducerId. Reads never return such a write: below the last stable offset
+they are read_committed, above it a record counts only once its commit marker is read.
 
 Claims: the record with key ``prefix:<prefix>`` holds the query key that owns a
 ``transactionalIdPrefix`` (:meth:`KafkaIntentStore.claim`, written through the fence when a query
@@ -59,7 +60,19 @@ Invariants:
 - ``last`` never returns a record older than one this process has seen or one the listed end
   offset covers: a leader that has not caught up (after a leader change) is retried until the
   deadline, not read short (:class:`~kafka_sink.admin.topic_log.TopicLog` ``at_least`` and its
-  high-watermark check), and a timeout raises.
+  high-watermark check), and a timeout raises. The last stable offset is held to the last
+  stable offset seen before, the high watermark to the records seen or written (a record
+  written above an open transaction is above the last stable offset until it ends).
+- Every query shares partition 0, so a transaction another writer left open there (a driver
+  killed between a fenced write and its commit) holds the last stable offset below later
+  records of every key. "Not readable yet" is never taken for "not there": ``last`` also reads
+  ``[last stable offset, high watermark)`` with read_uncommitted (``TopicLog.tail``) and settles
+  each record of its key by its transaction's marker. A committed one there is the latest; an
+  aborted one is ignored; other keys' open records cost nothing. A record of its key still open
+  after the key's latest committed one (not this driver's own failed write, which only its next
+  write or abort ends) makes it poll until the store's deadline, then raise
+  :class:`IntentStoreError` naming the topic, partition, the open range and why. The claim
+  check and the done-record guard read through ``last`` the same way.
 - Errors name the topic, what was refused and the fix (ACLs, creating the topic, the option).
 
 Other writers: every exactly-once principal may write to the topic, so what a read finds there
