@@ -2,10 +2,11 @@
 
 Role: what the exactly-once intent store needs from Kafka, without a producer or a consumer:
 ``ensure_topic`` (Metadata, CreateTopics), ``topic_config`` (DescribeConfigs), ``replicas``
-(Metadata), ``append`` (one Produce with ``acks=all``), ``end_offset`` (ListOffsets) and ``read``
-(Fetch), and the writes of a fenced writer: ``init_producer_id`` (InitProducerId on its
-transactional id, which fences every earlier holder of the id) and ``append_transactional``
-(one record in a transaction of its own, committed before it returns). It picks no partition
+(Metadata), ``append`` (one Produce with ``acks=all``), ``end_offset`` (ListOffsets), ``read``
+(Fetch) and ``tail`` (what lies past the last stable offset, for one key), and the writes of a
+fenced writer: ``init_producer_id`` (InitProducerId on its transactional id, which fences every
+earlier holder of the id) and ``append_transactional`` (one record in a transaction of its own,
+committed before it returns). It picks no partition
 itself: the caller names one (no key hashing, so no numpy).
 Blocking, on the caller's thread, through :class:`~kafka_sink.admin.client.AdminClient`, so
 bootstrap, TLS and SASL settings mean what they mean for the producer and secrets stay out of
@@ -35,7 +36,15 @@ Invariants:
   and the next write steps back once when the leader answers OUT_OF_ORDER_SEQUENCE_NUMBER (the
   batch never landed). Never a sequence the leader already
   holds: it would answer that write as a retry and append nothing.
-- Reads are read_committed (ListOffsets and Fetch with isolation_level 1): ``end_offset`` is
+- ``tail`` reads past the last stable offset for one key: ListOffsets read_committed, then
+  Fetch read_uncommitted up to the high watermark; a data record of the key counts as committed
+  when written without a transaction or when its producer's next marker in the range is a
+  commit, aborted when it is an abort, and open when no marker follows yet. It polls while a
+  record of the key is open after the key's latest committed one, and raises
+  :class:`OpenTransactionError` (naming the topic, partition, range and offsets) at its
+  deadline: an open record is never taken for absent. Undecodable batches there are treated as
+  ``read`` treats them.
+- Other reads are read_committed (ListOffsets and Fetch with isolation_level 1): ``end_offset`` is
   the last stable offset, and ``read`` yields the data records with ``start <= offset < end``
   in offset order, without the records of aborted transactions and without control batches
   (``records/fetched.py``); offsets compaction removed are simply absent. A start below the
@@ -83,9 +92,24 @@ from kafka_sink.errors import (
 )
 from kafka_sink.net.metadata import PartitionInfo
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.records.batch import Record, RecordBatchBuilder, SealedBatch
+from kafka_sink.records.batch import (
+    CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
+    Record,
+    RecordBatchBuilder,
+    SealedBatch,
+    batch_header,
+    batch_spans,
+    decode_batch,
+)
 from kafka_sink.records.compression import CompressionType
-from kafka_sink.records.fetched import fetched_records
+from kafka_sink.records.fetched import (
+    CONTROL_TYPE_COMMIT,
+    MAX_DECODED_BYTES,
+    complete_batches_size,
+    control_type,
+    fetched_records,
+)
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     AddPartitionsToTxnRequest,
@@ -97,9 +121,13 @@ from kafka_sink.wire.messages import (
 )
 from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_TOPIC
 from kafka_sink.wire.messages.fetch import FetchResponse
-from kafka_sink.wire.messages.list_offsets import LATEST_TIMESTAMP, READ_COMMITTED
+from kafka_sink.wire.messages.list_offsets import (
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+)
 
-__all__ = ["ProducerState", "TopicLog"]
+__all__ = ["OpenTransactionError", "ProducerState", "Tail", "TopicLog"]
 
 T = TypeVar("T")
 
@@ -121,6 +149,38 @@ class ProducerState:
     producer_id: int
     producer_epoch: int
     sequence: int = 0
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A partition past its last stable offset, for one key (:meth:`TopicLog.tail`)."""
+
+    stable: int  # the last stable offset listed
+    end: int  # the high watermark read up to
+    # The key's committed record with the highest offset at or above the range's start, read
+    # with read_uncommitted (a read_committed read up to ``stable`` does not show it).
+    latest: Record | None
+
+
+class OpenTransactionError(KafkaError):
+    """Records of the key lie in a transaction still open past the last stable offset, and the
+    deadline passed before it ended: whether they are the key's latest is not known yet."""
+
+    def __init__(
+        self, topic: str, partition: int, stable: int, end: int, offsets: list[int]
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.stable = stable
+        self.end = end
+        self.offsets = offsets
+        shown = ", ".join(str(o) for o in offsets[:5]) + (" ..." if len(offsets) > 5 else "")
+        super().__init__(
+            f"{topic}-{partition} has a transaction still open at its last stable offset "
+            f"{stable} (high watermark {end}), and the records of the key at offsets {shown} "
+            "in that open range belong to a transaction that has neither committed nor aborted "
+            "yet"
+        )
 
 
 class TopicLog:
@@ -331,41 +391,74 @@ class TopicLog:
         return ProducerState(state.transactional_id, bumped[0], bumped[1])
 
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
-        """The offset the next record appended to ``topic-partition`` gets (ListOffsets).
+        """The last stable offset of ``topic-partition`` (ListOffsets, read_committed): where a
+        read_committed read ends now. With no transaction open on the partition it is the offset
+        the next record appended gets.
 
-        ``at_least`` is an end the caller has already seen: a smaller answer comes from a leader
-        that has not caught up yet, and is retried until the deadline instead of returned.
+        ``at_least`` is a last stable offset the caller has already seen: a smaller answer comes
+        from a leader that has not caught up yet, and is retried until the deadline instead of
+        returned. (Never pass the offset of a record read or written above the last stable
+        offset: a transaction left open below it holds the answer lower for its timeout.)
         """
         deadline = self._deadline(f"listing the end offset of {topic}-{partition}")
+        return self._retrying(
+            deadline,
+            lambda: self._list_end(topic, partition, READ_COMMITTED, at_least, deadline),
+        )
 
-        def attempt() -> int:
-            leader, epoch = self._leader(topic, partition, deadline)
-            request = ListOffsetsRequest(
-                topics=[
-                    ListOffsetsRequest.ListOffsetsTopic(
-                        name=topic,
-                        partitions=[
-                            ListOffsetsRequest.ListOffsetsPartition(
-                                partition_index=partition,
-                                current_leader_epoch=epoch,
-                                timestamp=LATEST_TIMESTAMP,
-                            )
-                        ],
-                    )
-                ],
-                isolation_level=READ_COMMITTED,
+    def tail(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        *,
+        start: int = 0,
+        stable_at_least: int = 0,
+        at_least: int = 0,
+        own_producer_id: int = -1,
+        on_corrupt: Callable[[CorruptRecordError], None] | None = None,
+    ) -> Tail:
+        """What a read_committed read up to the last stable offset cannot show of ``key``.
+
+        Lists the last stable offset (at least ``stable_at_least``), then reads from there (or
+        from ``start``, when higher) up to the high watermark (at least ``at_least``) with
+        read_uncommitted, and settles each record of ``key`` by the marker its transaction wrote
+        after it (commit or abort; a record written without a transaction is committed). While a
+        record of ``key`` is in a transaction still open, with no committed record of ``key``
+        after it, the answer is not known: the call polls again until the deadline, then raises
+        :class:`OpenTransactionError` naming the range. The open transaction of
+        ``own_producer_id`` (the caller's own, after a write of it failed) is not waited for:
+        only the caller's next write or abort ends it.
+        """
+        deadline = self._deadline(f"reading {topic}-{partition} past its last stable offset")
+        attempts = 0
+        while True:
+            stable = self._retrying(
+                deadline,
+                lambda: self._list_end(topic, partition, READ_COMMITTED, stable_at_least, deadline),
             )
-            deadline.waiting_for = f"ListOffsets({topic}-{partition}) on node {leader}"
-            response = self.client.request(leader, request, deadline)
-            answer = response.topics[0].partitions[0]
-            error = error_for_code(answer.error_code)
-            if error is not None:
-                raise error
-            if answer.offset < at_least:
-                raise _behind(topic, partition, leader, int(answer.offset), at_least)
-            return int(answer.offset)
-
-        return self._retrying(deadline, attempt)
+            first = max(stable, start)
+            end, latest, pending = self._settle(
+                topic,
+                partition,
+                key,
+                start=first,
+                at_least=max(at_least, first),
+                deadline=deadline,
+                own_producer_id=own_producer_id,
+                on_corrupt=on_corrupt,
+            )
+            if not pending:
+                return Tail(stable, end, latest)
+            if deadline.remaining_ms() <= 0:
+                raise OpenTransactionError(topic, partition, stable, end, pending)
+            try:
+                self.client.back_off(attempts, deadline)
+            except KafkaError as exc:
+                if not deadline.is_own(exc):
+                    raise
+                raise OpenTransactionError(topic, partition, stable, end, pending) from None
+            attempts += 1
 
     def read(
         self,
@@ -404,6 +497,168 @@ class TopicLog:
                 yield record
 
     # -- steps ------------------------------------------------------------------------------
+
+    def _list_end(
+        self, topic: str, partition: int, isolation: int, at_least: int, deadline: Deadline
+    ) -> int:
+        """One ListOffsets(latest) at ``isolation``: the last stable offset (read_committed) or
+        the high watermark (read_uncommitted); a leader answering below ``at_least`` is behind."""
+        leader, epoch = self._leader(topic, partition, deadline)
+        request = ListOffsetsRequest(
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        ListOffsetsRequest.ListOffsetsPartition(
+                            partition_index=partition,
+                            current_leader_epoch=epoch,
+                            timestamp=LATEST_TIMESTAMP,
+                        )
+                    ],
+                )
+            ],
+            isolation_level=isolation,
+        )
+        deadline.waiting_for = f"ListOffsets({topic}-{partition}) on node {leader}"
+        response = self.client.request(leader, request, deadline)
+        answer = response.topics[0].partitions[0]
+        error = error_for_code(answer.error_code)
+        if error is not None:
+            raise error
+        if answer.offset < at_least:
+            raise _behind(topic, partition, leader, int(answer.offset), at_least)
+        return int(answer.offset)
+
+    def _settle(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        *,
+        start: int,
+        at_least: int,
+        deadline: Deadline,
+        own_producer_id: int,
+        on_corrupt: Callable[[CorruptRecordError], None] | None,
+    ) -> tuple[int, Record | None, list[int]]:
+        """Read ``[start, high watermark)`` read_uncommitted: the high watermark, the committed
+        record of ``key`` with the highest offset, and the offsets of the records of ``key``
+        still in an open transaction after it."""
+        committed: list[Record] = []
+        # producer id -> the records of ``key`` its transaction holds, awaiting its marker
+        waiting: dict[int, list[Record]] = {}
+        position = start
+        end = at_least
+        while True:
+            leader, data = self._retrying(
+                deadline,
+                functools.partial(
+                    self._fetch_partition, topic, partition, position, deadline, READ_UNCOMMITTED
+                ),
+            )
+            if data.error_code:
+                error = error_for_code(data.error_code, f"Fetch {topic}-{partition} at {position}")
+                assert error is not None
+                if (
+                    isinstance(error, OffsetOutOfRangeError)
+                    and 0 <= position < data.log_start_offset
+                ):
+                    position = data.log_start_offset
+                    continue
+                if error.retriable:
+                    deadline.last_error = error
+                    self.client.metadata.request_update()
+                    self.client.back_off(0, deadline)
+                    continue
+                raise error
+            if data.high_watermark < end:
+                deadline.last_error = _behind(topic, partition, leader, data.high_watermark, end)
+                self.client.metadata.request_update()
+                self.client.back_off(0, deadline)
+                continue
+            end = data.high_watermark
+            if position >= end:
+                break
+            following = self._settle_batches(
+                topic,
+                partition,
+                key,
+                data=data,
+                position=position,
+                end=end,
+                committed=committed,
+                waiting=waiting,
+                on_corrupt=on_corrupt,
+            )
+            if following <= position:
+                break  # nothing at or after ``position`` (a compacted tail)
+            position = following
+        latest = max(committed, key=lambda r: r.offset, default=None)
+        floor = -1 if latest is None else latest.offset
+        pending = sorted(
+            r.offset
+            for pid, rs in waiting.items()
+            if pid != own_producer_id
+            for r in rs
+            if r.offset > floor
+        )
+        return end, latest, pending
+
+    def _settle_batches(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        *,
+        data: FetchResponse.PartitionData,
+        position: int,
+        end: int,
+        committed: list[Record],
+        waiting: dict[int, list[Record]],
+        on_corrupt: Callable[[CorruptRecordError], None] | None,
+    ) -> int:
+        """Sort the records of ``key`` in one read_uncommitted answer; the next offset to fetch."""
+        raw = data.records or b""
+        view = memoryview(raw).cast("B")[: complete_batches_size(raw)]
+        following = position
+        for lo, hi in batch_spans(view):
+            header = batch_header(view, lo)
+            last = header.base_offset + header.last_offset_delta
+            if header.base_offset >= end:
+                return max(following, end)
+            following = max(following, last + 1)
+            if last < position:
+                continue
+            try:
+                batch = decode_batch(view[lo:hi], max_decoded_bytes=MAX_DECODED_BYTES)
+            except CorruptRecordError as exc:
+                located = CorruptRecordError(
+                    f"cannot read {topic}-{partition}: {exc}",
+                    topic=topic,
+                    partition=partition,
+                    offset=exc.offset if exc.offset is not None else header.base_offset,
+                    last_offset=exc.last_offset if exc.last_offset is not None else last,
+                    checksum_ok=exc.checksum_ok,
+                )
+                if on_corrupt is None or header.attributes & CONTROL_FLAG:
+                    raise located from None
+                on_corrupt(located)
+                continue
+            marker = control_type(batch)
+            if marker is not None:
+                if marker == CONTROL_TYPE_COMMIT:
+                    committed.extend(waiting.pop(header.producer_id, []))
+                else:
+                    waiting.pop(header.producer_id, None)
+                continue
+            mine = [r for r in batch.records if r.key == key and position <= r.offset < end]
+            if not mine:
+                continue
+            if header.attributes & TRANSACTIONAL_FLAG and header.producer_id >= 0:
+                waiting.setdefault(header.producer_id, []).extend(mine)
+            else:
+                committed.extend(mine)
+        return following
 
     def _produce(
         self,

@@ -7,6 +7,9 @@ INVALID_PRODUCER_ID_MAPPING), then EndTxn v5 commit (which bumps the epoch); ``a
 plain write, visible at once. Reads are read_committed: the last stable offset stops at the
 first record of a transaction still open, and records of aborted transactions are skipped.
 Markers are written at once (as in the model), so a committed record is readable at once.
+``tail`` settles the records past the last stable offset as ``TopicLog.tail`` does, waiting on
+the coordinator's clock (``poll_ms`` at a time, up to ``timeout_ms``) while one of the key's is
+in an open transaction.
 A slow broker: :attr:`CoordinatedTopicLog.write_delay_ms` of the coordinator's clock pass (the
 reaper running) before each transactional write is applied; a write whose ``timeout_ms`` is
 shorter gives up when it has passed (KafkaTimeoutError), nothing applied.
@@ -25,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from kafka_sink.admin.topic_log import ProducerState
+from kafka_sink.admin.topic_log import OpenTransactionError, ProducerState, Tail
 from kafka_sink.errors import KafkaTimeoutError, OutOfOrderSequenceNumberError
 from kafka_sink.records.batch import Record
 from tests.fakes.coordinator import ONGOING, FakeCoordinator
@@ -44,6 +47,10 @@ class CoordinatedTopicLog:
         self._batches: dict[tuple[str, int, int], tuple[int, int, int]] = {}
         #: How long each transactional write takes (a slow broker), on the coordinator's clock.
         self.write_delay_ms = 0
+        #: The log's own bound (``max.block.ms``): how long ``tail`` waits for an open
+        #: transaction, polling every ``poll_ms`` of the coordinator's clock (the reaper runs).
+        self.timeout_ms = 60_000
+        self.poll_ms = 100
         #: The ``timeout_ms`` each transactional write was given (None: the log's own bound).
         self.write_timeouts: list[int | None] = []
 
@@ -144,6 +151,47 @@ class CoordinatedTopicLog:
             if serial in open_serials:
                 return offset
         return len(entries)
+
+    def tail(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        *,
+        start: int = 0,
+        stable_at_least: int = 0,
+        at_least: int = 0,
+        own_producer_id: int = -1,
+        on_corrupt: object = None,
+    ) -> Tail:
+        waited = 0
+        while True:
+            stable = self.end_offset(topic, partition, at_least=stable_at_least)
+            open_serials = {
+                m.serial
+                for m in self.coordinator.txns.values()
+                if m.state == ONGOING and m.producer_id != own_producer_id
+            }
+            entries = self.coordinator.log.get((topic, partition), [])
+            end = len(entries)
+            latest: Record | None = None
+            undecided: list[int] = []
+            for offset in range(max(stable, start), end):
+                serial, row = entries[offset]
+                found, value = row  # type: ignore[misc]
+                if found != key:
+                    continue
+                if serial in self.coordinator.committed:
+                    latest = Record(offset, 0, found, value)
+                elif serial in open_serials:
+                    undecided.append(offset)
+            pending = [o for o in undecided if latest is None or o > latest.offset]
+            if not pending:
+                return Tail(stable, end, latest)
+            if waited >= self.timeout_ms:
+                raise OpenTransactionError(topic, partition, stable, end, pending)
+            self.coordinator.advance(self.poll_ms)
+            waited += self.poll_ms
 
     def read(
         self, topic: str, partition: int, start: int, end: int, *, on_corrupt: object = None

@@ -31,7 +31,8 @@ Fencing: a streaming query's store is opened with its driver's
 deletes, claims) is then a transaction of its own on the fence id
 (``TopicLog.append_transactional``): a driver another one fenced is refused by Kafka and gets
 :class:`~kafka_sink.spark.eos.fence.SinkFencedError`, and what it had in flight is aborted by
-the newer driver's InitProducerId. Reads are read_committed, so they never return such a write.
+the newer driver's InitProducerId. Reads never return such a write: below the last stable offset
+they are read_committed, above it a record counts only once its commit marker is read.
 
 Claims: the record with key ``prefix:<prefix>`` holds the query key that owns a
 ``transactionalIdPrefix`` (:meth:`KafkaIntentStore.claim`, written through the fence when a query
@@ -59,7 +60,19 @@ Invariants:
 - ``last`` never returns a record older than one this process has seen or one the listed end
   offset covers: a leader that has not caught up (after a leader change) is retried until the
   deadline, not read short (:class:`~kafka_sink.admin.topic_log.TopicLog` ``at_least`` and its
-  high-watermark check), and a timeout raises.
+  high-watermark check), and a timeout raises. The last stable offset is held to the last
+  stable offset seen before, the high watermark to the records seen or written (a record
+  written above an open transaction is above the last stable offset until it ends).
+- Every query shares partition 0, so a transaction another writer left open there (a driver
+  killed between a fenced write and its commit) holds the last stable offset below later
+  records of every key. "Not readable yet" is never taken for "not there": ``last`` also reads
+  ``[last stable offset, high watermark)`` with read_uncommitted (``TopicLog.tail``) and settles
+  each record of its key by its transaction's marker. A committed one there is the latest; an
+  aborted one is ignored; other keys' open records cost nothing. A record of its key still open
+  after the key's latest committed one (not this driver's own failed write, which only its next
+  write or abort ends) makes it poll until the store's deadline, then raise
+  :class:`IntentStoreError` naming the topic, partition, the open range and why. The claim
+  check and the done-record guard read through ``last`` the same way.
 - Errors name the topic, what was refused and the fix (ACLs, creating the topic, the option).
 
 Other writers: every exactly-once principal may write to the topic, so what a read finds there
@@ -92,7 +105,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from kafka_sink.admin.topic_log import ProducerState, TopicLog
+from kafka_sink.admin.topic_log import OpenTransactionError, ProducerState, TopicLog
 from kafka_sink.errors import (
     ClusterAuthorizationFailedError,
     CorruptRecordError,
@@ -154,6 +167,7 @@ class _Position:
     next_offset: int
     value: bytes | None  # the key's latest record value (None: no record, or a tombstone)
     offset: int = -1  # where that record was read (-1: none, or written by this process)
+    stable: int = 0  # the last stable offset listed when it was read (0: none listed)
 
 
 # (bootstrap servers, topic, partition, key) -> what this process last knew of the key.
@@ -275,7 +289,7 @@ class KafkaIntentStore:
         there, not the partition back to its start. What this process knows already stands."""
         slot = (self.cluster, self.topic, PARTITION, query_key)
         with _lock:
-            _POSITIONS.setdefault(slot, _Position(offset, None))
+            _POSITIONS.setdefault(slot, _Position(offset, None, stable=offset))
 
     def delete(self, query_key: str) -> None:
         """Drop ``query_key``'s state (a tombstone; compaction then removes the key)."""
@@ -331,18 +345,33 @@ class KafkaIntentStore:
         with _lock:
             known = _POSITIONS.get(slot)
         try:
-            # Never below what this process has seen: a shorter log is a leader catching up.
-            seen = 0 if known is None else known.next_offset
-            end = self.log.end_offset(self.topic, PARTITION, at_least=seen)
-            if known is not None:
-                found, at = self._forward(key, known, end)
+            # Never below what this process has seen (a shorter log is a leader catching up);
+            # the last stable offset is compared with the last stable offset seen only, since a
+            # transaction left open on the shared partition holds it below this key's records.
+            tail = self.log.tail(
+                self.topic,
+                PARTITION,
+                key,
+                start=0 if known is None else known.next_offset,
+                stable_at_least=0 if known is None else known.stable,
+                at_least=0 if known is None else known.next_offset,
+                own_producer_id=-1 if self.fence is None else self.fence.token.producer_id,
+                on_corrupt=self._unreadable,
+            )
+            if tail.latest is not None:  # committed past the last stable offset
+                found, at = tail.latest.value, tail.latest.offset
+            elif known is not None:
+                found, at = self._forward(key, known, tail.stable)
             else:
-                found, at = self._backward(key, end)
+                found, at = self._backward(key, tail.stable)
+        except OpenTransactionError as exc:
+            self._healthy = False
+            raise IntentStoreError(self._still_open(key_text, exc)) from exc
         except KafkaError as exc:
             self._healthy = False
             raise IntentStoreError(self._failure("read", exc)) from exc
         with _lock:
-            _POSITIONS[slot] = _Position(end, found, at)
+            _POSITIONS[slot] = _Position(tail.end, found, at, tail.stable)
         return found, at
 
     def _append(
@@ -368,7 +397,9 @@ class KafkaIntentStore:
                 _POSITIONS.pop(slot, None)
             else:
                 # Whatever lies below ``offset`` is older than this record.
-                _POSITIONS[slot] = _Position(offset + 1, value)
+                known = _POSITIONS.get(slot)
+                stable = 0 if known is None else known.stable
+                _POSITIONS[slot] = _Position(offset + 1, value, stable=stable)
 
     def _abort_fenced(self, state: ProducerState) -> None:
         assert self.fence is not None
@@ -480,6 +511,19 @@ class KafkaIntentStore:
     def _where(self, key_text: str, offset: int) -> str:
         at = "" if offset < 0 else f" at offset {offset}"
         return f"of key {key_text!r} in {self.topic}-{PARTITION}{at}"
+
+    def _still_open(self, key_text: str, exc: OpenTransactionError) -> str:
+        return (
+            f"the exactly-once intent store cannot tell the latest record of key {key_text!r} "
+            f"in topic {self.topic!r}: {exc}. Every query shares {self.topic}-{PARTITION}, and a "
+            f"transaction left open there (a driver or another client killed between its write "
+            f"and its commit) hides what follows it from read_committed readers until it ends; "
+            f"the open range [{exc.stable}, {exc.end}) may hold this key's latest record, and "
+            "reading below it could return an older one. The transaction is aborted by the "
+            "transaction coordinator after its transaction.timeout.ms: run the query again "
+            f"then, or find and end it with kafka-transactions.sh --bootstrap-server ... "
+            f"describe-producers --topic {self.topic} --partition {PARTITION}"
+        )
 
     def _failure(self, what: str, exc: KafkaError) -> str:
         return f"the exactly-once intent store could not {what} topic {self.topic!r}: {exc}. " + (

@@ -314,13 +314,6 @@ class _DriverKilled(BaseException):
     """The driver process dies here (SIGKILL)."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KafkaIntentStore.last reads up to the LSO of the shared partition 0 (end_offset is "
-    "read_committed): behind another query's open fence transaction, a restarted driver reads "
-    "an older record than its query's latest, misses the unfinished intent, sweeps (aborts) "
-    "the transactions it names, and the re-run commits the batch again: rows read twice",
-)
 def test_another_querys_open_fence_write_does_not_hide_this_querys_intent() -> None:
     from kafka_sink.spark.eos import kafka_intents
 
@@ -409,12 +402,6 @@ class _StrictLog(CoordinatedTopicLog):
         return end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="one driver killed inside a fence write holds the shared intent partition's LSO for "
-    "up to 60 s; every other query whose driver wrote after it cannot read its own record "
-    "(end_offset below what it saw, retried until max.block.ms) and fails its next batch",
-)
 def test_another_querys_open_fence_write_does_not_fail_this_querys_next_batch() -> None:
     from kafka_sink.spark.eos import fence as fence_module
 

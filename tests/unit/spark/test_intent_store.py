@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
-from kafka_sink.admin.topic_log import TopicLog
+from kafka_sink.admin.topic_log import Tail, TopicLog
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos import kafka_intents
 from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord
@@ -34,6 +35,13 @@ class FakeTopicLog:
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
         assert self.next_offset >= at_least
         return self.next_offset
+
+    def tail(
+        self, topic: str, partition: int, key: bytes, **bounds: Any
+    ) -> Tail:  # no transactions: the last stable offset is the end
+        end = self.end_offset(topic, partition, at_least=bounds.get("stable_at_least", 0))
+        assert end >= bounds.get("at_least", 0)
+        return Tail(end, end, None)
 
     def read(
         self, topic: str, partition: int, start: int, end: int, *, on_corrupt: object = None
@@ -235,6 +243,9 @@ class ClusterLog(FakeTopicLog):
 
     def end_offset(self, topic: str, partition: int, *, at_least: int = 0) -> int:
         return self._part(partition).end_offset(topic, partition, at_least=at_least)
+
+    def tail(self, topic: str, partition: int, key: bytes, **bounds: Any) -> Tail:
+        return self._part(partition).tail(topic, partition, key, **bounds)
 
     def read(
         self, topic: str, partition: int, start: int, end: int, *, on_corrupt: object = None
