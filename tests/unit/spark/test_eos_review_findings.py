@@ -230,76 +230,52 @@ def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
 
 
 # --------------------------------------------------------------------------------------------
-# 5. Brokers without DescribeTransactions (before Kafka 3.0), which the planning and the check
-#    before the first commit accept with a warning: every step of a fenced committer that
-#    checks the fence raises UnsupportedVersionError instead, so a streaming query is stuck.
+# 5. Brokers without DescribeTransactions (before Kafka 3.0): every step of a fenced committer
+#    that checks the fence, and every sweep, needs it, so a streaming query on them would be
+#    stuck at its first re-run of a done batch (and with intentStore=checkpoint at its first
+#    intent). The preflight refuses exactly-once on them before any batch runs.
 # --------------------------------------------------------------------------------------------
 
 
-def _no_describe(monkeypatch: pytest.MonkeyPatch, coordinator: FakeCoordinator) -> None:
-    from kafka_sink.errors import UnsupportedVersionError
+def _refused_without(api: Any, *, streaming: bool) -> str:
+    from kafka_sink.spark import preflight
+    from kafka_sink.spark.errors import SinkOptionError
+    from tests.unit.spark.test_preflight import SASL, connect, new_cluster
 
-    def unsupported(tid: str) -> None:
-        raise UnsupportedVersionError("DescribeTransactions is not supported by the broker")
-
-    monkeypatch.setattr(coordinator, "describe", unsupported)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="commit()'s already-done path calls _check_fence, whose DescribeTransactions raises "
-    "UnsupportedVersionError on brokers before 3.0: the re-run of a done batch fails, and so "
-    "does every restart (a query stuck on that batch for good)",
-)
-def test_without_describe_transactions_a_done_batchs_rerun_is_not_a_failure(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    coordinator = FakeCoordinator()
-    _no_describe(monkeypatch, coordinator)  # the cluster's brokers predate Kafka 3.0
-    first = _driver(coordinator, "first", fenced=True)
-    assert first.commit(5, _slot_tasks(coordinator, 5, 0, "x")) == COMMITTED
-    # The driver dies after done and before Spark's commit log: its restart re-runs batch 5.
-    restarted = EosCommitter(
-        first.store,
-        coordinator_ops(coordinator),
-        query_key=first.query_key,
-        prefix=PREFIX,
-        clock=coordinator.clock,
-        sleep_ms=coordinator.advance,
-        fence=first.fence,
-    )
-    for _ in range(2):  # and again at the next restart
-        assert restarted.commit(5, _slot_tasks(coordinator, 5, 1, "x")) == "already-done"
-    assert _visible(coordinator) == ["x-b5-p0", "x-b5-p1"]
+    cluster = new_cluster(missing_apis={api})  # the cluster's brokers predate Kafka 3.0
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SinkOptionError) as info:
+        patch.setattr(preflight, "_PASSED", set())  # a driver process that checked nothing yet
+        patch.setattr(preflight, "_TRANSACTIONAL_PASSED_MS", {})
+        preflight.check_transactional_ids(
+            SASL,
+            prefix=PREFIX,
+            transactional_id=f"{PREFIX}-0-0",
+            timeout_ms=15_000,
+            streaming=streaming,
+            client_factory=connect(cluster),
+            clock=cluster.clock,
+        )
+    return str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FencedStore.write checks the fence with DescribeTransactions before every write: "
-    "on brokers before 3.0 it raises UnsupportedVersionError, so with intentStore=checkpoint "
-    "no intent is ever written and every batch of a streaming query fails",
-)
-def test_without_describe_transactions_the_checkpoint_store_records_intents(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from kafka_sink.spark.eos.fence import FencedStore, open_fence
-    from kafka_sink.spark.eos.intents import MemoryIntentStore
+def test_without_describe_transactions_a_done_batchs_rerun_is_not_a_failure() -> None:
+    # No query starts whose re-run of a done batch would fail on the fence check: it is refused
+    # while planning, naming the missing API, the version needed and the fix.
+    from kafka_sink.wire.api import ApiKey
 
-    coordinator = FakeCoordinator()
-    _no_describe(monkeypatch, coordinator)  # the cluster's brokers predate Kafka 3.0
-    held = open_fence(
-        PREFIX, "q-ckpt", init=coordinator.init_producer_id, describe=coordinator.describe
-    )
-    committer = EosCommitter(
-        FencedStore(MemoryIntentStore(), held),
-        coordinator_ops(coordinator),
-        query_key="q-ckpt",
-        prefix=PREFIX,
-        clock=coordinator.clock,
-        sleep_ms=coordinator.advance,
-        fence=held,
-    )
-    assert committer.commit(0, _slot_tasks(coordinator, 0, 0, "c")) == COMMITTED
+    message = _refused_without(ApiKey.DESCRIBE_TRANSACTIONS, streaming=True)
+    assert "needs the brokers' DescribeTransactions API (Kafka 3.0 or later" in message
+    assert "upgrade the brokers to Kafka 3.0 or later" in message
+
+
+def test_without_describe_transactions_the_checkpoint_store_records_intents() -> None:
+    # The checkpoint store's fenced writes check the fence with DescribeTransactions: no query
+    # starts whose every intent write would fail; a keyed batch job is refused the same way.
+    from kafka_sink.wire.api import ApiKey
+
+    for streaming in (True, False):
+        message = _refused_without(ApiKey.DESCRIBE_TRANSACTIONS, streaming=streaming)
+        assert "deliveryGuarantee=exactly-once needs the brokers' DescribeTransactions" in message
 
 
 # --------------------------------------------------------------------------------------------
