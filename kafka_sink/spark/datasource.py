@@ -243,6 +243,7 @@ def _exactly_once_plan(
         idempotency_key=key,
         # A keyed job's runs are serialised by the fence of its prefix (eos/idempotency.py).
         fenced=streaming or identity is not None,
+        planned_wall_ms=int(time.time() * 1000),
     )
     check_transactional_ids(
         options.producer_config,

@@ -41,12 +41,6 @@ def _task(coordinator: FakeCoordinator, partition: int, row: str) -> TaskTransac
     return TaskTransaction(partition, prepared, None, ((("out", partition), first),))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KafkaIntentStore.write_within reads the key (refuse_replacing_done) before its "
-    "bounded append, and that read is bounded by max.block.ms only: the intent is recorded "
-    "after a transaction of the batch expired, and the batch ends partly committed",
-)
 def test_a_slow_read_before_the_intent_append_escapes_the_intent_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -86,12 +80,6 @@ def test_a_slow_read_before_the_intent_append_escapes_the_intent_bound(
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_expiring takes max(driver wall clock, newest start) as the brokers' now: a driver "
-    "clock ahead of the brokers' by more than timeout - margin refuses every batch, each "
-    "re-run too, as 'about to be aborted'; the message blames the timeout, not the clock",
-)
 def test_a_driver_clock_ahead_of_the_brokers_does_not_fail_every_batch() -> None:
     coordinator = FakeCoordinator()
     # The driver's wall clock runs 50 s ahead of the brokers' (a host without NTP, a VM
