@@ -14,10 +14,15 @@ commits them all so that a read_committed reader sees the batch exactly once, wh
    attempt's InitProducerId, aborted by the coordinator after ``transaction.timeout.ms``, unknown
    to the coordinator), or one too close to its ``transaction.timeout.ms`` to be committed
    before the coordinator's reaper may abort it, fails the batch with that cause before anything
-   becomes visible, so the re-run writes the whole batch again (brokers without
-   DescribeTransactions skip the check, with one warning per driver). Then the intent is written
-   durably **before** the first EndTxn (naming, per transaction, the fingerprint of its task's
-   rows), each transaction is committed, and done is written;
+   becomes visible, so the re-run writes the whole batch again (the preflight refuses brokers
+   without DescribeTransactions; one that still lacks it skips the check, with one warning per
+   driver). A transaction's age is counted on the brokers' clock as their answers show it
+   (``_brokers_now``: a driver clock ahead of theirs by what the planning's time proves is
+   corrected). Then the intent is written durably **before** the first EndTxn (naming, per
+   transaction, the fingerprint of its task's rows), each transaction is committed, and done is
+   written. An intent recorded past its deadline (below) has the batch's transactions checked
+   again first: one no longer open or about to expire makes the batch recorded as committing
+   nothing of this run (partial, all of its partitions lost), its transactions aborted;
 4. the store holds the batch **partial**: Kafka lost some of its transactions after others
    committed (below). The re-run's tasks of the committed Spark partitions wrote nothing and
    hand back their rows' fingerprints (``skipped``); each must equal the recorded one, which
@@ -87,7 +92,10 @@ Invariants:
 - Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
   the verification's by ``transaction.timeout.ms`` since the commit began, the intent write (to
   a store that waits on the network) by the smallest time the batch's transactions have left
-  less a share kept for their EndTxns; each call of the ops by the ops' own deadline.
+  less a share kept for their EndTxns, one deadline for the store's read of the key and its
+  append (a re-read after a failed write is bounded by the store; an intent it finds past the
+  deadline is checked again before the first EndTxn); each call of the ops by the ops' own
+  deadline.
 - A commit refused by the fence before its intent became visible still aborts the batch's own
   transactions (exact producer id and epoch: never a newer driver's); only the sweep, which
   lists, needs the fence.

@@ -328,9 +328,10 @@ def test_another_querys_open_fence_write_does_not_hide_this_querys_intent() -> N
 @pytest.mark.parametrize("keyed_cluster", ["kafka"], indirect=True)
 @pytest.mark.xfail(
     strict=True,
-    reason="refuse_foreign_claim reads the claim in the write's own intentTopic only: an owner "
-    "whose intents (and claim) are in another topic is invisible, so the keyed job fences it "
-    "and its start sweep aborts the owner's prepared transactions",
+    reason="not covered (docs/exactly-once.md, 'What is not covered'): refuse_foreign_claim "
+    "reads the claim in the write's own intentTopic only: an owner whose intents (and claim) "
+    "are in another topic is invisible, so the keyed job fences it and its start sweep aborts "
+    "the owner's prepared transactions",
 )
 def test_a_claim_in_another_intent_topic_still_protects_the_prefix(
     keyed_cluster: _Cluster,
