@@ -74,6 +74,44 @@ def test_a_slow_read_before_the_intent_append_escapes_the_intent_bound(
     assert _visible(coordinator) in ([], ["b1-p0", "b1-p1"])
 
 
+def test_the_kafka_stores_read_before_its_append_counts_against_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kafka_sink.spark.eos import kafka_intents
+    from kafka_sink.spark.eos.intents import INTENT, BatchRecord
+
+    coordinator = FakeCoordinator()
+    log = CoordinatedTopicLog(coordinator)
+    bounds: list[int | None] = []
+    real_append = log.append
+
+    def append(*args: Any, timeout_ms: int | None = None) -> int:
+        bounds.append(timeout_ms)
+        return real_append(*args, timeout_ms=timeout_ms)
+
+    monkeypatch.setattr(log, "append", append)
+    now = {"s": 100.0}
+    monkeypatch.setattr(kafka_intents.time, "monotonic", lambda: now["s"])
+    real_last = KafkaIntentStore.last
+
+    def slow_last(self: KafkaIntentStore, query_key: str) -> Any:
+        now["s"] += 4.0  # the leader of the intent topic answers the read in 4 s
+        return real_last(self, query_key)
+
+    monkeypatch.setattr(KafkaIntentStore, "last", slow_last)
+    store = KafkaIntentStore(log, "intents", cluster="bound")
+    record = BatchRecord("q-bound", 0, INTENT, ())
+    # 3 s for the whole write: the read used them all, so nothing is appended.
+    with pytest.raises(kafka_intents.IntentStoreError, match="reading its key took all"):
+        store.write_within(record, 3_000)
+    assert bounds == [] and coordinator.log.get(("intents", 0), []) == []
+    # 10 s: the append gets what the read left.
+    store.write_within(record, 10_000)
+    assert bounds == [6_000]
+    kafka_intents._POSITIONS.clear()
+    assert real_last(KafkaIntentStore(log, "intents", cluster="reader"), "q-bound") == record
+
+
 # --------------------------------------------------------------------------------------------
 # 2. A driver clock ahead of the brokers' fails every batch as "about to be aborted", forever,
 #    with a fix (raise the timeout, make tasks faster) that does not help.
@@ -106,6 +144,28 @@ def test_a_driver_clock_ahead_of_the_brokers_does_not_fail_every_batch() -> None
             errors.append(str(exc))
     # Transactions opened a moment ago, with 60 s left by the brokers' clock, are committed.
     assert errors == [], errors[0]
+
+
+def test_a_skew_the_planning_cannot_show_is_named_in_the_refusal() -> None:
+    # Without the planning's time (a plan made before it was kept) nothing proves the driver's
+    # clock ahead: the check stays strict, and its message points at the clocks.
+    from kafka_sink.spark.eos.intents import MemoryIntentStore
+
+    coordinator = FakeCoordinator()
+    committer = EosCommitter(
+        MemoryIntentStore(),
+        coordinator_ops(coordinator),
+        query_key="q1",
+        prefix=PREFIX,
+        transaction_timeout_ms=60_000,
+        clock=ManualClock(wall_ms=coordinator.clock.wall_ms() + 50_000),
+        sleep_ms=coordinator.advance,
+        tasks_after_wall_ms=-1,
+    )
+    tasks = [_task(coordinator, p, f"b0-p{p}") for p in range(2)]
+    with pytest.raises(SinkTransactionLostError, match="a driver clock ahead of the brokers'"):
+        committer.commit(0, tasks)
+    assert _visible(coordinator) == []
 
 
 # --------------------------------------------------------------------------------------------
