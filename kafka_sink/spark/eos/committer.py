@@ -302,7 +302,7 @@ class EosCommitter:
         # A moment (driver wall clock) before any transaction this committer is handed began:
         # the plan's, else this committer's creation (_brokers_now).
         self.tasks_after_wall_ms = (
-            clock.wall_ms() if tasks_after_wall_ms is None else (tasks_after_wall_ms)
+            clock.wall_ms() if tasks_after_wall_ms is None else tasks_after_wall_ms
         )
         self.fence = fence
         # A batch job's failed commit is never finished by a later commit or query start:
@@ -652,12 +652,17 @@ class EosCommitter:
             intent, tasks, [(t, TransactionLostError("not committed")) for t in tasks]
         )
         self._sweep(keep=())
+        again = (
+            "run the job again to write these rows"
+            if self.batch_job
+            else "the batch is run again and writes these rows again"
+        )
         raise SinkTransactionLostError(
             f"exactly-once commit of batch {batch_id} failed: its intent was recorded {late_ms} "
             "ms later than its transactions allowed (the intent store was slow: a leader "
             "change, a broker under load), and then: "
             f"{why}. Nothing of this run of the batch was committed (it is recorded so, and "
-            "its transactions are aborted): the batch is run again and writes these rows again"
+            f"its transactions are aborted): {again}"
         )
 
     @staticmethod
