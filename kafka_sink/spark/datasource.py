@@ -250,6 +250,7 @@ def _exactly_once_plan(
         idempotency_key=key,
         fenced=streaming or fenced_job,
         batch_job=not streaming,
+        planned_wall_ms=int(time.time() * 1000),
     )
     check_transactional_ids(
         options.producer_config,

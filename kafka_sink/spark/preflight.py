@@ -33,7 +33,12 @@ known. What is asked:
   servers and (with option ``preset``) what the service documents;
 - exactly-once: one transactional id of the prefix: FindCoordinator needs DESCRIBE on it, and
   EndTxn (abort) with no producer id needs WRITE and is then refused by the coordinator without
-  touching any transaction (-1 is no producer's id).
+  touching any transaction (-1 is no producer's id). Its coordinator must speak
+  DescribeTransactions and ListTransactions (Kafka 3.0+, KIP-664): the driver's commit checks
+  its fence and the batch's transactions with the one and sweeps with the other, so without
+  them a streaming query would fail at its first re-run or sweep; brokers before 3.0 are
+  refused for exactly-once here, naming the missing API (a definite answer: the versions the
+  broker announced when the connection opened).
 
 A topic given per row (the ``topic`` column) cannot be checked up front. Each refusal names the
 missing ACL and the ``kafka-acls`` command that grants it, for ``User:<sasl username>`` when the
@@ -48,7 +53,8 @@ Invariants:
   broker answered, a check that cannot be made (an API the brokers do not speak, a broker whose
   advertised address cannot be reached, no answer in time) logs one warning and lets the write
   go on: a cluster with a broker down stays writable, and the tasks name an unreachable leader's
-  partitions.
+  partitions. Exception: a transaction coordinator without DescribeTransactions or
+  ListTransactions refuses an exactly-once write (see above).
 - A batch job is checked on every ``writer()`` call; a streaming query once per driver-side
   Python process and configuration (Spark builds the writer twice per micro-batch): a
   configuration that passed is not asked again. A batch job's transactional ids are the
@@ -205,6 +211,7 @@ def check_transactional_ids(
                         None,
                     )
                 ) from None
+            _check_transaction_apis(client, coordinator, transactional_id, deadline)
             deadline.waiting_for = f"the rights on transactional id {transactional_id!r}"
             probe = EndTxnRequest(
                 transactional_id=transactional_id,
@@ -303,6 +310,27 @@ def _token_first(producer_config: Mapping[str, str]) -> Iterator[str | None]:
         yield login.describe()
     finally:
         release_login(login)
+
+
+def _check_transaction_apis(
+    client: AdminClient, node: int, transactional_id: str, deadline: Deadline
+) -> None:
+    """Refuse exactly-once on a coordinator without DescribeTransactions / ListTransactions."""
+    for api, name in (
+        (ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions"),
+        (ApiKey.LIST_TRANSACTIONS, "ListTransactions"),
+    ):
+        try:
+            client.api_version(node, api, deadline)
+        except UnsupportedVersionError:
+            raise SinkOptionError(
+                f"deliveryGuarantee=exactly-once needs the brokers' {name} API (Kafka 3.0 or "
+                f"later, KIP-664), which broker {node}, the transaction coordinator of "
+                f"{transactional_id!r}, does not support: the driver checks each batch's "
+                "transactions and its fence with DescribeTransactions and ends leftover "
+                "transactions found with ListTransactions. Fix: upgrade the brokers to Kafka "
+                "3.0 or later, or write with deliveryGuarantee=at-least-once"
+            ) from None
 
 
 def _brokers(client: AdminClient, cfg: AdminConfig, deadline: Deadline) -> None:

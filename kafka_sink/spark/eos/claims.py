@@ -22,6 +22,11 @@ key: a streaming query's id, or a keyed job's record key; ``kafka_intents.py``):
 
 Invariants: only the Kafka store keeps claims (a file store lives in one query's checkpoint, so
 it sees no other query); the claim never names a secret.
+
+Not covered: a claim is read and written in the write's own intent topic only. A write given
+the same prefix and another ``intentTopic`` (or ``intentStore=checkpoint``) does not see it,
+takes the prefix's fence and sweeps the owner's open transactions: every write of a prefix must
+use the same intent topic (docs/exactly-once.md, "What is not covered").
 """
 
 from __future__ import annotations

@@ -14,10 +14,15 @@ commits them all so that a read_committed reader sees the batch exactly once, wh
    attempt's InitProducerId, aborted by the coordinator after ``transaction.timeout.ms``, unknown
    to the coordinator), or one too close to its ``transaction.timeout.ms`` to be committed
    before the coordinator's reaper may abort it, fails the batch with that cause before anything
-   becomes visible, so the re-run writes the whole batch again (brokers without
-   DescribeTransactions skip the check, with one warning per driver). Then the intent is written
-   durably **before** the first EndTxn (naming, per transaction, the fingerprint of its task's
-   rows), each transaction is committed, and done is written;
+   becomes visible, so the re-run writes the whole batch again (the preflight refuses brokers
+   without DescribeTransactions; one that still lacks it skips the check, with one warning per
+   driver). A transaction's age is counted on the brokers' clock as their answers show it
+   (``_brokers_now``: a driver clock ahead of theirs by what the planning's time proves is
+   corrected). Then the intent is written durably **before** the first EndTxn (naming, per
+   transaction, the fingerprint of its task's rows), each transaction is committed, and done is
+   written. An intent recorded past its deadline (below) has the batch's transactions checked
+   again first: one no longer open or about to expire makes the batch recorded as committing
+   nothing of this run (partial, all of its partitions lost), its transactions aborted;
 4. the store holds the batch **partial**: Kafka lost some of its transactions after others
    committed (below). The re-run's tasks of the committed Spark partitions wrote nothing and
    hand back their rows' fingerprints (``skipped``); each must equal the recorded one, which
@@ -87,7 +92,10 @@ Invariants:
 - Every wait is bounded: the retries after the intent by ``transaction.timeout.ms`` since it,
   the verification's by ``transaction.timeout.ms`` since the commit began, the intent write (to
   a store that waits on the network) by the smallest time the batch's transactions have left
-  less a share kept for their EndTxns; each call of the ops by the ops' own deadline.
+  less a share kept for their EndTxns, one deadline for the store's read of the key and its
+  append (a re-read after a failed write is bounded by the store; an intent it finds past the
+  deadline is checked again before the first EndTxn); each call of the ops by the ops' own
+  deadline.
 - A commit refused by the fence before its intent became visible still aborts the batch's own
   transactions (exact producer id and epoch: never a newer driver's); only the sweep, which
   lists, needs the fence. A batch job without ``idempotencyKey`` whose every transaction
@@ -171,6 +179,8 @@ _FRESH_STATES = frozenset({"Empty", "Ongoing"})
 # write is bounded to what the batch has left less a third of this (``_intent_bound``), so that
 # a slow intent write cannot outlast a transaction the check let through.
 _EXPIRY_MARGIN_MS = 15_000
+# A moment that proves nothing about the driver's clock (tasks_after_wall_ms not known).
+_NOT_KNOWN_MS = -1
 # How long an abort waits for the partition leaders' producer state (a count only).
 _COUNT_TIMEOUT_S = 10.0
 
@@ -288,8 +298,14 @@ class EosCommitter:
         fence: DriverFence | None = None,
         batch_job: bool = False,
         idempotency_key: str | None = None,
+        tasks_after_wall_ms: int | None = None,
     ) -> None:
         self.store = store
+        # A moment (driver wall clock) before any transaction this committer is handed began:
+        # the plan's, else this committer's creation (_brokers_now).
+        self.tasks_after_wall_ms = (
+            clock.wall_ms() if tasks_after_wall_ms is None else tasks_after_wall_ms
+        )
         self.fence = fence
         # A batch job's failed commit is never finished by a later commit or query start:
         # its errors say what the user can do instead (_next_for_*).
@@ -343,6 +359,10 @@ class EosCommitter:
             # Unfenced plans are batch jobs without a key; keyed jobs are fenced.
             batch_job=plan.batch_job or plan.idempotency_key is not None or not plan.fenced,
             idempotency_key=plan.idempotency_key,
+            # Built at commit time, after the tasks: only the planning's time precedes them.
+            tasks_after_wall_ms=(
+                _NOT_KNOWN_MS if plan.planned_wall_ms is None else plan.planned_wall_ms
+            ),
         )
 
     def close(self) -> None:
@@ -432,7 +452,7 @@ class EosCommitter:
                     if t.first_offsets
                 },
             )
-            self._write_intent(intent, intent_within_ms)
+            late_ms = self._write_intent(intent, intent_within_ms)
         except SinkIntentUnknownError:
             raise  # the intent may name these transactions: only a roll-forward may end them
         except BaseException as exc:
@@ -440,6 +460,8 @@ class EosCommitter:
             self._clear_failed(tasks, last, swept=read)
             self._raise_if_fenced(exc, f"committing batch {batch_id}")
             raise
+        if late_ms > 0:
+            self._check_after_late_intent(batch_id, intent, tasks, late_ms)
         intent_ms = self.clock.now_ms()
         pause_commit(batch_id)
         lost = self._commit_all(batch_id, tasks, until_ms=intent_ms + self.transaction_timeout_ms)
@@ -552,12 +574,17 @@ class EosCommitter:
 
     # -- steps -----------------------------------------------------------------------------
 
-    def _write_intent(self, intent: BatchRecord, within_ms: int | None = None) -> None:
-        """Write ``intent``; when the write fails, ask the store whether it landed anyway.
+    def _write_intent(self, intent: BatchRecord, within_ms: int | None = None) -> int:
+        """Write ``intent``; when the write fails, ask the store whether it landed anyway. How
+        many ms past ``within_ms`` the intent was found recorded (0: in time, or no bound).
 
-        ``within_ms`` (from :meth:`_verify`) bounds a store that waits on the network (the
-        Kafka store, else bounded by ``max.block.ms``): the intent must be written, or given
-        up, while every transaction of the batch has time left for its EndTxn.
+        ``within_ms`` (from :meth:`_verify`) is one deadline for the whole step: the intent must
+        be written, or given up, while every transaction of the batch has time left for its
+        EndTxn. A store that waits on the network (the Kafka store, else bounded by
+        ``max.block.ms``) is handed it, for its read of the key and its append; the re-read
+        after a failed write is bounded by the store alone. So the intent can still land late
+        (a slow read, a slow re-read): the caller then checks the batch's transactions again
+        before the first EndTxn (:meth:`_check_after_late_intent`).
 
         A write can fail after its record became durable (its answer lost; a file renamed into
         place whose directory could not be synced). Aborting the batch then is unsafe: the
@@ -566,11 +593,19 @@ class EosCommitter:
         shows the intent absent; when it shows it, the commit goes on; when it cannot be read,
         :class:`SinkIntentUnknownError` leaves the batch to be rolled forward.
         """
+        started_ms = self.clock.now_ms()
+
+        def late_ms() -> int:
+            if within_ms is None:
+                return 0
+            return max(self.clock.now_ms() - started_ms - within_ms, 0)
+
         try:
             if within_ms is not None and isinstance(self.store, _BoundedWrites):
                 self.store.write_within(intent, within_ms)
             else:
                 self.store.write(intent)
+            return late_ms()
         except Exception as exc:
             try:
                 found = self.store.last(self.query_key)
@@ -588,6 +623,50 @@ class EosCommitter:
                 intent.batch_id,
                 exc,
             )
+            return late_ms()
+
+    def _check_after_late_intent(
+        self, batch_id: int, intent: BatchRecord, tasks: Sequence[TaskTransaction], late_ms: int
+    ) -> None:
+        """Before the first EndTxn of an intent recorded past its deadline: when a transaction
+        of the batch is no longer open, or too close to its timeout to be committed, record the
+        batch as committing nothing of this run (partial: the lost partitions are all of this
+        run's), abort the rest, and fail, so that no part of the run becomes visible and its
+        re-run writes these partitions again. When the check cannot be made, the commit goes
+        on (as if the intent had been in time: a lost transaction is then found by its EndTxn).
+        """
+        try:
+            self._verify(batch_id, tasks, self.clock.now_ms())
+            return
+        except SinkTransactionLostError as exc:
+            why = str(exc)
+        except (KafkaError, SinkError) as exc:
+            log.warning(
+                "pykafka exactly-once: the intent of batch %d was recorded %d ms past its "
+                "deadline and its transactions could not be checked again (%s); committing",
+                batch_id,
+                late_ms,
+                exc,
+            )
+            return
+        # Written before any abort: until then the intent names them, and may only commit them.
+        self._check_fence(f"recording batch {batch_id} as not committed")
+        self._mark_partial(
+            intent, tasks, [(t, TransactionLostError("not committed")) for t in tasks]
+        )
+        self._sweep(keep=())
+        again = (
+            "run the job again to write these rows"
+            if self.batch_job
+            else "the batch is run again and writes these rows again"
+        )
+        raise SinkTransactionLostError(
+            f"exactly-once commit of batch {batch_id} failed: its intent was recorded {late_ms} "
+            "ms later than its transactions allowed (the intent store was slow: a leader "
+            "change, a broker under load), and then: "
+            f"{why}. Nothing of this run of the batch was committed (it is recorded so, and "
+            f"its transactions are aborted): {again}"
+        )
 
     @staticmethod
     def _unfinished(record: BatchRecord) -> bool:
@@ -771,11 +850,11 @@ class EosCommitter:
             if (why := _why_gone(task.transaction, seen.get(task.transaction.transactional_id)))
             is not None
         ]
-        wall_ms = self.clock.wall_ms()
-        gone = gone or _expiring(tasks, seen, wall_ms)
+        brokers_now = _brokers_now(seen, self.clock.wall_ms(), self.tasks_after_wall_ms)
+        gone = gone or _expiring(tasks, seen, brokers_now)
         if gone:
             raise SinkTransactionLostError(self._gone_message(batch_id, gone))
-        return _intent_bound(tasks, seen, wall_ms)
+        return _intent_bound(tasks, seen, brokers_now)
 
     def _retrying(self, call: Callable[[], T], until_ms: int, what: str) -> T:
         """``call()``, again after backoff while it fails retriably, until ``until_ms``."""
@@ -1288,17 +1367,20 @@ def _why_gone(t: PreparedTransaction, now: TransactionListing | None) -> str | N
     return f"no longer open at the producer id and epoch its task reported: {seen}"
 
 
-def _expiring(
-    tasks: Sequence[TaskTransaction],
-    seen: Mapping[str, TransactionListing | None],
-    driver_wall_ms: int,
-) -> list[tuple[TaskTransaction, str]]:
-    """The open transactions too close to their ``transaction.timeout.ms`` to commit, and why.
+def _brokers_now(
+    seen: Mapping[str, TransactionListing | None], driver_wall_ms: int, tasks_after_wall_ms: int
+) -> int | None:
+    """The brokers' "now" as far as their answers show it (None: no start time shown).
 
-    The coordinator counts from ``transaction_start_time_ms`` on its own clock. The newest start
-    time among the batch's transactions is a moment the brokers have already reached, so the
-    later of it and the driver's clock bounds the brokers' "now" from below: a driver clock
-    behind the brokers' is corrected up to that, one ahead only makes the check stricter.
+    The coordinator counts a transaction's age from ``transaction_start_time_ms`` on its own
+    clock. The newest start time among the batch's transactions is a moment the brokers have
+    already reached: a driver clock behind the brokers' is corrected up to it. Every
+    transaction began after ``tasks_after_wall_ms`` (the planning, on the driver's clock), so
+    when the oldest start time lies before that moment the driver's clock is ahead of the
+    brokers' by at least the difference, and is corrected down by it: a driver clock ahead
+    would otherwise make fresh transactions look old and fail every batch. The correction is
+    only what is proven, so an age is never underestimated; a skew the planning's time cannot
+    show (a plan without it) still makes the check stricter, and its message names the clock.
     """
     starts = [
         now.transaction_start_time_ms
@@ -1306,8 +1388,20 @@ def _expiring(
         if now is not None and now.transaction_start_time_ms >= 0
     ]
     if not starts:
+        return None
+    ahead = max(tasks_after_wall_ms - min(starts), 0) if tasks_after_wall_ms >= 0 else 0
+    return max(driver_wall_ms - ahead, *starts)
+
+
+def _expiring(
+    tasks: Sequence[TaskTransaction],
+    seen: Mapping[str, TransactionListing | None],
+    broker_now: int | None,
+) -> list[tuple[TaskTransaction, str]]:
+    """The open transactions too close to their ``transaction.timeout.ms`` to commit, and why
+    (``broker_now``: :func:`_brokers_now`)."""
+    if broker_now is None:
         return []
-    broker_now = max(driver_wall_ms, *starts)
     out: list[tuple[TaskTransaction, str]] = []
     for task in tasks:
         now = seen.get(task.transaction.transactional_id)
@@ -1322,7 +1416,9 @@ def _expiring(
                     f"about to be aborted by the coordinator: open for at least {age} ms of its "
                     f"{_TIMED_OUT} ({now.transaction_timeout_ms} ms), less than the {margin} "
                     "ms a commit needs (the coordinator aborts it at any moment once the "
-                    "timeout has passed)",
+                    "timeout has passed; its age is counted from its start time on the brokers' "
+                    "clock to the driver's clock, so a driver clock ahead of the brokers' makes "
+                    "it look older: check both clocks when the tasks were not that slow)",
                 )
             )
     return out
@@ -1331,21 +1427,15 @@ def _expiring(
 def _intent_bound(
     tasks: Sequence[TaskTransaction],
     seen: Mapping[str, TransactionListing | None],
-    driver_wall_ms: int,
+    broker_now: int | None,
 ) -> int | None:
     """How long the intent write may take: the smallest time any of the batch's transactions
     has left before its ``transaction.timeout.ms``, less a third of its expiry margin kept for
     its EndTxn (``_expiring`` let through only those with at least the margin left, so this is
     at least two thirds of it). None when no transaction shows its start time.
     """
-    starts = [
-        now.transaction_start_time_ms
-        for now in seen.values()
-        if now is not None and now.transaction_start_time_ms >= 0
-    ]
-    if not starts:
+    if broker_now is None:
         return None
-    broker_now = max(driver_wall_ms, *starts)
     bounds = [
         now.transaction_timeout_ms
         - (broker_now - now.transaction_start_time_ms)

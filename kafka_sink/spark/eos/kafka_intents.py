@@ -102,6 +102,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
@@ -300,11 +301,22 @@ class KafkaIntentStore:
 
     def write_within(self, record: BatchRecord, timeout_ms: int | None) -> None:
         """``write``, given up after ``timeout_ms`` (None: the client's ``max.block.ms``): the
-        commit bounds its intent by the time the batch's transactions have left."""
+        commit bounds its intent by the time the batch's transactions have left. The bound
+        covers the read before the append too: what the read took is not left to the append,
+        and a read that used it all gives up without appending."""
+        began = time.monotonic()
         if record.state != DONE:
             # Read, then append through the fence: a writer whose append follows another
             # driver's InitProducerId is refused, so what it read is still the latest.
             refuse_replacing_done(self.last(record.query_key), record)
+        if timeout_ms is not None:
+            timeout_ms -= int((time.monotonic() - began) * 1000)
+            if timeout_ms <= 0:
+                raise IntentStoreError(
+                    f"the {record.state} record of batch {record.batch_id} was not written to "
+                    f"the intent topic {self.topic!r}: reading its key took all of the time "
+                    "the batch's transactions had left"
+                )
         value = json.dumps({"format": FORMAT, **record_to_json(record)}, sort_keys=True)
         self._append(
             record.query_key,

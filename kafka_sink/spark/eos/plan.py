@@ -184,6 +184,11 @@ class EosPlan:
     #: A batch job's new write id in the intent topic: no record of it lies below this offset
     #: (the partition's end when the job was planned), so its commit reads only from there.
     new_key_from: int | None = None
+    #: The driver's wall clock (ms) when the write was planned, before any of its tasks began a
+    #: transaction: how far the driver's clock is at least ahead of the brokers' follows from the
+    #: transactions' start times (``committer._brokers_now``). None: not known. Not part of
+    #: what the plan settled, so plans compare equal without it.
+    planned_wall_ms: int | None = field(default=None, compare=False)
 
     def with_last_record(self, record: BatchRecord | None) -> EosPlan:
         """This plan, carrying ``record``'s batch to its tasks when the record is partial."""

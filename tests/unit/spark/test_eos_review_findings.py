@@ -41,12 +41,6 @@ def _task(coordinator: FakeCoordinator, partition: int, row: str) -> TaskTransac
     return TaskTransaction(partition, prepared, None, ((("out", partition), first),))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KafkaIntentStore.write_within reads the key (refuse_replacing_done) before its "
-    "bounded append, and that read is bounded by max.block.ms only: the intent is recorded "
-    "after a transaction of the batch expired, and the batch ends partly committed",
-)
 def test_a_slow_read_before_the_intent_append_escapes_the_intent_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -80,18 +74,50 @@ def test_a_slow_read_before_the_intent_append_escapes_the_intent_bound(
     assert _visible(coordinator) in ([], ["b1-p0", "b1-p1"])
 
 
+def test_the_kafka_stores_read_before_its_append_counts_against_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kafka_sink.spark.eos import kafka_intents
+    from kafka_sink.spark.eos.intents import INTENT, BatchRecord
+
+    coordinator = FakeCoordinator()
+    log = CoordinatedTopicLog(coordinator)
+    bounds: list[int | None] = []
+    real_append = log.append
+
+    def append(*args: Any, timeout_ms: int | None = None) -> int:
+        bounds.append(timeout_ms)
+        return real_append(*args, timeout_ms=timeout_ms)
+
+    monkeypatch.setattr(log, "append", append)
+    now = {"s": 100.0}
+    monkeypatch.setattr(kafka_intents.time, "monotonic", lambda: now["s"])
+    real_last = KafkaIntentStore.last
+
+    def slow_last(self: KafkaIntentStore, query_key: str) -> Any:
+        now["s"] += 4.0  # the leader of the intent topic answers the read in 4 s
+        return real_last(self, query_key)
+
+    monkeypatch.setattr(KafkaIntentStore, "last", slow_last)
+    store = KafkaIntentStore(log, "intents", cluster="bound")
+    record = BatchRecord("q-bound", 0, INTENT, ())
+    # 3 s for the whole write: the read used them all, so nothing is appended.
+    with pytest.raises(kafka_intents.IntentStoreError, match="reading its key took all"):
+        store.write_within(record, 3_000)
+    assert bounds == [] and coordinator.log.get(("intents", 0), []) == []
+    # 10 s: the append gets what the read left.
+    store.write_within(record, 10_000)
+    assert bounds == [6_000]
+    kafka_intents._POSITIONS.clear()
+    assert real_last(KafkaIntentStore(log, "intents", cluster="reader"), "q-bound") == record
+
+
 # --------------------------------------------------------------------------------------------
 # 2. A driver clock ahead of the brokers' fails every batch as "about to be aborted", forever,
 #    with a fix (raise the timeout, make tasks faster) that does not help.
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_expiring takes max(driver wall clock, newest start) as the brokers' now: a driver "
-    "clock ahead of the brokers' by more than timeout - margin refuses every batch, each "
-    "re-run too, as 'about to be aborted'; the message blames the timeout, not the clock",
-)
 def test_a_driver_clock_ahead_of_the_brokers_does_not_fail_every_batch() -> None:
     coordinator = FakeCoordinator()
     # The driver's wall clock runs 50 s ahead of the brokers' (a host without NTP, a VM
@@ -118,6 +144,28 @@ def test_a_driver_clock_ahead_of_the_brokers_does_not_fail_every_batch() -> None
             errors.append(str(exc))
     # Transactions opened a moment ago, with 60 s left by the brokers' clock, are committed.
     assert errors == [], errors[0]
+
+
+def test_a_skew_the_planning_cannot_show_is_named_in_the_refusal() -> None:
+    # Without the planning's time (a plan made before it was kept) nothing proves the driver's
+    # clock ahead: the check stays strict, and its message points at the clocks.
+    from kafka_sink.spark.eos.intents import MemoryIntentStore
+
+    coordinator = FakeCoordinator()
+    committer = EosCommitter(
+        MemoryIntentStore(),
+        coordinator_ops(coordinator),
+        query_key="q1",
+        prefix=PREFIX,
+        transaction_timeout_ms=60_000,
+        clock=ManualClock(wall_ms=coordinator.clock.wall_ms() + 50_000),
+        sleep_ms=coordinator.advance,
+        tasks_after_wall_ms=-1,
+    )
+    tasks = [_task(coordinator, p, f"b0-p{p}") for p in range(2)]
+    with pytest.raises(SinkTransactionLostError, match="a driver clock ahead of the brokers'"):
+        committer.commit(0, tasks)
+    assert _visible(coordinator) == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,76 +278,52 @@ def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
 
 
 # --------------------------------------------------------------------------------------------
-# 5. Brokers without DescribeTransactions (before Kafka 3.0), which the planning and the check
-#    before the first commit accept with a warning: every step of a fenced committer that
-#    checks the fence raises UnsupportedVersionError instead, so a streaming query is stuck.
+# 5. Brokers without DescribeTransactions (before Kafka 3.0): every step of a fenced committer
+#    that checks the fence, and every sweep, needs it, so a streaming query on them would be
+#    stuck at its first re-run of a done batch (and with intentStore=checkpoint at its first
+#    intent). The preflight refuses exactly-once on them before any batch runs.
 # --------------------------------------------------------------------------------------------
 
 
-def _no_describe(monkeypatch: pytest.MonkeyPatch, coordinator: FakeCoordinator) -> None:
-    from kafka_sink.errors import UnsupportedVersionError
+def _refused_without(api: Any, *, streaming: bool) -> str:
+    from kafka_sink.spark import preflight
+    from kafka_sink.spark.errors import SinkOptionError
+    from tests.unit.spark.test_preflight import SASL, connect, new_cluster
 
-    def unsupported(tid: str) -> None:
-        raise UnsupportedVersionError("DescribeTransactions is not supported by the broker")
-
-    monkeypatch.setattr(coordinator, "describe", unsupported)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="commit()'s already-done path calls _check_fence, whose DescribeTransactions raises "
-    "UnsupportedVersionError on brokers before 3.0: the re-run of a done batch fails, and so "
-    "does every restart (a query stuck on that batch for good)",
-)
-def test_without_describe_transactions_a_done_batchs_rerun_is_not_a_failure(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    coordinator = FakeCoordinator()
-    _no_describe(monkeypatch, coordinator)  # the cluster's brokers predate Kafka 3.0
-    first = _driver(coordinator, "first", fenced=True)
-    assert first.commit(5, _slot_tasks(coordinator, 5, 0, "x")) == COMMITTED
-    # The driver dies after done and before Spark's commit log: its restart re-runs batch 5.
-    restarted = EosCommitter(
-        first.store,
-        coordinator_ops(coordinator),
-        query_key=first.query_key,
-        prefix=PREFIX,
-        clock=coordinator.clock,
-        sleep_ms=coordinator.advance,
-        fence=first.fence,
-    )
-    for _ in range(2):  # and again at the next restart
-        assert restarted.commit(5, _slot_tasks(coordinator, 5, 1, "x")) == "already-done"
-    assert _visible(coordinator) == ["x-b5-p0", "x-b5-p1"]
+    cluster = new_cluster(missing_apis={api})  # the cluster's brokers predate Kafka 3.0
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SinkOptionError) as info:
+        patch.setattr(preflight, "_PASSED", set())  # a driver process that checked nothing yet
+        patch.setattr(preflight, "_TRANSACTIONAL_PASSED_MS", {})
+        preflight.check_transactional_ids(
+            SASL,
+            prefix=PREFIX,
+            transactional_id=f"{PREFIX}-0-0",
+            timeout_ms=15_000,
+            streaming=streaming,
+            client_factory=connect(cluster),
+            clock=cluster.clock,
+        )
+    return str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FencedStore.write checks the fence with DescribeTransactions before every write: "
-    "on brokers before 3.0 it raises UnsupportedVersionError, so with intentStore=checkpoint "
-    "no intent is ever written and every batch of a streaming query fails",
-)
-def test_without_describe_transactions_the_checkpoint_store_records_intents(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from kafka_sink.spark.eos.fence import FencedStore, open_fence
-    from kafka_sink.spark.eos.intents import MemoryIntentStore
+def test_without_describe_transactions_a_done_batchs_rerun_is_not_a_failure() -> None:
+    # No query starts whose re-run of a done batch would fail on the fence check: it is refused
+    # while planning, naming the missing API, the version needed and the fix.
+    from kafka_sink.wire.api import ApiKey
 
-    coordinator = FakeCoordinator()
-    _no_describe(monkeypatch, coordinator)  # the cluster's brokers predate Kafka 3.0
-    held = open_fence(
-        PREFIX, "q-ckpt", init=coordinator.init_producer_id, describe=coordinator.describe
-    )
-    committer = EosCommitter(
-        FencedStore(MemoryIntentStore(), held),
-        coordinator_ops(coordinator),
-        query_key="q-ckpt",
-        prefix=PREFIX,
-        clock=coordinator.clock,
-        sleep_ms=coordinator.advance,
-        fence=held,
-    )
-    assert committer.commit(0, _slot_tasks(coordinator, 0, 0, "c")) == COMMITTED
+    message = _refused_without(ApiKey.DESCRIBE_TRANSACTIONS, streaming=True)
+    assert "needs the brokers' DescribeTransactions API (Kafka 3.0 or later" in message
+    assert "upgrade the brokers to Kafka 3.0 or later" in message
+
+
+def test_without_describe_transactions_the_checkpoint_store_records_intents() -> None:
+    # The checkpoint store's fenced writes check the fence with DescribeTransactions: no query
+    # starts whose every intent write would fail; a keyed batch job is refused the same way.
+    from kafka_sink.wire.api import ApiKey
+
+    for streaming in (True, False):
+        message = _refused_without(ApiKey.DESCRIBE_TRANSACTIONS, streaming=streaming)
+        assert "deliveryGuarantee=exactly-once needs the brokers' DescribeTransactions" in message
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,9 +381,10 @@ def test_another_querys_open_fence_write_does_not_hide_this_querys_intent() -> N
 @pytest.mark.parametrize("keyed_cluster", ["kafka"], indirect=True)
 @pytest.mark.xfail(
     strict=True,
-    reason="refuse_foreign_claim reads the claim in the write's own intentTopic only: an owner "
-    "whose intents (and claim) are in another topic is invisible, so the keyed job fences it "
-    "and its start sweep aborts the owner's prepared transactions",
+    reason="not covered (docs/exactly-once.md, 'What is not covered'): refuse_foreign_claim "
+    "reads the claim in the write's own intentTopic only: an owner whose intents (and claim) "
+    "are in another topic is invisible, so the keyed job fences it and its start sweep aborts "
+    "the owner's prepared transactions",
 )
 def test_a_claim_in_another_intent_topic_still_protects_the_prefix(
     keyed_cluster: _Cluster,

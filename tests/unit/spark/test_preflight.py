@@ -99,8 +99,11 @@ class Cluster(FakeNetworkClient):
     producer_id_refused: bool = False
     transactional_ops: set[int] = field(default_factory=lambda: {WRITE, DESCRIBE})
     metadata_max: int | None = 12
+    missing_apis: set[ApiKey] = field(default_factory=set)  # what the brokers do not speak
 
     def api_version(self, node_id: int, api_key: Any) -> int | None:
+        if api_key in self.missing_apis:
+            return None
         return {ApiKey.METADATA: self.metadata_max}.get(api_key, 4)
 
     def send(self, request: ClientRequest, now_ms: int) -> None:
@@ -462,6 +465,26 @@ def test_transactional_ids_granted_pass_without_touching_a_transaction() -> None
     check_ids(cluster)
     (probe,) = cluster.bodies(EndTxnRequest)
     assert (probe.transactional_id, probe.producer_id, probe.committed) == ("etl-0-0", -1, False)
+
+
+@pytest.mark.parametrize(
+    ("missing", "name"),
+    [
+        (ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions"),
+        (ApiKey.LIST_TRANSACTIONS, "ListTransactions"),
+    ],
+)
+def test_exactly_once_on_brokers_before_3_0_is_refused_naming_the_api(
+    missing: ApiKey, name: str
+) -> None:
+    cluster = new_cluster(missing_apis={missing})
+    with pytest.raises(SinkOptionError) as info:
+        check_ids(cluster)
+    message = str(info.value)
+    assert f"needs the brokers' {name} API (Kafka 3.0 or later" in message
+    assert "broker 1, the transaction coordinator of 'etl-0-0'" in message
+    assert "deliveryGuarantee=at-least-once" in message
+    assert cluster.bodies(EndTxnRequest) == []  # refused before the probe
 
 
 # -- the data source: the preflight runs while the write is planned ------------------------------

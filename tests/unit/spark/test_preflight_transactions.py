@@ -66,7 +66,9 @@ def _fresh_driver(monkeypatch: pytest.MonkeyPatch) -> None:
 def new_cluster(**kwargs: Any) -> NoTxnCluster:
     from kafka_sink.clock import ManualClock
 
-    return NoTxnCluster(clock=ManualClock(), topics={"events": ops(READ, WRITE, DESCRIBE)}, **kwargs)
+    return NoTxnCluster(
+        clock=ManualClock(), topics={"events": ops(READ, WRITE, DESCRIBE)}, **kwargs
+    )
 
 
 def check(cluster: NoTxnCluster, *, transactional: bool, preset: str | None = None) -> None:
