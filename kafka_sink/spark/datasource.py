@@ -259,7 +259,11 @@ def _exactly_once_plan(
             if identity is None:
                 # A batch Kafka committed only in part: its re-run's tasks learn which partitions
                 # to leave alone.
-                eos = eos.with_last_record(committer.recover())
+                last = committer.recover()
+                if committer.fence is not None:
+                    # What a later planning finds stale compares against (eos/fence.py).
+                    committer.fence.planning(last)
+                eos = eos.with_last_record(last)
             else:
                 eos = job_plan(committer, identity, eos, write_id=write_id)
         finally:

@@ -20,7 +20,12 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import uuid
 from collections.abc import Callable
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from kafka_sink.spark.eos.fence import DriverFence, FenceToken, SinkFencedError, fence_id
@@ -29,7 +34,10 @@ from kafka_sink.spark.eos.plan import EosPlan
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
 
-__all__ = ["JobFence", "job_fence"]
+__all__ = ["JobFence", "hand_over", "handed_over", "job_fence"]
+
+# Runs' fences handed over in this process (by take id), when there is no Spark local directory.
+_HANDED: dict[str, FenceToken] = {}
 
 
 class JobFence(DriverFence):
@@ -49,9 +57,10 @@ class JobFence(DriverFence):
         self.idempotency_key = idempotency_key
 
     def advance(self, token: FenceToken) -> None:
-        # Kept in this run's plan (EosPlan.fence_token), not on the driver's disk, where a
-        # later run of the key on the same driver would take it for its own.
-        self._token = token
+        # Handed to this run's later committers (its abort after a failed commit), keyed by
+        # this run's take: a later run of the key on the same driver takes a fence of its own.
+        self._token = replace(token, taken=self._token.taken)
+        hand_over(self._token)
 
     def error(self, doing: str, why: object) -> SinkFencedError:
         return SinkFencedError(
@@ -82,5 +91,54 @@ def job_fence(
     if token is None:
         before_acquire()
         producer_id, epoch = init(fence_id(plan.prefix))
-        token = FenceToken(fence_id(plan.prefix), producer_id, epoch)
+        token = FenceToken(fence_id(plan.prefix), producer_id, epoch, taken=uuid.uuid4().hex)
+    else:
+        token = handed_over(token)
     return JobFence(plan.idempotency_key, plan.prefix, plan.query_key, token, describe=describe)
+
+
+def hand_over(token: FenceToken) -> None:
+    """Keep ``token`` (a run's fence after a write through it) where the run's next committer
+    on this driver finds it: the driver's Spark local directory, else this process."""
+    if not token.taken:
+        return
+    path = _path(token.taken)
+    if path is None:
+        _HANDED[token.taken] = token
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(asdict(token), f)
+    os.replace(tmp, path)
+
+
+def handed_over(token: FenceToken) -> FenceToken:
+    """The run's fence as its last write through it left it (``token``, the planning's, when no
+    write went through it since, or the write was on another driver)."""
+    if not token.taken:
+        return token
+    path = _path(token.taken)
+    if path is None:
+        found = _HANDED.get(token.taken)
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                found = FenceToken(**json.load(f))
+        except (FileNotFoundError, ValueError, TypeError):
+            found = None
+    if (
+        found is None
+        or (found.transactional_id, found.producer_id)
+        != (token.transactional_id, token.producer_id)
+        or (found.producer_epoch, found.sequence) < (token.producer_epoch, token.sequence)
+    ):
+        return token
+    return found
+
+
+def _path(taken: str) -> str | None:
+    local_dir = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
+    if not local_dir or not os.path.isdir(local_dir):
+        return None
+    digest = hashlib.sha256(taken.encode()).hexdigest()[:16]
+    return os.path.join(local_dir, f"pykafka-job-fence-{digest}.json")
