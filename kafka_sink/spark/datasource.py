@@ -28,8 +28,10 @@ driver (its first planning, or one that took the fence anew), the open transacti
 query's prefix that no unfinished intent names are aborted before the batch's tasks run
 (``eos/start.py``: the stream writer does it when the planning pickles it, which the commit call
 never does). A streaming query's planning first checks the prefix's fence, and takes it when
-this driver holds none or another driver took it since (``eos/fence.py``: before the store is
-read), and claims the prefix; a prefix another write
+this driver holds none or another driver took it since and went on with nothing since
+(``eos/fence.py``: before the store is read; a planning refused so raises ``SinkFencedError``),
+and claims the prefix; each planning then tells the fence which record it read
+(``DriverFence.planning``: what a later stale planning compares against); a prefix another write
 claimed is refused in every call, and in a batch job's ``writer()`` given that prefix explicitly
 (``eos/claims.py``). A batch job with ``idempotencyKey`` is keyed by its identity instead of its
 write id and planned by ``eos/idempotency.py``: like a streaming query's driver, every run

@@ -11,17 +11,27 @@ fencing does it: every query prefix owns the transactional id ``<prefix>.fence``
   InitProducerId on the fence id. That fences every earlier holder: each earlier driver of the
   query, and every other query given the same ``transactionalIdPrefix`` (they share the fence
   id). A planning starts the query when the driver holds no token for it (its first planning,
-  or the first after the token was dropped), or when the token it holds is no longer the
-  coordinator's (one DescribeTransactions per planning; a planning that gets no answer goes on
-  with its token, as before this check): another driver took the fence since,
-  and this driver runs the query again (a Spark Connect server or a notebook that stopped the
-  query and started it anew in the same application). Nothing tells the planning worker which
-  run of the query it serves (Spark keeps the run id in the JVM), so that is how a new run is
-  told: an older run of the query that plans again after a newer driver took over takes the
-  fence back the same way, which is safe (a take is what any new driver does: the driver it
-  fences ends nothing more, and this one reads the store after taking) and stops that other
-  driver at its next fenced step. With a shared checkpoint, Spark itself refuses an older run
-  that plans a batch a newer run already planned.
+  or the first after the token was dropped), or when the last batch planned on this driver
+  never reached its commit or abort (``start.py``'s pending marker: that run was stopped
+  mid-batch).
+- A planning whose token is no longer the coordinator's (one DescribeTransactions per planning;
+  a planning that gets no answer goes on with its token) cannot tell which run of the query it
+  serves (Spark keeps the run id in the JVM): the query started again in a long-lived
+  application (a Spark Connect server, a notebook) after another application ran it, or an
+  older run of the query planning again after a newer driver took over (a driver cut off
+  between batches while its replacement started). It takes the fence back only when no other
+  driver went on with the query since this driver last planned: the store's latest record of
+  the query is not after the batch this driver last planned (:attr:`FenceToken.planned`, kept
+  with the token: the batch after the store's latest record its planning read,
+  :meth:`DriverFence.planning`), and no transaction of the query's task ids is open that an
+  unfinished intent does not name (a newer driver's batch in flight). Otherwise it raises
+  :class:`SinkFencedError` and drops the token: an older run stops there without fencing the
+  newer driver, and a restart refused so (the other run went on, then stopped) takes the fence
+  when started again, holding no token then. What stays open: a newer driver that took the
+  fence and has neither recorded a batch nor opened a transaction yet (between its planning's
+  InitProducerId and its tasks' first writes) is not seen, and an older run planning in that
+  window takes the fence back; the newer driver is then stopped at its commit, and its restart
+  fences the older run for good once it recorded a batch.
 - Each take has an id of its own (:attr:`FenceToken.taken`), kept with the token across the
   writes through it; the query's start work (``start.py``) runs once per take.
 - A fence found lost is forgotten: :meth:`DriverFence.error` drops the token, so the next
@@ -50,8 +60,11 @@ Invariants:
 - :meth:`DriverFence.check` passes only while the coordinator shows the fence id at exactly the
   producer id and epoch this driver last recorded; a higher epoch, another producer id or an
   unknown id means another driver took over.
-- The fence is acquired only by a planning that starts the query (above), never in the commit
-  worker; the token is dropped whenever this driver's fence is found lost.
+- The fence is acquired only by a planning that starts the query or finds no other driver went
+  on since (above), never in the commit worker; the token is dropped whenever this driver's
+  fence is found lost, and by a stale planning that is refused.
+- :attr:`FenceToken.planned` only grows within a take and is kept across the writes through
+  the fence; a take sets it from the store read right after its InitProducerId.
 - :meth:`DriverFence.relearn` adopts only the producer id it holds, at exactly the next epoch,
   with the transaction being or having been ended (Prepare or Complete, Commit or Abort), and
   only for a fence whose writes bump the epoch (Transactions V2). Another driver's take leaves

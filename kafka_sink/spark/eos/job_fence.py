@@ -10,11 +10,21 @@ transaction (``EosCommitter`` checks the fence before any sweep or abort), and
 :class:`JobFence` gives its error: another run of the key took it over. ``idempotency.py``
 plans the run; ``committer.for_plan`` builds the fence through :func:`job_fence`.
 
+Each write through the fence moves the token on (Transactions V2: the epoch; V1: the
+sequence), and Spark builds the run's ``abort()`` (after a commit that failed past its intent)
+from the planning's plan again. So every write hands the run's token over (:func:`hand_over`:
+a file in the driver's Spark local directory, keyed by the run's take id) and every committer
+of the run starts from the newest one handed over (:func:`handed_over`): the abort finishes the
+commit the intent recorded, and its done record is appended at the sequence that follows (a
+stale V1 sequence would be taken by the leader for a retry, and dropped).
+
 Invariants:
-- A run takes the fence once, while planning; its commit uses the planning's token, so it never
-  fences a later run of the key.
-- The token lives in the run's plan, never on the driver's disk: a later run of the key on the
-  same driver takes a fence of its own.
+- A run takes the fence once, while planning; its commit and abort use the planning's token or
+  a later one of the same take, so they never fence a later run of the key.
+- The token travels in the run's plan, and its later states under the run's own take id: a
+  later run of the key on the same driver takes a fence (and a take id) of its own. A token
+  handed over is used only for the plan's producer id, at an epoch and sequence not below the
+  plan's.
 - Standard library, the fence and the plan only at import.
 """
 

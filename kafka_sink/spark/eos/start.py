@@ -15,14 +15,15 @@ it in the JVM; the worker gets the options only), so a start is told by what thi
 
 - the first planning of the query on the driver;
 - a planning that took the query's fence anew (``fence.py``: the token was dropped, or another
-  driver took the fence since, as when a Spark Connect server or a notebook starts the query
-  again after another application ran it);
+  driver took the fence since and went on with nothing since, as when a Spark Connect server or
+  a notebook starts the query again after another application ran it);
 - a planning that finds the previous one's batch never reached ``commit()`` or ``abort()`` on
   this driver (a pending marker, set by each planning and cleared by the commit worker's
   :meth:`QueryStart.batch_ended`): within a run every planned batch is committed or aborted
   before the next is planned, so the run that planned it was stopped mid-batch, and its
   tasks' transactions may be open. This is a query stopped and started again inside one
-  application.
+  application. The marker lives in ``fence.py`` (:func:`~kafka_sink.spark.eos.fence.pending_path`),
+  whose planning also takes a stale fence back when it is set.
 
 A restart inside one application after a run that ended between batches is not told apart from
 the next batch of a run, and does not sweep here: that run's last commit swept the prefix, and
