@@ -28,8 +28,10 @@ driver (its first planning, or one that took the fence anew), the open transacti
 query's prefix that no unfinished intent names are aborted before the batch's tasks run
 (``eos/start.py``: the stream writer does it when the planning pickles it, which the commit call
 never does). A streaming query's planning first checks the prefix's fence, and takes it when
-this driver holds none or another driver took it since (``eos/fence.py``: before the store is
-read), and claims the prefix; a prefix another write
+this driver holds none or another driver took it since and went on with nothing since
+(``eos/fence.py``: before the store is read; a planning refused so raises ``SinkFencedError``),
+and claims the prefix; each planning then tells the fence which record it read
+(``DriverFence.planning``: what a later stale planning compares against); a prefix another write
 claimed is refused in every call, and in a batch job's ``writer()`` given that prefix explicitly
 (``eos/claims.py``). A batch job without ``idempotencyKey`` given ``transactionalIdPrefix`` then
 takes the prefix's fence (fencing every earlier write of the prefix, whose commit would else
@@ -267,7 +269,11 @@ def _exactly_once_plan(
             if identity is None:
                 # A batch Kafka committed only in part: its re-run's tasks learn which partitions
                 # to leave alone.
-                eos = eos.with_last_record(committer.recover())
+                last = committer.recover()
+                if committer.fence is not None:
+                    # What a later planning finds stale compares against (eos/fence.py).
+                    committer.fence.planning(last)
+                eos = eos.with_last_record(last)
             else:
                 eos = job_plan(committer, identity, eos, write_id=write_id)
         finally:

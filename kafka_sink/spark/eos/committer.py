@@ -1555,9 +1555,31 @@ def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) ->
             before_acquire=refuse_claimed,
         )
     refuse_claimed()  # every call, planning and commit: read-only
+
+    def latest() -> BatchRecord | None:
+        store = plan.open_store(config)
+        try:
+            return store.last(plan.query_key)
+        finally:
+            store.close()
+
+    def open_elsewhere(last: BatchRecord | None) -> list[str]:
+        # A stale fence's planning: is another driver's batch in flight (fence.py)?
+        named = set()
+        if last is not None and EosCommitter._unfinished(last):
+            named = {t.transactional_id for t in last.transactions}
+        return [
+            t.transactional_id
+            for t in ops.list_open(plan.prefix + "-")
+            if parse_transactional_id(plan.prefix, t.transactional_id) is not None
+            and t.transactional_id not in named
+        ]
+
     return open_fence(
         plan.prefix,
         plan.query_key,
         init=lambda tid: init(tid, _FENCE_TRANSACTION_TIMEOUT_MS),
         describe=lambda tid: describe([tid]).get(tid),
+        latest=latest,
+        open_elsewhere=open_elsewhere,
     )

@@ -11,17 +11,27 @@ fencing does it: every query prefix owns the transactional id ``<prefix>.fence``
   InitProducerId on the fence id. That fences every earlier holder: each earlier driver of the
   query, and every other query given the same ``transactionalIdPrefix`` (they share the fence
   id). A planning starts the query when the driver holds no token for it (its first planning,
-  or the first after the token was dropped), or when the token it holds is no longer the
-  coordinator's (one DescribeTransactions per planning; a planning that gets no answer goes on
-  with its token, as before this check): another driver took the fence since,
-  and this driver runs the query again (a Spark Connect server or a notebook that stopped the
-  query and started it anew in the same application). Nothing tells the planning worker which
-  run of the query it serves (Spark keeps the run id in the JVM), so that is how a new run is
-  told: an older run of the query that plans again after a newer driver took over takes the
-  fence back the same way, which is safe (a take is what any new driver does: the driver it
-  fences ends nothing more, and this one reads the store after taking) and stops that other
-  driver at its next fenced step. With a shared checkpoint, Spark itself refuses an older run
-  that plans a batch a newer run already planned.
+  or the first after the token was dropped), or when the last batch planned on this driver
+  never reached its commit or abort (``start.py``'s pending marker: that run was stopped
+  mid-batch).
+- A planning whose token is no longer the coordinator's (one DescribeTransactions per planning;
+  a planning that gets no answer goes on with its token) cannot tell which run of the query it
+  serves (Spark keeps the run id in the JVM): the query started again in a long-lived
+  application (a Spark Connect server, a notebook) after another application ran it, or an
+  older run of the query planning again after a newer driver took over (a driver cut off
+  between batches while its replacement started). It takes the fence back only when no other
+  driver went on with the query since this driver last planned: the store's latest record of
+  the query is not after the batch this driver last planned (:attr:`FenceToken.planned`, kept
+  with the token: the batch after the store's latest record its planning read,
+  :meth:`DriverFence.planning`), and no transaction of the query's task ids is open that an
+  unfinished intent does not name (a newer driver's batch in flight). Otherwise it raises
+  :class:`SinkFencedError` and drops the token: an older run stops there without fencing the
+  newer driver, and a restart refused so (the other run went on, then stopped) takes the fence
+  when started again, holding no token then. What stays open: a newer driver that took the
+  fence and has neither recorded a batch nor opened a transaction yet (between its planning's
+  InitProducerId and its tasks' first writes) is not seen, and an older run planning in that
+  window takes the fence back; the newer driver is then stopped at its commit, and its restart
+  fences the older run for good once it recorded a batch.
 - Each take has an id of its own (:attr:`FenceToken.taken`), kept with the token across the
   writes through it; the query's start work (``start.py``) runs once per take.
 - A fence found lost is forgotten: :meth:`DriverFence.error` drops the token, so the next
@@ -50,8 +60,11 @@ Invariants:
 - :meth:`DriverFence.check` passes only while the coordinator shows the fence id at exactly the
   producer id and epoch this driver last recorded; a higher epoch, another producer id or an
   unknown id means another driver took over.
-- The fence is acquired only by a planning that starts the query (above), never in the commit
-  worker; the token is dropped whenever this driver's fence is found lost.
+- The fence is acquired only by a planning that starts the query or finds no other driver went
+  on since (above), never in the commit worker; the token is dropped whenever this driver's
+  fence is found lost, and by a stale planning that is refused.
+- :attr:`FenceToken.planned` only grows within a take and is kept across the writes through
+  the fence; a take sets it from the store read right after its InitProducerId.
 - :meth:`DriverFence.relearn` adopts only the producer id it holds, at exactly the next epoch,
   with the transaction being or having been ended (Prepare or Complete, Commit or Abort), and
   only for a fence whose writes bump the epoch (Transactions V2). Another driver's take leaves
@@ -71,7 +84,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -86,14 +99,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FENCE_SUFFIX",
+    "PENDING",
     "DriverFence",
     "FenceToken",
     "FencedStore",
     "SinkFencedError",
+    "batch_pending",
     "drop_token",
     "fence_id",
     "in_commit_worker",
     "open_fence",
+    "pending_path",
     "take_id",
 ]
 
@@ -126,6 +142,9 @@ class FenceToken:
     producer_epoch: int
     sequence: int = 0  # Transactions V1: the next record's sequence (the epoch stays)
     taken: str = ""  # the id of the InitProducerId that took the fence (kept across writes)
+    #: The highest batch this driver may have recorded: the one after the store's latest
+    #: record it last read while planning (-1: none known). Kept across writes.
+    planned: int = -1
 
 
 class DriverFence:
@@ -150,8 +169,20 @@ class DriverFence:
 
     def advance(self, token: FenceToken) -> None:
         """Record where the fence stands after one of this driver's writes through it."""
-        self._token = replace(token, taken=self._token.taken)
+        self._token = replace(token, taken=self._token.taken, planned=self._token.planned)
         _save(self.prefix, self.query_key, self._token)
+
+    def planning(self, last: BatchRecord | None) -> None:
+        """A planning of this driver read ``last`` (the store's latest record of the query):
+        the batch it plans is at most the one after. Kept while the token kept is this take's
+        (a token dropped since is not brought back)."""
+        planned = _next_batch(last)
+        if planned <= self._token.planned:
+            return
+        self._token = replace(self._token, planned=planned)
+        held = _load(self.prefix, self.query_key)
+        if held is not None and held.taken == self._token.taken:
+            _save(self.prefix, self.query_key, replace(held, planned=planned))
 
     def relearn(self) -> bool:
         """After a write through the fence whose EndTxn may have been applied unanswered
@@ -239,11 +270,16 @@ def open_fence(
     init: Callable[[str], tuple[int, int]],
     describe: Callable[[str], TransactionListing | None],
     before_acquire: Callable[[], None] = lambda: None,
+    latest: Callable[[], BatchRecord | None] = lambda: None,
+    open_elsewhere: Callable[[BatchRecord | None], Sequence[str]] = lambda last: (),
 ) -> DriverFence:
     """This driver's fence of ``prefix``: the token it keeps, else (the planning only) a new
-    InitProducerId, also when the coordinator no longer shows the token kept (a new run of the
-    query: see the module docstring). ``before_acquire`` runs first, to refuse a prefix another
-    query owns."""
+    InitProducerId; when the coordinator no longer shows the token kept, a new InitProducerId
+    only if this planning starts the query or no other driver made progress since (see the
+    module docstring), else :class:`SinkFencedError`. ``before_acquire`` runs first, to refuse a
+    prefix another query owns; ``latest`` reads the store's latest record of the query;
+    ``open_elsewhere(last)`` lists the open transactions of the query's task ids that ``last``
+    (an unfinished intent) does not name."""
     token = _load(prefix, query_key)
     if in_commit_worker():
         if token is None:
@@ -271,10 +307,25 @@ def open_fence(
             return fence
         if why is None:
             return fence
+        if not batch_pending(query_key):
+            since = _progress_since(token, latest, open_elsewhere)
+            if since is not None:
+                drop_token(prefix, query_key, token.taken)
+                raise SinkFencedError(
+                    f"exactly-once: another run of the query took the fence of "
+                    f"transactionalIdPrefix {prefix!r} over since this driver last planned a "
+                    f"batch of it ({why}), and has gone on since: {since}. This planning is "
+                    "not a start of the query on this driver, so it may be an older run of the "
+                    "query planning again after a newer driver took over: it stops here rather "
+                    "than fence the newer driver, ends no transaction and writes no intent, and "
+                    "this driver forgets its fence. Fix: none if the query runs elsewhere now; "
+                    "if this is a restart of the query after that other run stopped, start the "
+                    "query again: its planning then takes the fence"
+                )
         log.warning(
             "pykafka exactly-once: another driver took the fence of transactionalIdPrefix %r "
-            "since this driver last held it (%s); this planning starts the query again here "
-            "and takes the fence back",
+            "since this driver last held it (%s), and made no progress on the query since; "
+            "this planning starts the query again here and takes the fence back",
             prefix,
             why,
         )
@@ -282,7 +333,36 @@ def open_fence(
     producer_id, epoch = init(fence_id(prefix))
     token = FenceToken(fence_id(prefix), producer_id, epoch, taken=uuid.uuid4().hex)
     _save(prefix, query_key, token)
-    return DriverFence(prefix, query_key, token, describe=describe)
+    fence = DriverFence(prefix, query_key, token, describe=describe)
+    # Read after the take: no earlier holder can write the store any more.
+    fence.planning(latest())
+    return fence
+
+
+def _progress_since(
+    token: FenceToken,
+    latest: Callable[[], BatchRecord | None],
+    open_elsewhere: Callable[[BatchRecord | None], Sequence[str]],
+) -> str | None:
+    """What another driver of the query did since this driver last planned (None: nothing)."""
+    try:
+        last = latest()
+        if last is not None and last.batch_id > token.planned:
+            return (
+                f"the intent store's latest record of the query is of batch {last.batch_id}, "
+                f"after batch {token.planned}, the last this driver planned"
+            )
+        found = list(open_elsewhere(last))
+    except (KafkaError, SinkError) as exc:
+        return f"what it did could not be read ({exc}), so it is taken to have gone on"
+    if found:
+        shown = ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else "")
+        return f"transactions of the query that this driver did not start are open ({shown})"
+    return None
+
+
+def _next_batch(last: BatchRecord | None) -> int:
+    return 0 if last is None else last.batch_id + 1
 
 
 def take_id(prefix: str, query_key: str) -> str:
@@ -343,3 +423,27 @@ def _save(prefix: str, query_key: str, token: FenceToken) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(asdict(token), f)
     os.replace(tmp, path)
+
+
+def pending_path(query_key: str) -> str | None:
+    """The marker of a batch of ``query_key`` planned on this driver and not yet committed or
+    aborted (``start.py`` sets and clears it); None without a Spark local directory."""
+    local_dir = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
+    if not local_dir or not os.path.isdir(local_dir):
+        return None
+    digest = hashlib.sha256(query_key.encode()).hexdigest()[:16]
+    return os.path.join(local_dir, f"pykafka-pending-{digest}")
+
+
+def batch_pending(query_key: str) -> bool:
+    """Whether the last batch of ``query_key`` planned on this driver never reached its commit
+    or abort: a planning now starts the query again (``start.py``)."""
+    path = pending_path(query_key)
+    if path is None:
+        return query_key in PENDING
+    return os.path.exists(path)
+
+
+# Query keys planned and not yet committed or aborted in this process, when there is no Spark
+# local directory to share the marker through.
+PENDING: set[str] = set()

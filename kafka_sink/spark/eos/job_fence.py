@@ -23,11 +23,21 @@ prefix until released by hand. Such a job is protected by the fence instead: the
 of the prefix wins, and a streaming query or keyed job that claims the prefix later fences it
 the same way.
 
+Each write through the fence moves the token on (Transactions V2: the epoch; V1: the
+sequence), and Spark builds the run's ``abort()`` (after a commit that failed past its intent)
+from the planning's plan again. So every write hands the run's token over (:func:`hand_over`:
+a file in the driver's Spark local directory, keyed by the run's take id) and every committer
+of the run starts from the newest one handed over (:func:`handed_over`): the abort finishes the
+commit the intent recorded, and its done record is appended at the sequence that follows (a
+stale V1 sequence would be taken by the leader for a retry, and dropped).
+
 Invariants:
-- A job takes the fence once, while planning; its commit uses the planning's token, so it never
-  fences a later write of the prefix.
-- The token lives in the job's plan, never on the driver's disk: a later job of the prefix on
-  the same driver takes a fence of its own.
+- A job takes the fence once, while planning; its commit and abort use the planning's token or
+  a later one of the same take, so they never fence a later write of the prefix.
+- The token travels in the job's plan, and its later states under the job's own take id: a
+  later job of the prefix on the same driver takes a fence (and a take id) of its own. A token
+  handed over is used only for the plan's producer id, at an epoch and sequence not below the
+  plan's.
 - Residual: the newer write's sweep runs after its own tasks. An earlier job fenced only after
   its intent landed (it had reached its commit before the newer write was planned) commits what
   its intent names; a newer job without a key cannot read that intent (it is keyed by the
@@ -39,7 +49,12 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import uuid
 from collections.abc import Callable
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from kafka_sink.spark.eos.fence import DriverFence, FenceToken, SinkFencedError, fence_id
@@ -48,7 +63,10 @@ from kafka_sink.spark.eos.plan import EosPlan
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing
 
-__all__ = ["JobFence", "job_fence"]
+__all__ = ["JobFence", "hand_over", "handed_over", "job_fence"]
+
+# Runs' fences handed over in this process (by take id), when there is no Spark local directory.
+_HANDED: dict[str, FenceToken] = {}
 
 
 class JobFence(DriverFence):
@@ -69,9 +87,10 @@ class JobFence(DriverFence):
         self.idempotency_key = idempotency_key
 
     def advance(self, token: FenceToken) -> None:
-        # Kept in this job's plan (EosPlan.fence_token), not on the driver's disk, where a
-        # later job of the prefix on the same driver would take it for its own.
-        self._token = token
+        # Handed to this job's later committers (its abort after a failed commit), keyed by
+        # this job's take: a later job of the prefix on the same driver takes a fence of its own.
+        self._token = replace(token, taken=self._token.taken)
+        hand_over(self._token)
 
     def error(self, doing: str, why: object) -> SinkFencedError:
         if self.idempotency_key is None:
@@ -113,5 +132,54 @@ def job_fence(
     if token is None:
         before_acquire()
         producer_id, epoch = init(fence_id(plan.prefix))
-        token = FenceToken(fence_id(plan.prefix), producer_id, epoch)
+        token = FenceToken(fence_id(plan.prefix), producer_id, epoch, taken=uuid.uuid4().hex)
+    else:
+        token = handed_over(token)
     return JobFence(plan.idempotency_key, plan.prefix, plan.query_key, token, describe=describe)
+
+
+def hand_over(token: FenceToken) -> None:
+    """Keep ``token`` (a run's fence after a write through it) where the run's next committer
+    on this driver finds it: the driver's Spark local directory, else this process."""
+    if not token.taken:
+        return
+    path = _path(token.taken)
+    if path is None:
+        _HANDED[token.taken] = token
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(asdict(token), f)
+    os.replace(tmp, path)
+
+
+def handed_over(token: FenceToken) -> FenceToken:
+    """The run's fence as its last write through it left it (``token``, the planning's, when no
+    write went through it since, or the write was on another driver)."""
+    if not token.taken:
+        return token
+    path = _path(token.taken)
+    if path is None:
+        found = _HANDED.get(token.taken)
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                found = FenceToken(**json.load(f))
+        except (FileNotFoundError, ValueError, TypeError):
+            found = None
+    if (
+        found is None
+        or (found.transactional_id, found.producer_id)
+        != (token.transactional_id, token.producer_id)
+        or (found.producer_epoch, found.sequence) < (token.producer_epoch, token.sequence)
+    ):
+        return token
+    return found
+
+
+def _path(taken: str) -> str | None:
+    local_dir = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
+    if not local_dir or not os.path.isdir(local_dir):
+        return None
+    digest = hashlib.sha256(taken.encode()).hexdigest()[:16]
+    return os.path.join(local_dir, f"pykafka-job-fence-{digest}.json")

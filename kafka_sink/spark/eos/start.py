@@ -15,14 +15,15 @@ it in the JVM; the worker gets the options only), so a start is told by what thi
 
 - the first planning of the query on the driver;
 - a planning that took the query's fence anew (``fence.py``: the token was dropped, or another
-  driver took the fence since, as when a Spark Connect server or a notebook starts the query
-  again after another application ran it);
+  driver took the fence since and went on with nothing since, as when a Spark Connect server or
+  a notebook starts the query again after another application ran it);
 - a planning that finds the previous one's batch never reached ``commit()`` or ``abort()`` on
   this driver (a pending marker, set by each planning and cleared by the commit worker's
   :meth:`QueryStart.batch_ended`): within a run every planned batch is committed or aborted
   before the next is planned, so the run that planned it was stopped mid-batch, and its
   tasks' transactions may be open. This is a query stopped and started again inside one
-  application.
+  application. The marker lives in ``fence.py`` (:func:`~kafka_sink.spark.eos.fence.pending_path`),
+  whose planning also takes a stale fence back when it is set.
 
 A restart inside one application after a run that ended between batches is not told apart from
 the next batch of a run, and does not sweep here: that run's last commit swept the prefix, and
@@ -66,22 +67,17 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafka_sink.spark.eos.committer import EosCommitter
-from kafka_sink.spark.eos.fence import in_commit_worker, take_id
+from kafka_sink.spark.eos.fence import PENDING, in_commit_worker, pending_path, take_id
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import STARTED, pause_commit, start_sweep_disabled
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 
 __all__ = ["QueryStart"]
-
-# Query keys planned and not yet committed or aborted in this process, when there is no Spark
-# local directory to share the marker through.
-_PENDING: set[str] = set()
 
 
 @dataclass
@@ -110,9 +106,9 @@ class QueryStart:
 
     def batch_ended(self) -> None:
         """The commit worker reached ``commit()`` or ``abort()`` of the batch last planned."""
-        path = _pending_path(self.plan.query_key)
+        path = pending_path(self.plan.query_key)
         if path is None:
-            _PENDING.discard(self.plan.query_key)
+            PENDING.discard(self.plan.query_key)
             return
         with contextlib.suppress(OSError):
             os.remove(path)
@@ -141,21 +137,13 @@ class QueryStart:
         )
 
 
-def _pending_path(query_key: str) -> str | None:
-    local_dir = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
-    if not local_dir or not os.path.isdir(local_dir):
-        return None
-    digest = hashlib.sha256(query_key.encode()).hexdigest()[:16]
-    return os.path.join(local_dir, f"pykafka-pending-{digest}")
-
-
 def _set_pending(query_key: str) -> bool:
     """Mark ``query_key``'s batch planned; whether the previous planning's batch was still
     pending (never committed nor aborted on this driver)."""
-    path = _pending_path(query_key)
+    path = pending_path(query_key)
     if path is None:
-        was = query_key in _PENDING
-        _PENDING.add(query_key)
+        was = query_key in PENDING
+        PENDING.add(query_key)
         return was
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))

@@ -365,6 +365,80 @@ def test_a_query_started_again_in_the_same_application_takes_the_fence_back(
     again.fence.check("the restarted query")
 
 
+def test_a_restart_after_another_run_went_on_is_refused_once_then_takes_the_fence(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # A runs batch 0 and stops; B (another application) takes the fence and commits batch 1.
+    _in_driver(monkeypatch, tmp_path / "a")
+    assert _planned(cluster).commit(0, _tasks(cluster, 0)) == COMMITTED
+    _in_driver(monkeypatch, tmp_path / "b")
+    other = _planned(cluster)
+    assert other.commit(1, _tasks(cluster, 1)) == COMMITTED
+    # A plans again: nothing tells a restart from A's older run going on, and B went on since,
+    # so A is refused, takes nothing from B, and forgets its token.
+    _in_driver(monkeypatch, tmp_path / "a")
+    with pytest.raises(SinkFencedError) as refused:
+        _planned(cluster)
+    message = str(refused.value)
+    assert "another run of the query took the fence" in message
+    assert "batch 1, after batch 0" in message
+    assert "start the query again" in message and "Fix:" in message
+    assert other.fence is not None
+    other.fence.check("B after A's refused planning")
+    assert fence._load(PREFIX, "query-a") is None
+    # Started again, A's planning takes the fence (it holds no token) and goes on once.
+    again = _planned(cluster)
+    assert again.recover() is not None
+    assert again.commit(2, _tasks(cluster, 2)) == COMMITTED
+    assert _visible(cluster) == _rows(0, 1, 2)
+    with pytest.raises(SinkFencedError):
+        other.fence.check("after A started again")
+
+
+def test_a_planning_after_a_batch_stopped_midway_here_takes_the_fence_back(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # A plans batch 1 (its pending marker set) and is stopped before its commit; B takes the
+    # fence and leaves its own batch 1 prepared (B stopped too).
+    _in_driver(monkeypatch, tmp_path / "a")
+    assert _planned(cluster).commit(0, _tasks(cluster, 0)) == COMMITTED
+    fence.PENDING.clear()
+    open(fence.pending_path("query-a") or "", "w").close()  # as QueryStart.run sets it
+    _in_driver(monkeypatch, tmp_path / "b")
+    _planned(cluster)
+    _tasks(cluster, 1)
+    # A's next planning is a start (its batch never ended here): it takes the fence back even
+    # though B's transactions are open, and its start sweep ends them.
+    _in_driver(monkeypatch, tmp_path / "a")
+    again = _planned(cluster)
+    again.recover()
+    again.sweep_leftovers()
+    assert cluster.open_transactions() == []
+    assert again.commit(1, _tasks(cluster, 1)) == COMMITTED
+    assert _visible(cluster) == _rows(0, 1)
+
+
+def test_each_planning_keeps_the_batch_it_planned_with_the_token(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    _in_driver(monkeypatch, tmp_path / "a")
+    first = _planned(cluster)
+    assert fence._load(PREFIX, "query-a").planned == 0  # type: ignore[union-attr]
+    for batch in range(3):
+        assert first.fence is not None
+        first.fence.planning(first.recover())  # as the planning of each batch does
+        assert first.commit(batch, _tasks(cluster, batch)) == COMMITTED
+    first.fence.planning(first.recover())
+    kept = fence._load(PREFIX, "query-a")
+    assert kept is not None and kept.planned == 3
+    # B takes the fence and only plans; A, planning batch 3 again, takes it back.
+    _in_driver(monkeypatch, tmp_path / "b")
+    _planned(cluster)
+    _in_driver(monkeypatch, tmp_path / "a")
+    assert _planned(cluster).commit(3, _tasks(cluster, 3)) == COMMITTED
+    assert _visible(cluster) == _rows(0, 1, 2, 3)
+
+
 def test_a_commit_refused_by_the_fence_aborts_its_transactions_and_drops_the_token(
     cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:

@@ -531,4 +531,34 @@ def test_a_streaming_query_started_after_a_job_with_its_prefix_fences_that_job(
     finally:
         query.close()
     assert sorted(cluster.visible()) == [f"q-{p}" for p in PARTITIONS]
+
+
+@KAFKA_ONLY
+@pytest.mark.parametrize("version", [1, 2], ids=["tv1", "tv2"])
+def test_a_keyed_jobs_abort_continues_the_fence_where_its_commit_left_it(
+    cluster: _Cluster, version: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.fakes.coordinator import TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    # Transactions V1: each write through the fence moves its sequence (the epoch stays); V2:
+    # each write's EndTxn moves the epoch. The abort is rebuilt from the planning's token.
+    cluster.coordinator = FakeCoordinator(cluster.coordinator.clock, transaction_version=version)
+    cluster.log = CoordinatedTopicLog(cluster.coordinator)
+    run = _Run(cluster, "only")
+    run.plan()
+    run.tasks(slot=0)
+    assert run.writer is not None
+    # The intent is recorded, then the first task's EndTxn is refused for good: the commit fails
+    # past its intent, and Spark calls abort() on a writer unpickled from the planning's.
+    cluster.coordinator.script("end_txn", 0, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    run.commit()
+    assert run.error is not None and "is recorded" in str(run.error), run.error
+    caplog.clear()
+    pickle.loads(pickle.dumps(run.writer)).abort(list(run.messages))
+    assert not [r for r in caplog.records if "took the key over" in r.getMessage()]
+    assert cluster.visible() == _job_rows()
+    # The abort's done record landed (under V1 a stale sequence would be taken by the leader
+    # for a retry of the intent's, and appended nothing): another process reads it.
+    record = cluster.record()
+    assert record is not None and record.state == DONE, record
     assert cluster.open_transactions() == []

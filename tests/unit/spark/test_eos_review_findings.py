@@ -176,13 +176,6 @@ def test_a_skew_the_planning_cannot_show_is_named_in_the_refusal() -> None:
 
 
 @pytest.mark.parametrize("keyed_cluster", ["kafka"], indirect=True)
-@pytest.mark.xfail(
-    strict=True,
-    reason="the keyed job's abort() builds its committer from plan.fence_token (the "
-    "planning's); under TV2 the commit's intent write bumped the fence's epoch (JobFence keeps "
-    "the new token in the commit's committer only), so the abort finds the fence 'taken by "
-    "another run of idempotencyKey', logs that, and ends nothing",
-)
 def test_a_keyed_jobs_abort_after_its_intent_finishes_the_commit_it_recorded(
     keyed_cluster: _Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -233,13 +226,6 @@ def _slot_tasks(
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open_fence re-takes the fence whenever the token kept is stale, and cannot tell an "
-    "older run planning again from a new run in the same application: the zombie (its Spark "
-    "run not refused, e.g. a checkpoint on an object store without atomic create) fences the "
-    "newer driver, commits its own batch, and the newer driver stops as 'fenced by a newer run'",
-)
 def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
     fence_cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
