@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from chaos_side_jobs import DoubleTrigger, SideJob, UnreadableMarker
 from eos_driver import Driver, drop_cut_metadata_writes
 from sparkutil import assert_nothing_left_open, commit_docs
 from standalone import SPARK_HOME
@@ -67,6 +68,10 @@ EXECUTOR_WAIT_S = 240.0
 PROGRESS_WAIT_S = 300.0
 BROKER_READY_S = 180.0
 LAST_RUN_S = 900.0
+# The side jobs start at seeded moments near these fractions of the schedule; each may take
+# minutes on a loaded machine, and is waited for (bounded) after the last run.
+SIDE_AT = {DoubleTrigger: 0.25, UnreadableMarker: 0.6}
+SIDE_WAIT_S = 900.0
 
 # Each wait above is bounded, but their sum (hours) is no useful limit: a run that takes twice its
 # schedule plus the last run's bound and 20 minutes is stuck, and fails rather than eat CI's time.
@@ -239,12 +244,27 @@ def test_streaming_exactly_once_under_chaos(
     logs.mkdir()
     args = [bootstrap, topic, str(inputs.directory), str(checkpoint), GUARANTEE, prefix]
     args += ["--master=local-cluster[2,1,768]", "--shuffle=4", "--max-files=4"]
-    chaos = Chaos(args, logs, checkpoint, {**os.environ, "SPARK_HOME": str(SPARK_HOME)}, rng)
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME)}
+    chaos = Chaos(args, logs, checkpoint, env, rng)
+    # Their own generator: the fault schedule and its choices stay what the seed made them.
+    side_rng = random.Random(f"{seed}-side")
+    side: list[SideJob] = []
     with whole_cluster_after(kafka_cluster):
         try:
             inputs.start()
             chaos.start_driver()
             begun = time.monotonic()
+            if GUARANTEE == "exactly-once":
+                for kind, at in SIDE_AT.items():
+                    side_topic = cluster_topic_factory(
+                        partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"}
+                    )
+                    moment = SECONDS * side_rng.uniform(at - 0.05, at + 0.05)
+                    workdir = tmp_path / kind.__name__
+                    side.append(
+                        kind(bootstrap, side_topic, workdir, env=env, begun=begun, moment=moment)
+                    )
+                    side[-1].start()
             for moment, kind in schedule:
                 while (wait_s := begun + moment - time.monotonic()) > 0:
                     chaos.running_driver()
@@ -265,9 +285,13 @@ def test_streaming_exactly_once_under_chaos(
             last = chaos.start_driver()
             code = last.finish(LAST_RUN_S)
             assert code == 0, f"the last run failed (seed {seed}):\n{last.tail()}"
+            for job in side:
+                job.close(max(0.0, begun + SIDE_WAIT_S + job.moment - time.monotonic()))
         finally:
             inputs.stop()
             chaos.close()
+            for job in side:
+                job.close(0)
 
     total = inputs.rows
     committed = read_all(
@@ -287,6 +311,14 @@ def test_streaming_exactly_once_under_chaos(
     )
     for exit_report in chaos.unplanned:
         print(exit_report, flush=True)
+    side_failures: list[AssertionError] = []
+    for job in side:
+        try:
+            line = job.check()
+        except AssertionError as exc:
+            side_failures.append(exc)
+            line = f"{job.label}: FAILED: {job.outcome()}"
+        print(f"chaos summary (seed {seed}): {line}", flush=True)
     assert not lost, f"{len(lost)} rows lost, e.g. {sorted(lost)[:10]} (seed {seed})"
     if GUARANTEE == "at-least-once":
         assert duplicated, f"no duplicates under at-least-once (seed {seed})"
@@ -295,3 +327,5 @@ def test_streaming_exactly_once_under_chaos(
     assert sum(chaos.done.values()) >= min(FAULTS, len(KINDS) * MIN_PER_KIND)
     assert all(chaos.done[kind] >= MIN_PER_KIND for kind in KINDS), chaos.done
     assert_nothing_left_open(bootstrap, topic, prefix)
+    if side_failures:
+        raise side_failures[0]
