@@ -135,7 +135,7 @@ class SideJob(threading.Thread):
         self.failure: BaseException | None = None
         self.started_at: float | None = None
         self.ended_at: float | None = None
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         workdir.mkdir()
 
     @property
@@ -145,7 +145,7 @@ class SideJob(threading.Thread):
         return job_identity(self.key, topic=self.topic, prefix=None).prefix
 
     def run(self) -> None:
-        if self._stop.wait(max(0.0, self.begun + self.moment - time.monotonic())):
+        if self._halt.wait(max(0.0, self.begun + self.moment - time.monotonic())):
             return
         self.started_at = time.monotonic() - self.begun
         print(f"{self.started_at:7.1f}s {self.label} starts (key {self.key})", flush=True)
@@ -165,7 +165,7 @@ class SideJob(threading.Thread):
     def close(self, timeout_s: float) -> None:
         """Wait (bounded) for the scenario to end, then kill what is left of its drivers."""
         self.join(timeout_s)
-        self._stop.set()
+        self._halt.set()
         for run in self.runs:
             run.kill()
         self.join(60)
@@ -210,7 +210,7 @@ class SideJob(threading.Thread):
     def _until(self, check: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while not check():
-            if time.monotonic() > deadline or self._stop.wait(0.2):
+            if time.monotonic() > deadline or self._halt.wait(0.2):
                 return False
         return True
 
