@@ -415,6 +415,8 @@ class UnreadableMarker(SideJob):
     def outcome(self) -> str:
         paused = self.paused
         first = "never paused" if paused is None else ("DONE" if paused.done() else paused.why())
+        if paused is not None and "SinkCommitOutcomeUnknownError" in paused.text():
+            first = "failed with SinkCommitOutcomeUnknownError"
         return (
             f"{len(self.before_pause)} run(s) failed before the intent, transaction "
             f"{self.victim} committed aside and its id moved on, the paused run: {first}, "
