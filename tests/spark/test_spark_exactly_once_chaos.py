@@ -18,15 +18,24 @@ passed: counted as a stall), so on a slow machine the run stretches rather than 
 killing queries that are starting. The seed is printed; ``PYKAFKA_CHAOS_SEED`` replays a
 schedule (what the processes are doing at each moment still differs from run to run).
 
+Beside the query, on the same cluster and under the same broker faults, two keyed batch jobs
+(``chaos_side_jobs.py``), each into its own topic, start at seeded moments (near 25% and 60% of
+the schedule, from a generator of their own, so the seed's fault schedule is unchanged): a job
+triggered twice at once (``DoubleTrigger``) and a job one of whose transactions is committed
+aside and its id moved on while the driver cannot read its marker (``UnreadableMarker``). Each
+runs in a thread of its own, so the faults go on meanwhile; they are waited for (bounded) after
+the last run.
+
 At the end the input stops growing, the query is stopped and a last ``availableNow`` run on the
 checkpoint processes what is left (up to 50 files a micro-batch) and exits 0. Then every id is
 read exactly once by a read_committed consumer (kafka-python), no transaction of the query's
 prefix is open, the last stable offset equals the log end on every partition, and a summary is
 printed: faults by kind, batches committed, driver runs, unplanned driver exits (the query
-stopped by itself: each is printed with its log tail), rows. Every wait is bounded; every process
-group is killed in ``finally``. ``make chaos`` runs it (``CHAOS_SEED``, ``CHAOS_SECONDS``).
-``PYKAFKA_CHAOS_GUARANTEE=at-least-once`` runs the same chaos with the weaker guarantee and
-expects duplicates instead.
+stopped by itself: each is printed with its log tail), rows, then a line per side job: what its
+runs did, and its rows, each read exactly once with nothing of its key's prefix left open. Every
+wait is bounded; every process group is killed in ``finally``. ``make chaos`` runs it
+(``CHAOS_SEED``, ``CHAOS_SECONDS``). ``PYKAFKA_CHAOS_GUARANTEE=at-least-once`` runs the same chaos
+with the weaker guarantee and expects duplicates instead (without the side jobs).
 """
 
 from __future__ import annotations
