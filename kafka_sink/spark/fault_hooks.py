@@ -22,6 +22,13 @@ done; ``after-done``, once the commit is recorded done) hold only when the test 
 a file ``pause-<name>-<step>``, as ``paused-<name>-<step>`` / ``resume-<name>-<step>``, whatever
 ``$PYKAFKA_TEST_PAUSE_AT`` says.
 
+While a file ``marker-unreadable`` exists in ``$PYKAFKA_TEST_COMMIT_PAUSE_DIR``,
+:func:`marker_unreadable` is true and the driver's read of a refused commit's marker
+(``eos/outcomes.py``) fails with a ``KafkaError`` saying so, as a principal without READ on the
+topic, or a marker removed by retention, would: a test makes an outcome unknown on a cluster it
+cannot otherwise deny a read, and removes the file to let the next run read the marker. It injects
+a failure; it leaves out no safeguard.
+
 ``$PYKAFKA_TEST_NO_START_SWEEP`` set to ``1`` makes :func:`start_sweep_disabled` true.
 ``$PYKAFKA_TEST_EVERY_SLOT_FREE`` set to ``1`` (in the executors' environment) makes
 :func:`every_slot_free` true: an exactly-once task sees every transactional id of its partition
@@ -43,6 +50,7 @@ __all__ = [
     "BEFORE_COMMIT",
     "COMMITTING",
     "EVERY_SLOT_FREE_ENV",
+    "MARKER_UNREADABLE",
     "NO_FENCE_ENV",
     "NO_START_SWEEP_ENV",
     "PAUSE_ENV",
@@ -51,6 +59,7 @@ __all__ = [
     "TASK_DONE",
     "every_slot_free",
     "fence_disabled",
+    "marker_unreadable",
     "pause_commit",
     "start_sweep_disabled",
 ]
@@ -64,6 +73,7 @@ COMMITTING = "committing"
 BEFORE_COMMIT = "before-commit"
 STARTED = "started"
 TASK_DONE = "task-done"
+MARKER_UNREADABLE = "marker-unreadable"
 _PAUSE_LIMIT_S = 120.0
 
 
@@ -105,3 +115,11 @@ def every_slot_free() -> bool:
 def fence_disabled() -> bool:
     """True when a test asks a streaming query's driver to take no fence."""
     return os.environ.get(NO_FENCE_ENV) == "1"
+
+
+def marker_unreadable() -> bool:
+    """True while a test asks the driver's marker reads to fail (see above)."""
+    directory = os.environ.get(PAUSE_ENV)
+    if not directory:
+        return False
+    return os.path.exists(os.path.join(directory, MARKER_UNREADABLE))

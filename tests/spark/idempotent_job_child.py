@@ -1,8 +1,9 @@
 """A batch job run until it ends or is killed: the driver process of the idempotencyKey tests.
 
-``python idempotent_job_child.py BOOTSTRAP TOPIC ROWS KEY PREFIX INTENT_TOPIC COMMIT_LOG``: one
-local[2] SparkSession writes the values 0..ROWS-1 (3 Spark partitions) to TOPIC exactly-once,
-with ``idempotencyKey`` KEY (``-``: none, and then the transactional prefix PREFIX). Prints
+``python idempotent_job_child.py BOOTSTRAP TOPIC ROWS KEY PREFIX INTENT_TOPIC COMMIT_LOG
+[MASTER]``: one SparkSession (MASTER, by default local[2]) writes the values 0..ROWS-1 (3 Spark
+partitions) to TOPIC exactly-once, with ``idempotencyKey`` KEY (``-``: none, and then the
+transactional prefix PREFIX). Prints
 ``DONE`` when the job succeeded. The test SIGKILLs this process's group at a pause of the commit
 (``$PYKAFKA_TEST_COMMIT_PAUSE_DIR``, see ``kafka_sink/spark/fault_hooks.py``).
 """
@@ -14,9 +15,10 @@ import sys
 
 def main() -> int:
     bootstrap, topic, rows, key, prefix, intent_topic, commit_log = sys.argv[1:8]
+    master = sys.argv[8] if len(sys.argv) > 8 else "local[2]"
     from sparkutil import child_session
 
-    spark = child_session("pykafka-idempotent-job")
+    spark = child_session("pykafka-idempotent-job", master)
     options = {
         "kafka.bootstrap.servers": bootstrap,
         "topic": topic,

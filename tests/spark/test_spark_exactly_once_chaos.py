@@ -18,15 +18,24 @@ passed: counted as a stall), so on a slow machine the run stretches rather than 
 killing queries that are starting. The seed is printed; ``PYKAFKA_CHAOS_SEED`` replays a
 schedule (what the processes are doing at each moment still differs from run to run).
 
+Beside the query, on the same cluster and under the same broker faults, two keyed batch jobs
+(``chaos_side_jobs.py``), each into its own topic, start at seeded moments (near 25% and 60% of
+the schedule, from a generator of their own, so the seed's fault schedule is unchanged): a job
+triggered twice at once (``DoubleTrigger``) and a job one of whose transactions is committed
+aside and its id moved on while the driver cannot read its marker (``UnreadableMarker``). Each
+runs in a thread of its own, so the faults go on meanwhile; they are waited for (bounded) after
+the last run.
+
 At the end the input stops growing, the query is stopped and a last ``availableNow`` run on the
 checkpoint processes what is left (up to 50 files a micro-batch) and exits 0. Then every id is
 read exactly once by a read_committed consumer (kafka-python), no transaction of the query's
 prefix is open, the last stable offset equals the log end on every partition, and a summary is
 printed: faults by kind, batches committed, driver runs, unplanned driver exits (the query
-stopped by itself: each is printed with its log tail), rows. Every wait is bounded; every process
-group is killed in ``finally``. ``make chaos`` runs it (``CHAOS_SEED``, ``CHAOS_SECONDS``).
-``PYKAFKA_CHAOS_GUARANTEE=at-least-once`` runs the same chaos with the weaker guarantee and
-expects duplicates instead.
+stopped by itself: each is printed with its log tail), rows, then a line per side job: what its
+runs did, and its rows, each read exactly once with nothing of its key's prefix left open. Every
+wait is bounded; every process group is killed in ``finally``. ``make chaos`` runs it
+(``CHAOS_SEED``, ``CHAOS_SECONDS``). ``PYKAFKA_CHAOS_GUARANTEE=at-least-once`` runs the same chaos
+with the weaker guarantee and expects duplicates instead (without the side jobs).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from chaos_side_jobs import DoubleTrigger, SideJob, UnreadableMarker
 from eos_driver import Driver, drop_cut_metadata_writes
 from sparkutil import assert_nothing_left_open, commit_docs
 from standalone import SPARK_HOME
@@ -67,6 +77,10 @@ EXECUTOR_WAIT_S = 240.0
 PROGRESS_WAIT_S = 300.0
 BROKER_READY_S = 180.0
 LAST_RUN_S = 900.0
+# The side jobs start at seeded moments near these fractions of the schedule; each may take
+# minutes on a loaded machine, and is waited for (bounded) after the last run.
+SIDE_AT = {DoubleTrigger: 0.25, UnreadableMarker: 0.6}
+SIDE_WAIT_S = 900.0
 
 # Each wait above is bounded, but their sum (hours) is no useful limit: a run that takes twice its
 # schedule plus the last run's bound and 20 minutes is stuck, and fails rather than eat CI's time.
@@ -239,12 +253,27 @@ def test_streaming_exactly_once_under_chaos(
     logs.mkdir()
     args = [bootstrap, topic, str(inputs.directory), str(checkpoint), GUARANTEE, prefix]
     args += ["--master=local-cluster[2,1,768]", "--shuffle=4", "--max-files=4"]
-    chaos = Chaos(args, logs, checkpoint, {**os.environ, "SPARK_HOME": str(SPARK_HOME)}, rng)
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME)}
+    chaos = Chaos(args, logs, checkpoint, env, rng)
+    # Their own generator: the fault schedule and its choices stay what the seed made them.
+    side_rng = random.Random(f"{seed}-side")
+    side: list[SideJob] = []
     with whole_cluster_after(kafka_cluster):
         try:
             inputs.start()
             chaos.start_driver()
             begun = time.monotonic()
+            if GUARANTEE == "exactly-once":
+                for kind, at in SIDE_AT.items():
+                    side_topic = cluster_topic_factory(
+                        partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"}
+                    )
+                    moment = SECONDS * side_rng.uniform(at - 0.05, at + 0.05)
+                    workdir = tmp_path / kind.__name__
+                    side.append(
+                        kind(bootstrap, side_topic, workdir, env=env, begun=begun, moment=moment)
+                    )
+                    side[-1].start()
             for moment, kind in schedule:
                 while (wait_s := begun + moment - time.monotonic()) > 0:
                     chaos.running_driver()
@@ -265,9 +294,13 @@ def test_streaming_exactly_once_under_chaos(
             last = chaos.start_driver()
             code = last.finish(LAST_RUN_S)
             assert code == 0, f"the last run failed (seed {seed}):\n{last.tail()}"
+            for job in side:
+                job.close(max(0.0, begun + SIDE_WAIT_S + job.moment - time.monotonic()))
         finally:
             inputs.stop()
             chaos.close()
+            for job in side:
+                job.close(0)
 
     total = inputs.rows
     committed = read_all(
@@ -287,6 +320,14 @@ def test_streaming_exactly_once_under_chaos(
     )
     for exit_report in chaos.unplanned:
         print(exit_report, flush=True)
+    side_failures: list[AssertionError] = []
+    for job in side:
+        try:
+            line = job.check()
+        except AssertionError as exc:
+            side_failures.append(exc)
+            line = f"{job.label}: FAILED: {job.outcome()}"
+        print(f"chaos summary (seed {seed}): {line}", flush=True)
     assert not lost, f"{len(lost)} rows lost, e.g. {sorted(lost)[:10]} (seed {seed})"
     if GUARANTEE == "at-least-once":
         assert duplicated, f"no duplicates under at-least-once (seed {seed})"
@@ -295,3 +336,5 @@ def test_streaming_exactly_once_under_chaos(
     assert sum(chaos.done.values()) >= min(FAULTS, len(KINDS) * MIN_PER_KIND)
     assert all(chaos.done[kind] >= MIN_PER_KIND for kind in KINDS), chaos.done
     assert_nothing_left_open(bootstrap, topic, prefix)
+    if side_failures:
+        raise side_failures[0]

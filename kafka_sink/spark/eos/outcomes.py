@@ -19,6 +19,8 @@ Invariants:
 - A marker is the only proof either way: a transaction whose marker cannot be read (the
   principal lacks READ on the topic, retention removed it, a leader that stays behind it, no
   first offsets recorded) is unknown, never lost and never committed.
+- The test-only hook ``fault_hooks.marker_unreadable`` makes every read of :func:`marker_reader`
+  fail as an unreadable marker (unknown); unset, it costs one environment lookup a read.
 - Without an ``outcome`` reader (ops that cannot read partitions: some tests) a refused commit
   is lost, as the coordinator's refusal says.
 """
@@ -32,6 +34,7 @@ from typing import Generic, TypeVar
 
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
+from kafka_sink.spark.fault_hooks import MARKER_UNREADABLE, PAUSE_ENV, marker_unreadable
 
 __all__ = ["OutcomeReader", "Settled", "marker_reader", "settle_lost"]
 
@@ -62,6 +65,11 @@ def marker_reader(config: Mapping[str, object], timeout_s: float | None = None) 
     a connection per call, as the path is rare (a refused commit)."""
 
     def outcome(prepared: PreparedTransaction, first_offsets: Mapping[TopicPartition, int]) -> bool:
+        if marker_unreadable():  # test-only; see fault_hooks
+            raise KafkaError(
+                f"the marker of transaction {prepared.transactional_id!r} cannot be read: a "
+                f"test's fault hook denies it (file {MARKER_UNREADABLE!r} in ${PAUSE_ENV})"
+            )
         # Lazy: the driver's workers import this module for every write.
         from kafka_sink.admin.control_records import ControlRecordReader
 
