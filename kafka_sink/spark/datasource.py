@@ -86,7 +86,7 @@ from kafka_sink.spark.logs import apply_level
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.preflight import check_transactional_ids, check_write
 from kafka_sink.spark.schema import validate_schema
-from kafka_sink.spark.triggers import refuse_without_pending_batch
+from kafka_sink.spark.triggers import planned_batch, refuse_without_pending_batch
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
 
 INTENTS_DIRNAME = "pykafka-intents"
@@ -253,6 +253,7 @@ def _exactly_once_plan(
         fenced=streaming or fenced_job,
         batch_job=not streaming,
         planned_wall_ms=int(time.time() * 1000),
+        planned_batch=planned_batch(options.checkpoint_location) if streaming else None,
     )
     check_transactional_ids(
         options.producer_config,

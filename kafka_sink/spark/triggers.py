@@ -57,6 +57,20 @@ def refuse_without_pending_batch(checkpoint_location: str | None) -> None:
     )
 
 
+def planned_batch(checkpoint_location: str | None) -> int | None:
+    """The micro-batch a ``streamWriter()`` call plans: the checkpoint's latest ``offsets`` entry
+    when it is above its latest ``commits`` entry; None when that cannot be read (a checkpoint
+    that is not a local or mounted directory) or no batch is pending."""
+    local = as_local_path(checkpoint_location) if checkpoint_location else None
+    if local is None:
+        return None
+    offsets = _latest(os.path.join(local, "offsets"))
+    commits = _latest(os.path.join(local, "commits"))
+    if offsets is not None and (commits is None or offsets > commits):
+        return offsets
+    return None
+
+
 def refuse_unwritten_commit(messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
     """Fail a commit none of whose tasks ran ``write()``, before Spark records it as done.
 

@@ -1582,4 +1582,5 @@ def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) ->
         describe=lambda tid: describe([tid]).get(tid),
         latest=latest,
         open_elsewhere=open_elsewhere,
+        planning_batch=plan.planned_batch,
     )

@@ -60,9 +60,10 @@ Invariants:
 - :meth:`DriverFence.check` passes only while the coordinator shows the fence id at exactly the
   producer id and epoch this driver last recorded; a higher epoch, another producer id or an
   unknown id means another driver took over.
-- The fence is acquired only by a planning that starts the query or finds no other driver went
-  on since (above), never in the commit worker; the token is dropped whenever this driver's
-  fence is found lost, and by a stale planning that is refused.
+- The fence is acquired only by a planning that starts the query (no token, a batch left
+  pending here, or a batch the checkpoint plans after every batch the store recorded) or finds
+  no other driver went on since (above), never in the commit worker; the token is dropped
+  whenever this driver's fence is found lost, and by a stale planning that is refused.
 - :attr:`FenceToken.planned` only grows within a take and is kept across the writes through
   the fence; a take sets it from the store read right after its InitProducerId.
 - :meth:`DriverFence.relearn` adopts only the producer id it holds, at exactly the next epoch,
@@ -272,6 +273,7 @@ def open_fence(
     before_acquire: Callable[[], None] = lambda: None,
     latest: Callable[[], BatchRecord | None] = lambda: None,
     open_elsewhere: Callable[[BatchRecord | None], Sequence[str]] = lambda last: (),
+    planning_batch: int | None = None,
 ) -> DriverFence:
     """This driver's fence of ``prefix``: the token it keeps, else (the planning only) a new
     InitProducerId; when the coordinator no longer shows the token kept, a new InitProducerId
@@ -279,7 +281,9 @@ def open_fence(
     module docstring), else :class:`SinkFencedError`. ``before_acquire`` runs first, to refuse a
     prefix another query owns; ``latest`` reads the store's latest record of the query;
     ``open_elsewhere(last)`` lists the open transactions of the query's task ids that ``last``
-    (an unfinished intent) does not name."""
+    (an unfinished intent) does not name; ``planning_batch`` is the batch this planning is for,
+    when the checkpoint tells it (a planning for a batch after every one the store recorded is
+    a start of the query from its checkpoint, as in a restart after another run went on)."""
     token = _load(prefix, query_key)
     if in_commit_worker():
         if token is None:
@@ -307,7 +311,7 @@ def open_fence(
             return fence
         if why is None:
             return fence
-        if not batch_pending(query_key):
+        if not batch_pending(query_key) and not _plans_a_new_batch(planning_batch, latest):
             since = _progress_since(token, latest, open_elsewhere)
             if since is not None:
                 drop_token(prefix, query_key, token.taken)
@@ -337,6 +341,21 @@ def open_fence(
     # Read after the take: no earlier holder can write the store any more.
     fence.planning(latest())
     return fence
+
+
+def _plans_a_new_batch(
+    planning_batch: int | None, latest: Callable[[], BatchRecord | None]
+) -> bool:
+    """Whether this planning is for a batch after every one the intent store recorded: then it
+    is a start from the checkpoint (a restart after another run of the query went on and
+    stopped), not an older run planning a batch a newer driver recorded already."""
+    if planning_batch is None:
+        return False
+    try:
+        last = latest()
+    except (KafkaError, SinkError):
+        return False  # cannot tell: the stricter rule decides
+    return last is None or planning_batch > last.batch_id
 
 
 def _progress_since(

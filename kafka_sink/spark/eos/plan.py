@@ -189,6 +189,9 @@ class EosPlan:
     #: transactions' start times (``committer._brokers_now``). None: not known. Not part of
     #: what the plan settled, so plans compare equal without it.
     planned_wall_ms: int | None = field(default=None, compare=False)
+    #: A streaming planning's batch, read from a local checkpoint (None: not known): a planning
+    #: for a batch no driver recorded yet may take back a fence gone stale (``fence.py``).
+    planned_batch: int | None = field(default=None, compare=False)
 
     def with_last_record(self, record: BatchRecord | None) -> EosPlan:
         """This plan, carrying ``record``'s batch to its tasks when the record is partial."""

@@ -9,6 +9,7 @@ without the fence, to show the harm the fence prevents.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -335,9 +336,13 @@ def _in_driver(monkeypatch: pytest.MonkeyPatch, local_dir: Any) -> None:
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local_dir))
 
 
-def _planned(cluster: FakeCoordinator, query_key: str = "query-a") -> EosCommitter:
-    """A planning's committer (``for_plan``), on the model's clock."""
-    committer = EosCommitter.for_plan(_plan(query_key), {"bootstrap.servers": "h:1"})
+def _planned(
+    cluster: FakeCoordinator, query_key: str = "query-a", *, batch: int | None = None
+) -> EosCommitter:
+    """A planning's committer (``for_plan``), on the model's clock; ``batch``: the batch the
+    checkpoint says the planning is for (None: not known, as with a remote checkpoint)."""
+    plan = dataclasses.replace(_plan(query_key), planned_batch=batch)
+    committer = EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"})
     committer.clock, committer.sleep_ms = cluster.clock, cluster.advance
     return committer
 
@@ -393,6 +398,44 @@ def test_a_restart_after_another_run_went_on_is_refused_once_then_takes_the_fenc
     assert _visible(cluster) == _rows(0, 1, 2)
     with pytest.raises(SinkFencedError):
         other.fence.check("after A started again")
+
+
+def test_a_restart_from_the_checkpoint_after_another_run_went_on_takes_the_fence_at_once(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # A runs batch 0 and stops; B (another application) takes the fence and commits batch 1,
+    # and stops. A starts the query again in the same application: its checkpoint says the
+    # planning is for batch 2, after every batch the store recorded, so it is a start, not an
+    # older run planning a batch B recorded already: it takes the fence at once.
+    _in_driver(monkeypatch, tmp_path / "a")
+    assert _planned(cluster, batch=0).commit(0, _tasks(cluster, 0)) == COMMITTED
+    _in_driver(monkeypatch, tmp_path / "b")
+    other = _planned(cluster, batch=1)
+    assert other.commit(1, _tasks(cluster, 1)) == COMMITTED
+    _in_driver(monkeypatch, tmp_path / "a")
+    again = _planned(cluster, batch=2)
+    assert again.commit(2, _tasks(cluster, 2)) == COMMITTED
+    assert _visible(cluster) == _rows(0, 1, 2)
+    assert other.fence is not None
+    with pytest.raises(SinkFencedError):
+        other.fence.check("after A started again")
+
+
+def test_an_older_run_planning_a_batch_the_newer_driver_recorded_is_refused(
+    cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # A committed batch 0; B took over and committed batch 1; A, cut off meanwhile, plans batch
+    # 1 again (its own run going on): the store recorded batch 1 already, so A is refused.
+    _in_driver(monkeypatch, tmp_path / "a")
+    assert _planned(cluster, batch=0).commit(0, _tasks(cluster, 0)) == COMMITTED
+    _in_driver(monkeypatch, tmp_path / "b")
+    other = _planned(cluster, batch=1)
+    assert other.commit(1, _tasks(cluster, 1)) == COMMITTED
+    _in_driver(monkeypatch, tmp_path / "a")
+    with pytest.raises(SinkFencedError, match="another run of the query took the fence"):
+        _planned(cluster, batch=1)
+    assert other.fence is not None
+    other.fence.check("B after A's refused planning")
 
 
 def test_a_planning_after_a_batch_stopped_midway_here_takes_the_fence_back(
