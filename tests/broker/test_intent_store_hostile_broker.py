@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -105,8 +106,27 @@ def _topic_with(bootstrap: str, garbage: SealedBatch) -> str:
         store.close()
     # The broker took all of it.
     assert first == 1
-    assert end_offsets(bootstrap, topic) == {0: 2 * (garbage.last_offset_delta + 1) + 2}
+    ends = end_offsets(bootstrap, topic)
+    assert ends == {0: 2 * (garbage.last_offset_delta + 1) + 2}
+    _wait_until_stable(bootstrap, topic, ends[0])
     return topic
+
+
+def _wait_until_stable(bootstrap: str, topic: str, end: int) -> None:
+    """Until the intents' transaction markers are written (the last stable offset is the end):
+    what is shown here is the read of committed garbage. A reader that comes before them reads
+    past the last stable offset too, each poll within the same decoding limit."""
+    from kafka_sink.testing.oracle import _consumer, _topic_partitions
+
+    consumer = _consumer(bootstrap, isolation_level="read_committed")
+    try:
+        deadline = time.monotonic() + 60
+        [tp] = _topic_partitions(consumer, topic, deadline)
+        while int(consumer.end_offsets([tp])[tp]) < end:
+            assert time.monotonic() < deadline, "the intents' markers were never written"
+            time.sleep(0.1)
+    finally:
+        consumer.close()
 
 
 def test_a_zstd_bomb_costs_the_reading_driver_neither_its_intent_nor_its_memory(
