@@ -19,10 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sparkutil import assert_nothing_left_open, id_stream, write_available_now
 
 from kafka_sink.admin.transactions import TransactionAdmin
 from kafka_sink.testing.oracle import read_all
+
+# A restart proof of three streaming runs: `-m "not slow"` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
 
 TopicFactory = Callable[..., str]
 ROWS = 100

@@ -123,6 +123,7 @@ def test_a_wrong_secret_is_refused_in_seconds_naming_the_endpoint(
     assert read_all(oauth_kafka.bootstrap_servers, topic) == []
 
 
+@pytest.mark.slow  # waits out the login's retry budget (10 s); CI runs it
 def test_an_unreachable_endpoint_is_refused_in_seconds_naming_it(
     spark: Any, oauth_kafka: LocalKafka, oidc: LocalOidc, capfd: pytest.CaptureFixture[str]
 ) -> None:
