@@ -311,13 +311,22 @@ class _EndpointSource:
         self,
         url: str,
         *,
+        scope: str | None,
         checks: TokenChecks,
         connect_timeout_ms: int,
         read_timeout_ms: int,
     ) -> None:
         self._url = url
+        self._scope = scope
         self._checks = checks
         self._timeout_ms = connect_timeout_ms + read_timeout_ms
+
+    def _form(self, fields: dict[str, str]) -> bytes:
+        """The request's form: the grant, ``fields``, and the scope when one is set."""
+        form = {"grant_type": self.grant, **fields}
+        if self._scope:
+            form["scope"] = self._scope
+        return urllib.parse.urlencode(form).encode()
 
     def describe(self) -> str:
         return f"token endpoint {mask_url(self._url)} ({self.shown_grant})"
@@ -384,6 +393,7 @@ class ClientCredentialsSource(_EndpointSource):
     ) -> None:
         super().__init__(
             url,
+            scope=scope,
             checks=checks,
             connect_timeout_ms=connect_timeout_ms,
             read_timeout_ms=read_timeout_ms,
@@ -394,13 +404,9 @@ class ClientCredentialsSource(_EndpointSource):
             client_secret = urllib.parse.quote_plus(client_secret)
         basic = base64.b64encode(f"{client_id}:{client_secret}".encode()).decode("ascii")
         self._authorization = f"Basic {basic}"
-        self._scope = scope
 
     def _request(self) -> tuple[bytes, dict[str, str]]:
-        form = {"grant_type": self.grant}
-        if self._scope:
-            form["scope"] = self._scope
-        return urllib.parse.urlencode(form).encode(), {"Authorization": self._authorization}
+        return self._form({}), {"Authorization": self._authorization}
 
 
 def _read_capped(path: str, key: str) -> bytes:
@@ -561,18 +567,15 @@ class JwtBearerSource(_EndpointSource):
     ) -> None:
         super().__init__(
             url,
+            scope=scope,
             checks=checks,
             connect_timeout_ms=connect_timeout_ms,
             read_timeout_ms=read_timeout_ms,
         )
         self._assertion = assertion
-        self._scope = scope
 
     def _request(self) -> tuple[bytes, dict[str, str]]:
-        form = {"grant_type": self.grant, "assertion": make_assertion(self._assertion)}
-        if self._scope:
-            form["scope"] = self._scope
-        return urllib.parse.urlencode(form).encode(), {}
+        return self._form({"assertion": make_assertion(self._assertion)}), {}
 
 
 class FileTokenSource:
@@ -626,22 +629,19 @@ class ClientAssertionSource(_EndpointSource):
     ) -> None:
         super().__init__(
             url,
+            scope=scope,
             checks=checks,
             connect_timeout_ms=connect_timeout_ms,
             read_timeout_ms=read_timeout_ms,
         )
         self._client_id = client_id
         self._assertion = assertion
-        self._scope = scope
 
     def _request(self) -> tuple[bytes, dict[str, str]]:
-        form = {
-            "grant_type": self.grant,
+        fields = {
             "client_assertion_type": CLIENT_ASSERTION_TYPE,
             "client_assertion": make_assertion(self._assertion),
         }
         if self._client_id:
-            form["client_id"] = self._client_id
-        if self._scope:
-            form["scope"] = self._scope
-        return urllib.parse.urlencode(form).encode(), {}
+            fields["client_id"] = self._client_id
+        return self._form(fields), {}
