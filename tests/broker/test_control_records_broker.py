@@ -29,35 +29,11 @@ from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos.committer import COMMITTED, EosCommitter, TaskTransaction, listing_ops
 from kafka_sink.spark.eos.intents import DONE, MemoryIntentStore
 from kafka_sink.testing.oracle import import_kafka_python, read_all
+from tests.txn_children import INIT_TRANSACTIONS, OPEN_AND_DIE
 
 TopicFactory = Callable[..., str]
 
 pytestmark = pytest.mark.broker
-
-_OPEN_AND_DIE = """
-import os, sys
-from confluent_kafka import Producer
-bootstrap, transactional_id, topic = sys.argv[1:4]
-plain = Producer({"bootstrap.servers": bootstrap})
-for partition in (0, 1):
-    plain.produce(topic, value=b"before", partition=partition)
-plain.flush(30)
-producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
-producer.init_transactions(30)
-producer.begin_transaction()
-for i in range(4):
-    producer.produce(topic, value=f"txn-{i}".encode(), partition=i % 2)
-if producer.flush(30) != 0:
-    sys.exit("records not acknowledged")
-os._exit(0)  # dies with the transaction open
-"""
-
-_INIT = """
-import sys
-from confluent_kafka import Producer
-producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2]})
-producer.init_transactions(30)
-"""
 
 
 def _run(script: str, *args: str) -> None:
@@ -71,13 +47,13 @@ def _prepared_then_moved_on(
 ) -> PreparedTransaction:
     config = {"bootstrap.servers": bootstrap}
     tid = f"markers-{uuid.uuid4().hex[:8]}"
-    _run(_OPEN_AND_DIE, bootstrap, tid, topic)
+    _run(OPEN_AND_DIE, bootstrap, tid, topic)
     (listing,) = list_transactions(config, tid, timeout=30)
     prepared = listing.prepared()
     assert listing.state == "Ongoing" and prepared.partitions == ((topic, 0), (topic, 1))
     if commit_first:
         complete_transaction(config, prepared, commit=True, timeout=30)  # its answer unread
-    _run(_INIT, bootstrap, tid)  # a stale attempt's InitProducerId on the same id
+    _run(INIT_TRANSACTIONS, bootstrap, tid)  # a stale attempt's InitProducerId on the same id
     now = describe_transactions(config, [tid], timeout=30)[tid]
     assert now is not None
     assert (now.state, now.producer_epoch) == ("Empty", prepared.producer_epoch + 2)
@@ -151,7 +127,7 @@ def test_the_committer_counts_a_commit_whose_answer_was_lost_as_committed(
     config = {"bootstrap.servers": kafka_bootstrap}
     tid = f"markers-{uuid.uuid4().hex[:8]}"
     prefix = tid.rsplit("-", 1)[0]
-    _run(_OPEN_AND_DIE, kafka_bootstrap, tid, topic)
+    _run(OPEN_AND_DIE, kafka_bootstrap, tid, topic)
     (listing,) = list_transactions(config, tid, timeout=30)
     real = listing_ops(config, 30)
     calls: list[bool] = []
@@ -162,7 +138,7 @@ def test_the_committer_counts_a_commit_whose_answer_was_lost_as_committed(
         assert real.complete_all is not None
         out = list(real.complete_all(handles, commit))
         if not calls:
-            _run(_INIT, kafka_bootstrap, tid)
+            _run(INIT_TRANSACTIONS, kafka_bootstrap, tid)
             out = [KafkaConnectionError("the connection was lost (scripted)")] * len(out)
         calls.append(commit)
         return out

@@ -39,33 +39,9 @@ from kafka_sink.spark.eos.committer import (
 from kafka_sink.spark.eos.intents import DONE, INTENT, MemoryIntentStore
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
+from tests.txn_children import INIT_TRANSACTIONS, OPEN_AND_DIE
 
 USERS = {"alice": "alice-secret"}
-
-_OPEN_AND_DIE = """
-import os, sys
-from confluent_kafka import Producer
-bootstrap, transactional_id, topic = sys.argv[1:4]
-plain = Producer({"bootstrap.servers": bootstrap})
-for partition in (0, 1):
-    plain.produce(topic, value=b"before", partition=partition)
-plain.flush(30)
-producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
-producer.init_transactions(30)
-producer.begin_transaction()
-for i in range(4):
-    producer.produce(topic, value=f"txn-{i}".encode(), partition=i % 2)
-if producer.flush(30) != 0:
-    sys.exit("records not acknowledged")
-os._exit(0)  # dies with the transaction open
-"""
-
-_INIT = """
-import sys
-from confluent_kafka import Producer
-producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2]})
-producer.init_transactions(30)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +132,7 @@ def test_a_refused_commit_whose_marker_may_not_be_read_is_unknown_and_finished_o
         "sasl.password": USERS["alice"],
         "max.block.ms": "10000",
     }
-    _run(_OPEN_AND_DIE, plaintext, tid, topic)
+    _run(OPEN_AND_DIE, plaintext, tid, topic)
     (listing,) = list_transactions(alice, tid, timeout=30)
     task = TaskTransaction(0, listing.prepared(), None, (((topic, 0), 1), ((topic, 1), 1)))
     store = MemoryIntentStore()
@@ -173,7 +149,7 @@ def test_a_refused_commit_whose_marker_may_not_be_read_is_unknown_and_finished_o
         assert real.complete_all is not None
         out = list(real.complete_all(handles, commit))
         if not calls:  # applied; the answer never heard; then a stale attempt moves the id on
-            _run(_INIT, plaintext, tid)
+            _run(INIT_TRANSACTIONS, plaintext, tid)
             out = [KafkaConnectionError("the connection was lost (scripted)")] * len(out)
         calls.append(commit)
         return out

@@ -44,6 +44,7 @@ from sparkutil import assert_nothing_left_open
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.eos.intents import BatchRecord
 from kafka_sink.testing.oracle import read_all
+from tests.txn_children import INIT_TRANSACTIONS
 
 T = TypeVar("T")
 
@@ -56,13 +57,6 @@ RUN_WAIT_S = 420.0
 PAUSE_WAIT_S = 300.0
 STAGE_WAIT_S = 90.0
 PAUSED_BEFORE_INTENT = "paused-0-before-intent"
-
-_INIT = """
-import sys
-from confluent_kafka import Producer
-producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2]})
-producer.init_transactions(30)
-"""
 
 
 class Run:
@@ -361,7 +355,7 @@ class UnreadableMarker(SideJob):
         self._retried(lambda: complete_transaction(config, victim, commit=True, timeout=30))
         self._retried(
             lambda: subprocess.run(
-                [sys.executable, "-c", _INIT, self.bootstrap, victim.transactional_id],
+                [sys.executable, "-c", INIT_TRANSACTIONS, self.bootstrap, victim.transactional_id],
                 check=True,
                 timeout=60,
                 capture_output=True,

@@ -32,19 +32,13 @@ from kafka_sink.admin.transactions import (
 )
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, read_all
+from tests.txn_children import INIT_TRANSACTIONS
 
 # A fault proof: `-m "not slow"` leaves it out, CI runs it.
 pytestmark = pytest.mark.slow
 
 ROWS = 3000
 PARTITIONS = 3
-
-_INIT = """
-import sys
-from confluent_kafka import Producer
-producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2]})
-producer.init_transactions(30)
-"""
 
 
 def _wait_for(what: str, check: Any, timeout_s: float = 60) -> Any:
@@ -92,7 +86,7 @@ def test_a_commit_whose_answer_was_lost_before_its_id_moved_on_is_written_once(
             victim = listing[0].prepared()
             complete_transaction(config, victim, commit=True, timeout=30)
             subprocess.run(
-                [sys.executable, "-c", _INIT, direct, victim.transactional_id],
+                [sys.executable, "-c", INIT_TRANSACTIONS, direct, victim.transactional_id],
                 check=True,
                 timeout=60,
                 capture_output=True,

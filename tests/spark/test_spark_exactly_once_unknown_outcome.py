@@ -35,6 +35,7 @@ from sparkutil import assert_nothing_left_open
 from kafka_sink.admin.transactions import complete_transaction, list_transactions
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
+from tests.txn_children import INIT_TRANSACTIONS
 
 # A fault proof: `-m "not slow"` leaves it out, CI runs it.
 pytestmark = pytest.mark.slow
@@ -42,13 +43,6 @@ pytestmark = pytest.mark.slow
 ROWS = 3000
 PARTITIONS = 3
 USERS = {"alice": "alice-secret"}
-
-_INIT = """
-import sys
-from confluent_kafka import Producer
-producer = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2]})
-producer.init_transactions(30)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +176,7 @@ def test_a_refused_commit_whose_marker_cannot_be_read_is_never_written_twice(
             victim = listing[0].prepared()
             complete_transaction(config, victim, commit=True, timeout=30)  # answer unheard
             subprocess.run(
-                [sys.executable, "-c", _INIT, direct, victim.transactional_id],
+                [sys.executable, "-c", INIT_TRANSACTIONS, direct, victim.transactional_id],
                 check=True,
                 timeout=60,
                 capture_output=True,
