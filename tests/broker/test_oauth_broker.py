@@ -171,11 +171,13 @@ def test_twenty_second_tokens_under_ten_second_sessions_keep_working_for_five_li
     assert values == sent
     # Refreshed on the login's own timer (about every 16-17 s), idle gap included.
     assert source.fetches >= 5
-    # Sessions were renewed by the client before the broker's 10 s ran out (about every 9 s
-    # while sending), never cut by the broker.
+    # Sessions were renewed by the client before the broker's 10 s ran out, never cut by the
+    # broker. A renewal happens on the first send after about 9 s of session, and sends come
+    # every 3 s: at least 4 in the first 50 s and 2 in the last 25 s (the idle gap renews
+    # nothing, the connection is simply reopened). How many more depends on timing.
     messages = [r.getMessage() for r in caplog.records]
     renewals = [m for m in messages if "closing re-authenticating connection" in m]
-    assert len(renewals) >= 8, messages
+    assert len(renewals) >= 6, messages
     assert not [m for m in messages if "was lost" in m or ("SASL" in m and "fail" in m)]
 
 
