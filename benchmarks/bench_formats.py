@@ -54,14 +54,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
-from kafka_sink.spark.formats.avro_schema import derive_avro_schema
-from kafka_sink.spark.formats.json_columnar import JsonColumnEncoder
-from kafka_sink.spark.formats.json_schema import derive_json_schema
-from kafka_sink.spark.formats.protobuf_schema import derive_protobuf_schema
-from kafka_sink.spark.formats.protobuf_serializer import ProtobufSerializer
-from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
-from kafka_sink.spark.formats.wire_format import frame_column, header
+from kafka_sink.formats.avro_columnar import AvroColumnEncoder
+from kafka_sink.formats.avro_schema import derive_avro_schema
+from kafka_sink.formats.json_columnar import JsonColumnEncoder
+from kafka_sink.formats.json_schema import derive_json_schema
+from kafka_sink.formats.protobuf_schema import derive_protobuf_schema
+from kafka_sink.formats.protobuf_serializer import ProtobufSerializer
+from kafka_sink.formats.sql_types import sql_type_from_arrow
+from kafka_sink.formats.wire_format import frame_column, header
 
 BATCH_ROWS = 10_000
 SCHEMA_ID = 1

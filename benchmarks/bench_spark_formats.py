@@ -247,9 +247,9 @@ class FormatRun:
     def __init__(self, spark: Any, fmt: str, registry_url: str, bootstrap: str, args: Any) -> None:
         from pyspark.sql import functions as sf
 
-        from kafka_sink.spark.formats.registry import Schema, SchemaRegistryClient
-        from kafka_sink.spark.formats.sql_types import sql_type_from_json
-        from kafka_sink.spark.formats.wire_format import header
+        from kafka_sink.formats.registry import Schema, SchemaRegistryClient
+        from kafka_sink.formats.sql_types import sql_type_from_json
+        from kafka_sink.formats.wire_format import header
 
         self.spark, self.fmt, self.registry_url, self.bootstrap = (
             spark,
@@ -266,7 +266,7 @@ class FormatRun:
         client = SchemaRegistryClient.from_options({"schema.registry.url": registry_url})
         # The JVM route's payload: Spark's own encoders behind a header with a registered id.
         if fmt == "jsonschema":
-            from kafka_sink.spark.formats.json_schema import derive_json_schema
+            from kafka_sink.formats.json_schema import derive_json_schema
 
             self.schema_text = derive_json_schema(sql_type).text
             kind = "JSON"
@@ -274,7 +274,7 @@ class FormatRun:
         else:
             from pyspark.sql.avro.functions import to_avro
 
-            from kafka_sink.spark.formats.avro_schema import derive_avro_schema
+            from kafka_sink.formats.avro_schema import derive_avro_schema
 
             self.schema_text = json.dumps(derive_avro_schema(sql_type).json)
             kind = "AVRO"

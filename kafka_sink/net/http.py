@@ -1,7 +1,7 @@
 """One blocking HTTP(S) exchange bounded in time and in size, for the driver's outside calls.
 
 Role: the socket and TLS side of clients that speak HTTP rather than Kafka's protocol (the
-Schema Registry client in ``kafka_sink.spark.formats.registry``, the Pushgateway push in
+Schema Registry client in ``kafka_sink.formats.registry``, the Pushgateway push in
 ``kafka_sink.spark.metrics.prometheus``), kept in ``net`` because this is the only package that
 opens connections. The caller builds the request; :func:`exchange` sends it with
 ``urllib.request`` and hands back the status and body, or raises :class:`HttpTransportError`

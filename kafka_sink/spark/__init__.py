@@ -18,12 +18,10 @@ The only package that imports pyspark. Nothing here talks to sockets itself: the
   (intent records, file and memory stores), ``kafka_intents`` (the store on a compacted topic),
   ``committer`` (the driver's roll-forward commit) and ``timeout`` (``transaction.timeout.ms``
   against the brokers).
-- ``formats/``: registry formats; ``registry`` (the driver's Schema Registry client over the
-  ``schema.registry.*`` options) and ``subjects`` (subject name strategies). No pyspark there.
 - ``metrics/``: per-batch sink metrics, no pyspark: ``deltas`` (a task's share of its
   producer's snapshot), ``batch`` (the commit document's ``metrics`` section and the line's
   numbers), ``prometheus`` (the push to a Pushgateway).
-- ``logs`` (the logger, one warning per driver), ``errors``, ``fault_hooks`` (test-only pauses).
+- ``logs`` (the logger, one warning per driver), ``fault_hooks`` (test-only pauses).
 - ``workers`` (``register(spark)``: registers the source and checks, with a one-row job, that
   the Python Spark starts for its workers can import the sink) and ``worker_probe`` (that job).
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_sink.records.arrow import as_binary_array, int_column, valid_mask
-from kafka_sink.spark.errors import SinkDataError
+from kafka_sink.sink_errors import SinkDataError
 from kafka_sink.spark.schema import InputLayout
 
 __all__ = ["TopicColumns", "check_partitions", "topic_columns"]

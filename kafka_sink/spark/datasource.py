@@ -10,7 +10,7 @@ With ``valueFormat`` / ``keyFormat`` (``formats/options.py``), the registry work
 too, after the commit-log check and before the cluster's preflight: the schema derived or
 parsed and bound to the column's Spark type, its subject registered or looked up and its
 compatibility checked (``formats/plan.py``); the writer carries the resulting
-:class:`~kafka_sink.spark.formats.plan.FormatPlan` (schema JSON and ids), so tasks never call
+:class:`~kafka_sink.formats.plan.FormatPlan` (schema JSON and ids), so tasks never call
 the registry. A streaming query does it every time Spark asks for a writer; the plan's cache
 keeps the registry calls to one per subject and schema per driver process.
 
@@ -73,15 +73,15 @@ from dataclasses import replace
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from kafka_sink.formats.options import FormatOptions
+from kafka_sink.formats.plan import FormatPlan, resolve_formats
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
 from kafka_sink.spark.eos.committer import EosCommitter
 from kafka_sink.spark.eos.idempotency import job_identity, job_plan
 from kafka_sink.spark.eos.intents import IntentStore
 from kafka_sink.spark.eos.plan import EosPlan, default_prefix, transactional_id
 from kafka_sink.spark.eos.start import QueryStart
-from kafka_sink.spark.errors import SinkOptionError
-from kafka_sink.spark.formats.options import FormatOptions
-from kafka_sink.spark.formats.plan import FormatPlan, resolve_formats
 from kafka_sink.spark.logs import apply_level
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.preflight import check_transactional_ids, check_write

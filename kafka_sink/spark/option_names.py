@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection
 
-from kafka_sink.spark.formats.options import FORMAT_OPTION_NAMES
+from kafka_sink.formats.options import FORMAT_OPTION_NAMES
 
 __all__ = [
     "KAFKA_PREFIX",

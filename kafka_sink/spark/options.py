@@ -102,8 +102,10 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from kafka_sink.errors import ConfigError
+from kafka_sink.formats.options import is_format_key
 from kafka_sink.net.presets import apply_preset, preset_named
 from kafka_sink.net.user_info import mask_url, shown_value
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.commit_log.store import (
     STORE_SCHEMES,
     CommitStoreError,
@@ -114,8 +116,6 @@ from kafka_sink.spark.commit_log.store import (
     open_store,
     store_hint,
 )
-from kafka_sink.spark.errors import SinkOptionError
-from kafka_sink.spark.formats.options import is_format_key
 from kafka_sink.spark.logs import LEVEL_NAMES, parse_level, warn_once
 from kafka_sink.spark.metrics.prometheus import DEFAULT_JOB, gateway_url, job_name
 from kafka_sink.spark.option_names import (

@@ -88,7 +88,7 @@ from kafka_sink.errors import (
 from kafka_sink.net.oauth.login import OAuthBearerLogin, release_login
 from kafka_sink.net.oauth.token import TokenSourceError
 from kafka_sink.net.presets import PRESETS
-from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import EndTxnRequest, InitProducerIdRequest, MetadataRequest

@@ -41,7 +41,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_sink.spark.errors import SinkSchemaError
+from kafka_sink.sink_errors import SinkSchemaError
 
 __all__ = ["HEADERS_TYPE", "InputLayout", "validate_schema"]
 

@@ -50,8 +50,8 @@ Invariants:
 - A task never commits a transaction; exactly-once in a streaming query, a task without a
   streaming batch id fails before it leases anything. A skipping task leases no producer.
 - No per-row Python on the send path except for headers (see ``columns.py``).
-- With a format (the writer's :class:`~kafka_sink.spark.formats.plan.FormatPlan`), the task
-  builds one :class:`~kafka_sink.spark.formats.batch_encoder.BatchEncoder` and serializes each
+- With a format (the writer's :class:`~kafka_sink.formats.plan.FormatPlan`), the task
+  builds one :class:`~kafka_sink.formats.batch_encoder.BatchEncoder` and serializes each
   Arrow batch's ``value`` / ``key`` column in bulk before anything else reads the batch (the
   fingerprint is then of the bytes sent); the producer stays bytes in, bytes out, and the task
   never calls the registry.
@@ -72,11 +72,14 @@ from pyspark import TaskContext
 
 from kafka_sink.clock import SYSTEM_CLOCK
 from kafka_sink.errors import KafkaError, KafkaTimeoutError
+from kafka_sink.formats.batch_encoder import BatchEncoder
+from kafka_sink.formats.plan import FormatPlan
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.producer.producer import KafkaProducer
+from kafka_sink.sink_errors import SinkDataError, SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark.columns import TopicColumns, check_partitions, topic_columns
 from kafka_sink.spark.commit_log.document import (
@@ -86,11 +89,8 @@ from kafka_sink.spark.commit_log.document import (
 )
 from kafka_sink.spark.eos import slots
 from kafka_sink.spark.eos.plan import EosPlan
-from kafka_sink.spark.errors import SinkDataError, SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
-from kafka_sink.spark.formats.batch_encoder import BatchEncoder
-from kafka_sink.spark.formats.plan import FormatPlan
 from kafka_sink.spark.logs import (
     LEVEL_CONF,
     LEVEL_NAMES,

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from kafka_sink.sink_errors import SinkModeError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.commit_log.store import as_local_path
-from kafka_sink.spark.errors import SinkModeError
 
 __all__ = ["refuse_unwritten_commit", "refuse_without_pending_batch"]
 

@@ -23,9 +23,9 @@ import os
 import sys
 from typing import Any
 
+from kafka_sink.sink_errors import SinkWorkerError
 from kafka_sink.spark import worker_probe
 from kafka_sink.spark.datasource import PyKafkaDataSource
-from kafka_sink.spark.errors import SinkWorkerError
 
 __all__ = ["check_workers", "register"]
 
@@ -35,7 +35,7 @@ _SETTINGS = "PYSPARK_PYTHON (or spark.pyspark.python; on a cluster, the nodes' P
 def register(spark: Any) -> None:
     """Register ``format("pykafka")`` in ``spark`` (classic or Connect) and check its workers.
 
-    Raises :class:`~kafka_sink.spark.errors.SinkWorkerError` when the Python Spark starts for
+    Raises :class:`~kafka_sink.sink_errors.SinkWorkerError` when the Python Spark starts for
     its workers cannot import the sink.
     """
     spark.dataSource.register(PyKafkaDataSource)

@@ -56,6 +56,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from kafka_sink.formats.plan import FormatPlan
 from kafka_sink.spark.commit_log.document import (
     PyKafkaCommitMessage,
     UnfinishedWrites,
@@ -69,7 +70,6 @@ from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction
 from kafka_sink.spark.eos.idempotency import record_completion
 from kafka_sink.spark.eos.plan import EosPlan
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
-from kafka_sink.spark.formats.plan import FormatPlan
 from kafka_sink.spark.logs import apply_level, logger
 from kafka_sink.spark.metrics import batch_metrics
 from kafka_sink.spark.options import SinkOptions

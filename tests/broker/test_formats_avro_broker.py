@@ -17,9 +17,9 @@ import pytest
 from registry_scenarios import ORDER_TYPE, WAIT_S, order_rows, read_values, write_both_ways
 
 from kafka_sink import KafkaProducer
-from kafka_sink.spark.formats.avro_schema import derive_avro_schema
-from kafka_sink.spark.formats.avro_serializer import AvroSerializer
-from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
+from kafka_sink.formats.avro_schema import derive_avro_schema
+from kafka_sink.formats.avro_serializer import AvroSerializer
+from kafka_sink.formats.sql_types import sql_type_from_arrow
 
 pytestmark = pytest.mark.broker
 

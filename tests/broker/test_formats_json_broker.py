@@ -19,10 +19,10 @@ import pytest
 from registry_scenarios import ORDER_TYPE, WAIT_S, order_rows, read_values, write_both_ways
 
 from kafka_sink import KafkaProducer
-from kafka_sink.spark.formats.json_schema import derive_json_schema
-from kafka_sink.spark.formats.json_serializer import JsonSchemaSerializer
-from kafka_sink.spark.formats.registry import Schema, SchemaRegistryClient
-from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
+from kafka_sink.formats.json_schema import derive_json_schema
+from kafka_sink.formats.json_serializer import JsonSchemaSerializer
+from kafka_sink.formats.registry import Schema, SchemaRegistryClient
+from kafka_sink.formats.sql_types import sql_type_from_arrow
 from kafka_sink.testing import LocalSchemaRegistry
 
 pytestmark = pytest.mark.broker

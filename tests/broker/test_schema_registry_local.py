@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.schema_registry import Schema as ConfluentSchema
 from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentClient
 
-from kafka_sink.spark.formats.registry import (
+from kafka_sink.formats.registry import (
     IncompatibleSchemaError,
     Schema,
     SchemaNotFoundError,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.eos import timeout as eos_timeout
 from kafka_sink.spark.eos.timeout import (
     broker_max_transaction_timeout_ms,
     resolve_transaction_timeout_ms,
 )
-from kafka_sink.spark.errors import SinkOptionError
 
 pytestmark = pytest.mark.broker
 

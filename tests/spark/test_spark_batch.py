@@ -362,7 +362,7 @@ def test_a_setup_error_is_one_self_contained_line_of_sparks_message(
     assert type(info.value).__name__ == "AnalysisException"
     assert text.startswith("[PYTHON_DATA_SOURCE_ERROR] Failed to initialize Python data source")
     assert (
-        "kafka_sink.spark.errors.SinkOptionError: unknown option 'linger.ms' for "
+        "kafka_sink.sink_errors.SinkOptionError: unknown option 'linger.ms' for "
         "format('pykafka'): did you mean 'kafka.linger.ms'? Fix: .option('kafka.linger.ms', ...)"
     ) in text.splitlines()
 
@@ -383,7 +383,7 @@ def test_a_record_over_max_request_size_names_its_row_and_the_fix(
     with pytest.raises(Exception) as info:
         writer.save()
     assert (
-        f"kafka_sink.spark.errors.SinkDataError: row 2 (topic '{topic}') is 1100088 bytes when "
+        f"kafka_sink.sink_errors.SinkDataError: row 2 (topic '{topic}') is 1100088 bytes when "
         "serialized, larger than max.request.size=1048576. Fix: raise option "
         "kafka.max.request.size and the topic's max.message.bytes with it (the broker refuses a "
         "larger batch), or write smaller records"

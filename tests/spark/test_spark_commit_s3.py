@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from sparkutil import KAFKA_OPTIONS, committed_ranges, observed_ranges
 
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
     write_document,
 )
 from kafka_sink.spark.datasource import PyKafkaDataSource
-from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.testing.oracle import read_all
 from kafka_sink.testing.s3 import LocalS3

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from sparkutil import KAFKA_OPTIONS, id_stream, write_available_now
 
-from kafka_sink.spark.formats.json_schema import DRAFT_07
-from kafka_sink.spark.formats.registry import Schema, SchemaRegistryClient
-from kafka_sink.spark.formats.wire_format import parse_header
+from kafka_sink.formats.json_schema import DRAFT_07
+from kafka_sink.formats.registry import Schema, SchemaRegistryClient
+from kafka_sink.formats.wire_format import parse_header
 from kafka_sink.testing import LocalSchemaRegistry
 from kafka_sink.testing.oracle import read_all
 from kafka_sink.testing.registry_oracle import read_deserialized

@@ -16,8 +16,8 @@ import pytest
 from sparkutil import KAFKA_OPTIONS
 from test_spark_formats_avro import VALUE_SQL
 
-from kafka_sink.spark.formats.registry import SchemaRegistryClient
-from kafka_sink.spark.formats.wire_format import parse_header
+from kafka_sink.formats.registry import SchemaRegistryClient
+from kafka_sink.formats.wire_format import parse_header
 from kafka_sink.testing import LocalSchemaRegistry
 from kafka_sink.testing.oracle import read_all
 

@@ -179,7 +179,7 @@ def test_stream_bad_schema_fails_the_query(spark, kafka_bootstrap, topic_factory
         query.awaitTermination(120)
     # The sink's message is one whole line of Spark's (README, "How errors look").
     assert (
-        "kafka_sink.spark.errors.SinkSchemaError: column 'value' has unsupported type bigint: "
+        "kafka_sink.sink_errors.SinkSchemaError: column 'value' has unsupported type bigint: "
         "'value' must be string or binary. Fix: cast or serialize it, e.g. CAST(value AS "
         "STRING), to_json(struct(*)) or to_avro(...)."
     ) in str(caught.value).splitlines()
@@ -265,7 +265,7 @@ def test_continuous_trigger_fails_the_query_before_an_epoch_is_marked_done(
         query.stop()
     text = str(caught.value)
     assert (
-        "kafka_sink.spark.errors.SinkModeError: format('pykafka') refuses this streaming query: "
+        "kafka_sink.sink_errors.SinkModeError: format('pykafka') refuses this streaming query: "
         in text
     )
     assert "trigger(continuous=...)" in text

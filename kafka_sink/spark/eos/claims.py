@@ -8,7 +8,7 @@ key: a streaming query's id, or a keyed job's record key; ``kafka_intents.py``):
 - :func:`refuse_foreign_claim` (read-only) runs in every ``streamWriter()`` call, planning and
   commit, in the planning of every batch job with ``idempotencyKey`` (whatever its prefix), and
   in a batch job's ``writer()`` given an explicit prefix: a prefix another query key claimed is
-  refused with a :class:`~kafka_sink.spark.errors.SinkOptionError` naming the prefix, the owner
+  refused with a :class:`~kafka_sink.sink_errors.SinkOptionError` naming the prefix, the owner
   and the fixes. It runs before the fence is taken, so a refused write never fences the owner
   nor sweeps its prefix.
 - :func:`take_claim` runs once the driver holds the fence (``fence.py``; a keyed job's run:
@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.eos.fence import SinkFencedError
 from kafka_sink.spark.eos.intents import IntentStore
-from kafka_sink.spark.errors import SinkOptionError
 
 __all__ = ["refuse_foreign_claim", "take_claim"]
 

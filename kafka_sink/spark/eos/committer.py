@@ -118,6 +118,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import KafkaError, TransactionLostError, UnsupportedVersionError
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.commit_log.document import UnfinishedWrites
 from kafka_sink.spark.eos.aborted import count_unfinished, not_known
 from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
@@ -126,7 +127,6 @@ from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, Int
 from kafka_sink.spark.eos.job_fence import job_fence
 from kafka_sink.spark.eos.outcomes import OutcomeReader, marker_reader, settle_lost
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
-from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import fence_disabled, pause_commit
 from kafka_sink.spark.fingerprint import Fingerprint
 from kafka_sink.spark.logs import warn_once

@@ -91,8 +91,8 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from kafka_sink.errors import KafkaError, UnsupportedVersionError
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.eos.intents import BatchRecord, IntentStore
-from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.logs import warn_once
 
 if TYPE_CHECKING:

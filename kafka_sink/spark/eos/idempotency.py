@@ -56,9 +56,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
 from kafka_sink.spark.eos.plan import CompletedJob, EosPlan, parse_transactional_id
-from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.logs import ensure_logging, logger
 
 if TYPE_CHECKING:

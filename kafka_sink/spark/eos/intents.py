@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
-from kafka_sink.spark.errors import SinkError
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.fingerprint import Fingerprint
 
 __all__ = [

@@ -117,6 +117,7 @@ from kafka_sink.errors import (
     TopicAuthorizationFailedError,
 )
 from kafka_sink.records.batch import Record
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.eos.fence import DriverFence, FenceToken
 from kafka_sink.spark.eos.intents import (
     DONE,
@@ -125,7 +126,6 @@ from kafka_sink.spark.eos.intents import (
     record_to_json,
     refuse_replacing_done,
 )
-from kafka_sink.spark.errors import SinkError
 
 __all__ = [
     "FORMAT",

@@ -69,6 +69,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.eos.fence import DriverFence, FencedStore, FenceToken
 from kafka_sink.spark.eos.intents import (
     PARTIAL,
@@ -77,7 +78,6 @@ from kafka_sink.spark.eos.intents import (
     IntentStore,
     MemoryIntentStore,
 )
-from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fingerprint import Fingerprint
 from kafka_sink.spark.logs import logger
 

@@ -45,8 +45,8 @@ from collections.abc import Mapping, Sequence
 
 from kafka_sink.admin.transactions import TransactionAdmin
 from kafka_sink.errors import UnsupportedVersionError
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.eos.plan import transactional_id
-from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fault_hooks import every_slot_free
 from kafka_sink.spark.logs import ensure_logging, logger
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 
 from kafka_sink.admin.client import AdminClient, Deadline
 from kafka_sink.errors import KafkaError
-from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.sink_errors import SinkOptionError
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",

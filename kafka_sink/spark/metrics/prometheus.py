@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from kafka_sink.net.http import exchange
 from kafka_sink.net.user_info import UserInfoError, mask_url, shown_value, split_user_info
-from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, logger
 
 __all__ = [

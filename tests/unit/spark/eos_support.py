@@ -7,10 +7,10 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable
 
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction, TransactionOps
 from kafka_sink.spark.eos.intents import BatchRecord, MemoryIntentStore
 from kafka_sink.spark.eos.plan import EosPlan
-from kafka_sink.spark.errors import SinkError
 from kafka_sink.spark.fingerprint import Fingerprint
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 

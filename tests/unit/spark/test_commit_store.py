@@ -12,6 +12,7 @@ import os
 import pytest
 from pyarrow import fs as pafs
 
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark import logs
 from kafka_sink.spark.commit_log.store import (
     ArrowCommitStore,
@@ -22,7 +23,6 @@ from kafka_sink.spark.commit_log.store import (
     open_store,
     redact,
 )
-from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaStreamWriter

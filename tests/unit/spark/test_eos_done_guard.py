@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.eos import kafka_intents
 from kafka_sink.spark.eos.intents import (
     DONE,
@@ -27,7 +28,6 @@ from kafka_sink.spark.eos.intents import (
     MemoryIntentStore,
 )
 from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
-from kafka_sink.spark.errors import SinkError
 from tests.fakes.coordinator import FakeCoordinator
 from tests.fakes.topic_log import CoordinatedTopicLog
 

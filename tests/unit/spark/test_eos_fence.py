@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.eos import committer as committer_module
 from kafka_sink.spark.eos import fence
 from kafka_sink.spark.eos.claims import refuse_foreign_claim
@@ -33,7 +34,6 @@ from kafka_sink.spark.eos.intents import (
 )
 from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
 from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
-from kafka_sink.spark.errors import SinkOptionError
 from tests.fakes.coordinator import ONGOING, FakeCoordinator, coordinator_ops
 from tests.fakes.topic_log import CoordinatedTopicLog
 

@@ -28,6 +28,7 @@ import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kafka_sink.clock import ManualClock
+from kafka_sink.sink_errors import SinkError, SinkOptionError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
 from kafka_sink.spark.eos import committer as committer_module
@@ -39,7 +40,6 @@ from kafka_sink.spark.eos.idempotency import job_identity
 from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, FileIntentStore
 from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
 from kafka_sink.spark.eos.plan import EosPlan, transactional_id
-from kafka_sink.spark.errors import SinkError, SinkOptionError
 from kafka_sink.spark.writer import PyKafkaBatchWriter
 from tests.fakes.coordinator import ONGOING, FakeCoordinator, coordinator_ops
 from tests.fakes.topic_log import CoordinatedTopicLog

@@ -272,8 +272,8 @@ def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
 
 
 def _refused_without(api: Any, *, streaming: bool) -> str:
+    from kafka_sink.sink_errors import SinkOptionError
     from kafka_sink.spark import preflight
-    from kafka_sink.spark.errors import SinkOptionError
     from tests.unit.spark.test_preflight import SASL, connect, new_cluster
 
     cluster = new_cluster(missing_apis={api})  # the cluster's brokers predate Kafka 3.0

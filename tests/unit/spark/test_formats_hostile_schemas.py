@@ -17,18 +17,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from avro_strategies import spark_types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_sink.spark.errors import SinkSchemaError
-from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
-from kafka_sink.spark.formats.avro_schema import bind, derive_avro_schema, parse_avro_schema
-from kafka_sink.spark.formats.json_columnar import JsonColumnEncoder
-from kafka_sink.spark.formats.json_schema import bind_json, derive_json_schema, parse_json_schema
-from kafka_sink.spark.formats.nesting import MAX_DOCUMENT_DEPTH, MAX_NESTING
-from kafka_sink.spark.formats.protobuf_schema import bind_protobuf, derive_protobuf_schema
-from kafka_sink.spark.formats.sql_types import (
+from kafka_sink.formats.avro_columnar import AvroColumnEncoder
+from kafka_sink.formats.avro_schema import bind, derive_avro_schema, parse_avro_schema
+from kafka_sink.formats.json_columnar import JsonColumnEncoder
+from kafka_sink.formats.json_schema import bind_json, derive_json_schema, parse_json_schema
+from kafka_sink.formats.nesting import MAX_DOCUMENT_DEPTH, MAX_NESTING
+from kafka_sink.formats.protobuf_schema import bind_protobuf, derive_protobuf_schema
+from kafka_sink.formats.sql_types import (
     AtomicType,
     SqlType,
     StructField,
@@ -36,6 +34,8 @@ from kafka_sink.spark.formats.sql_types import (
     sql_type_from_arrow,
     sql_type_from_json,
 )
+from kafka_sink.sink_errors import SinkSchemaError
+from tests.unit.formats.avro_strategies import spark_types
 
 HOSTILE = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -385,7 +385,7 @@ def test_the_deepest_json_schema_within_the_bound_parses_binds_and_encodes() -> 
 
 def test_the_checks_hold_with_little_stack_left() -> None:
     """A deep caller (Spark's own frames) leaves less room; the walks stay within it."""
-    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+    from kafka_sink.formats.protobuf_descriptor import parse_protobuf_schema
 
     sql = _deep_struct(MAX_NESTING)
     chain = parse_protobuf_schema(_proto_chain(MAX_NESTING))
@@ -406,8 +406,8 @@ def test_the_checks_hold_with_little_stack_left() -> None:
 
 @pytest.mark.parametrize("fmt", ["avro", "jsonschema", "protobuf"])
 def test_the_plan_names_the_column_whose_type_nests_past_the_bound(fmt: str) -> None:
-    from kafka_sink.spark.formats.options import FormatOptions
-    from kafka_sink.spark.formats.plan import resolve_formats
+    from kafka_sink.formats.options import FormatOptions
+    from kafka_sink.formats.plan import resolve_formats
     from tests.unit.spark.test_sink_formats import URL, FakeClient
 
     options = FormatOptions.from_options({"keyformat": fmt, "schema.registry.url": URL})
@@ -426,9 +426,9 @@ def test_the_plan_names_the_column_whose_type_nests_past_the_bound(fmt: str) -> 
 def test_a_malformed_registered_schema_is_refused_naming_the_path(
     fmt: str, registered: str, error: str
 ) -> None:
-    from kafka_sink.spark.formats.options import FormatOptions
-    from kafka_sink.spark.formats.plan import resolve_formats
-    from kafka_sink.spark.formats.registry import Schema
+    from kafka_sink.formats.options import FormatOptions
+    from kafka_sink.formats.plan import resolve_formats
+    from kafka_sink.formats.registry import Schema
     from tests.unit.spark.test_sink_formats import URL, FakeClient
 
     def factory(config: Any) -> Any:
@@ -478,14 +478,14 @@ def test_a_malformed_registered_schema_is_refused_naming_the_path(
 def test_a_recursive_proto3_message_is_refused_naming_the_message_type(
     proto: str, error: str
 ) -> None:
-    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+    from kafka_sink.formats.protobuf_descriptor import parse_protobuf_schema
 
     with pytest.raises(SinkSchemaError, match=error):
         parse_protobuf_schema(f'syntax = "proto3";\npackage demo;\n{proto}\n')
 
 
 def test_a_map_of_an_imported_message_is_refused_naming_the_field() -> None:
-    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+    from kafka_sink.formats.protobuf_descriptor import parse_protobuf_schema
 
     text = (
         'syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\n'
@@ -496,7 +496,7 @@ def test_a_map_of_an_imported_message_is_refused_naming_the_field() -> None:
 
 
 def test_proto_messages_nested_past_the_bound_are_refused_naming_the_path() -> None:
-    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+    from kafka_sink.formats.protobuf_descriptor import parse_protobuf_schema
 
     def chain(depth: int) -> str:
         lines = ['syntax = "proto3";']
@@ -510,9 +510,9 @@ def test_proto_messages_nested_past_the_bound_are_refused_naming_the_path() -> N
 
 
 def test_a_derived_proto_nests_no_more_message_declarations_than_protoc_parses() -> None:
-    from kafka_sink.spark.formats.protobuf_columnar import ProtobufColumnEncoder
-    from kafka_sink.spark.formats.protobuf_descriptor import message_class
-    from kafka_sink.spark.formats.protobuf_schema import MAX_NESTED_MESSAGES
+    from kafka_sink.formats.protobuf_columnar import ProtobufColumnEncoder
+    from kafka_sink.formats.protobuf_descriptor import message_class
+    from kafka_sink.formats.protobuf_schema import MAX_NESTED_MESSAGES
 
     deepest = derive_protobuf_schema(_deep_struct(MAX_NESTED_MESSAGES))
     cls = message_class(deepest.text)  # protoc compiles it
@@ -530,8 +530,8 @@ def test_a_derived_proto_nests_no_more_message_declarations_than_protoc_parses()
 
 
 def test_an_explicit_proto_chain_at_the_bound_binds_and_encodes() -> None:
-    from kafka_sink.spark.formats.protobuf_columnar import ProtobufColumnEncoder
-    from kafka_sink.spark.formats.protobuf_descriptor import message_class, parse_protobuf_schema
+    from kafka_sink.formats.protobuf_columnar import ProtobufColumnEncoder
+    from kafka_sink.formats.protobuf_descriptor import message_class, parse_protobuf_schema
 
     text = _proto_chain(MAX_NESTING)
     schema = parse_protobuf_schema(text)
@@ -604,7 +604,7 @@ def _proto_diamonds(depth: int, leaf: str = "int32 v = 1;") -> str:
 
 @pytest.mark.timeout(30)
 def test_proto_messages_used_by_several_fields_are_read_once() -> None:
-    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+    from kafka_sink.formats.protobuf_descriptor import parse_protobuf_schema
 
     schema = parse_protobuf_schema(_proto_diamonds(MAX_NESTING))
     assert schema.root.fields[0].message is schema.root.fields[1].message  # shared

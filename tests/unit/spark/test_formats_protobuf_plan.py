@@ -13,12 +13,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import DecimalType, IntegerType, StringType, StructField, StructType
 
-from kafka_sink.spark.errors import SinkSchemaError
-from kafka_sink.spark.formats.options import FormatOptions
-from kafka_sink.spark.formats.plan import resolve_formats
-from kafka_sink.spark.formats.protobuf_schema import ProtoSchema
-from kafka_sink.spark.formats.protobuf_serializer import ProtobufSerializer
-from kafka_sink.spark.formats.registry import Schema, SchemaRegistryConfig
+from kafka_sink.formats.options import FormatOptions
+from kafka_sink.formats.plan import resolve_formats
+from kafka_sink.formats.protobuf_schema import ProtoSchema
+from kafka_sink.formats.protobuf_serializer import ProtobufSerializer
+from kafka_sink.formats.registry import Schema, SchemaRegistryConfig
+from kafka_sink.sink_errors import SinkSchemaError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter
@@ -52,7 +52,7 @@ message Order {
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafka_sink.spark.formats import plan
+    from kafka_sink.formats import plan
 
     monkeypatch.setattr(plan, "_REGISTERED", {})
 
@@ -102,7 +102,7 @@ def test_an_explicit_proto_without_a_registry_writes_plain_payloads(fake_produce
     assert client is None and plan is not None and plan.value is not None
     assert plan.value.schema_id is None
     sent = _write(plan, pa.array(ROWS, ORDER_ARROW), fake_producers)
-    from kafka_sink.spark.formats.protobuf_descriptor import message_class
+    from kafka_sink.formats.protobuf_descriptor import message_class
 
     order = message_class(ORDER_PROTO)
     assert sent == [

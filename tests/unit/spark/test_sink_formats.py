@@ -24,12 +24,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from kafka_sink.spark import producer_cache
-from kafka_sink.spark.errors import SinkOptionError, SinkSchemaError
-from kafka_sink.spark.formats.avro_serializer import AvroSerializer
-from kafka_sink.spark.formats.options import FormatOptions
-from kafka_sink.spark.formats.plan import FormatPlan, resolve_formats
-from kafka_sink.spark.formats.registry import (
+from kafka_sink.formats.avro_serializer import AvroSerializer
+from kafka_sink.formats.options import FormatOptions
+from kafka_sink.formats.plan import FormatPlan, resolve_formats
+from kafka_sink.formats.registry import (
     CompatibilityResult,
     IncompatibleSchemaError,
     RegisteredSchema,
@@ -37,6 +35,8 @@ from kafka_sink.spark.formats.registry import (
     SchemaNotFoundError,
     SchemaRegistryConfig,
 )
+from kafka_sink.sink_errors import SinkOptionError, SinkSchemaError
+from kafka_sink.spark import producer_cache
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout, validate_schema
 from kafka_sink.spark.writer import PyKafkaBatchWriter
@@ -124,7 +124,7 @@ def _plan(
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafka_sink.spark.formats import plan
+    from kafka_sink.formats import plan
 
     monkeypatch.setattr(plan, "_REGISTERED", {})
 

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from kafka_sink.spark.errors import SinkDataError, SinkOptionError, SinkSchemaError
-from kafka_sink.spark.formats.json_schema import DRAFT_07
-from kafka_sink.spark.formats.options import FormatOptions
-from kafka_sink.spark.formats.plan import FormatPlan, resolve_formats
-from kafka_sink.spark.formats.registry import Schema, SchemaRegistryConfig
-from kafka_sink.spark.formats.wire_format import parse_header
+from kafka_sink.formats.json_schema import DRAFT_07
+from kafka_sink.formats.options import FormatOptions
+from kafka_sink.formats.plan import FormatPlan, resolve_formats
+from kafka_sink.formats.registry import Schema, SchemaRegistryConfig
+from kafka_sink.formats.wire_format import parse_header
+from kafka_sink.sink_errors import SinkDataError, SinkOptionError, SinkSchemaError
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark.commit_log.document import PartitionRange, PyKafkaCommitMessage
-from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.logs import OFF, parse_level
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pytest
 
 from kafka_sink.clock import ManualClock
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark import producer_cache
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
-from kafka_sink.spark.errors import SinkOptionError
 from kafka_sink.spark.metrics import (
     PartitionMetrics,
     TaskMeter,

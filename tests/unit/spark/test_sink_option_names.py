@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.options import SinkOptions
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092"}

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.options import SinkOptions
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092"}

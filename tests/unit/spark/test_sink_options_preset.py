@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from kafka_sink.spark.errors import SinkOptionError
+from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.options import SinkOptions
 
 EVENT_HUBS = {

@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_sink.spark.errors import SinkSchemaError
+from kafka_sink.sink_errors import SinkSchemaError
 from kafka_sink.spark.schema import InputLayout, validate_schema
 
 HEADERS = ArrayType(

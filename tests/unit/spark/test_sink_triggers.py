@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 from pyspark.sql.types import StringType, StructField, StructType
 
+from kafka_sink.sink_errors import SinkModeError
 from kafka_sink.spark.datasource import PyKafkaDataSource
-from kafka_sink.spark.errors import SinkModeError
 
 SCHEMA = StructType([StructField("value", StringType())])
 

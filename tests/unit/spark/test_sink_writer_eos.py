@@ -327,8 +327,8 @@ def test_streaming_plan_with_the_checkpoint_store(no_broker, tmp_path: Path) -> 
 
 
 def test_the_checkpoint_store_needs_a_local_checkpoint(no_broker) -> None:
+    from kafka_sink.sink_errors import SinkOptionError
     from kafka_sink.spark.datasource import _exactly_once_plan
-    from kafka_sink.spark.errors import SinkOptionError
 
     options = _plan_options(checkpointLocation="s3a://bucket/ck", intentStore="checkpoint")
     with pytest.raises(SinkOptionError, match="Fix: use intentStore=kafka"):
@@ -359,8 +359,8 @@ def test_streaming_plan_keeps_a_given_prefix(no_broker, tmp_path: Path) -> None:
 
 
 def test_streaming_plan_needs_a_local_checkpoint(no_broker) -> None:
+    from kafka_sink.sink_errors import SinkOptionError
     from kafka_sink.spark.datasource import _exactly_once_plan
-    from kafka_sink.spark.errors import SinkOptionError
 
     with pytest.raises(SinkOptionError, match="needs option 'checkpointLocation'"):
         _exactly_once_plan(_plan_options(), streaming=True, write_id="w")
@@ -468,8 +468,8 @@ def test_a_keyed_batch_plan_is_the_same_on_every_run(no_broker) -> None:
 
 
 def test_a_keyed_batch_job_refuses_intents_kept_in_memory(no_broker) -> None:
+    from kafka_sink.sink_errors import SinkOptionError
     from kafka_sink.spark.datasource import _exactly_once_plan
-    from kafka_sink.spark.errors import SinkOptionError
 
     with pytest.raises(SinkOptionError, match=r"'idempotencyKey' needs a record.*Fix: use"):
         _exactly_once_plan(

@@ -1,6 +1,6 @@
 """The driver's resolution of a write's formats: schemas, subjects and schema ids, before any task.
 
-Role: from the parsed :class:`~kafka_sink.spark.formats.options.FormatOptions` and the Spark
+Role: from the parsed :class:`~kafka_sink.formats.options.FormatOptions` and the Spark
 types of the ``value`` / ``key`` columns (their ``jsonValue()`` form), build the picklable
 :class:`FormatPlan` the tasks follow. Per column:
 
@@ -31,7 +31,7 @@ Invariants:
   (a streaming query plans every micro-batch); a changed schema is a new key and is checked
   and registered again. ``use.latest.version`` asks every time, so a new version is picked up.
 - An incompatible schema fails before any task runs, naming the subject, the registry's reason
-  and the fix (:class:`~kafka_sink.spark.formats.registry.IncompatibleSchemaError`); a registry
+  and the fix (:class:`~kafka_sink.formats.registry.IncompatibleSchemaError`); a registry
   that does not answer fails in the client's bounded time, naming the URLs.
 - With a ``topic`` column and no ``topics`` option, a subject that depends on the topic (the
   ``topic`` and ``topic_record`` strategies) is refused, naming ``topics``; ``topics`` with the
@@ -45,35 +45,35 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_sink.spark.errors import SinkOptionError, SinkSchemaError
-from kafka_sink.spark.formats.avro_schema import (
+from kafka_sink.formats.avro_schema import (
     AvroRecord,
     AvroSchema,
     bind,
     derive_avro_schema,
     parse_avro_schema,
 )
-from kafka_sink.spark.formats.json_schema import (
+from kafka_sink.formats.json_schema import (
     JsonSchema,
     bind_json,
     derive_json_schema,
     parse_json_schema,
 )
-from kafka_sink.spark.formats.options import FormatOptions, SideFormat
-from kafka_sink.spark.formats.protobuf_schema import (
+from kafka_sink.formats.options import FormatOptions, SideFormat
+from kafka_sink.formats.protobuf_schema import (
     ProtoSchema,
     bind_protobuf,
     derive_protobuf_schema,
 )
-from kafka_sink.spark.formats.registry import (
+from kafka_sink.formats.registry import (
     Schema,
     SchemaNotFoundError,
     SchemaRegistryClient,
     SchemaRegistryConfig,
     SchemaType,
 )
-from kafka_sink.spark.formats.sql_types import SqlType, sql_type_from_json
-from kafka_sink.spark.formats.subjects import Side, strategy_option, subject_name
+from kafka_sink.formats.sql_types import SqlType, sql_type_from_json
+from kafka_sink.formats.subjects import Side, strategy_option, subject_name
+from kafka_sink.sink_errors import SinkOptionError, SinkSchemaError
 
 __all__ = ["ColumnFormat", "FormatPlan", "resolve_formats"]
 
@@ -102,7 +102,7 @@ def _avro_record_name(schema: AvroSchema) -> str | None:
 
 def _parse_proto(text: str, path: str) -> ProtoSchema:
     # Imported here: protoc (grpcio-tools) is needed only to read a .proto text.
-    from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+    from kafka_sink.formats.protobuf_descriptor import parse_protobuf_schema
 
     return parse_protobuf_schema(text, path)
 

@@ -18,8 +18,8 @@ from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
-from kafka_sink.spark.formats.sql_types import SqlType, sql_type_from_arrow
-from kafka_sink.spark.formats.wire_format import frame_column, header
+from kafka_sink.formats.sql_types import SqlType, sql_type_from_arrow
+from kafka_sink.formats.wire_format import frame_column, header
 
 __all__ = ["ColumnEncoder", "FramedSerializer"]
 

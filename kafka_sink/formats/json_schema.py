@@ -23,7 +23,7 @@ the driver's planning loads none of them). Three things:
 - ``parse_json_schema(text)``: an explicit schema (JSON text or a parsed dict).
 - ``bind_json(sql_type, schema, path)``: checks that a Spark type is writable with a JSON Schema
   and returns the ``JsonBinding`` tree the columnar encoder follows. A mismatch is a
-  :class:`~kafka_sink.spark.errors.SinkSchemaError` naming the field path, as in
+  :class:`~kafka_sink.sink_errors.SinkSchemaError` naming the field path, as in
   ``value.address.zip: Spark type string cannot be written as JSON Schema integer``.
 
 Writable pairs (Spark -> JSON Schema ``type``): boolean -> boolean; integral types and
@@ -58,9 +58,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_sink.spark.errors import SinkSchemaError
-from kafka_sink.spark.formats.nesting import MAX_NESTING, check_document_depth, too_deep
-from kafka_sink.spark.formats.sql_types import (
+from kafka_sink.formats.nesting import MAX_NESTING, check_document_depth, too_deep
+from kafka_sink.formats.sql_types import (
     ArrayType,
     AtomicType,
     DecimalType,
@@ -69,6 +68,7 @@ from kafka_sink.spark.formats.sql_types import (
     StructType,
     check_nesting,
 )
+from kafka_sink.sink_errors import SinkSchemaError
 
 __all__ = [
     "DEFAULT_TITLE",

@@ -1,7 +1,7 @@
 """A task's serialization of its Arrow batches: the planned columns encoded and framed in bulk.
 
-Role: the executor half of :mod:`kafka_sink.spark.formats.plan`. A task builds one
-:class:`BatchEncoder` from the write's :class:`~kafka_sink.spark.formats.plan.FormatPlan` and
+Role: the executor half of :mod:`kafka_sink.formats.plan`. A task builds one
+:class:`BatchEncoder` from the write's :class:`~kafka_sink.formats.plan.FormatPlan` and
 hands it every Arrow batch before the batch is split by topic: the ``value`` (and ``key``)
 column is replaced by its payloads, a whole column at a time (``AvroColumnEncoder`` for
 ``avro``, ``ProtobufColumnEncoder`` for ``protobuf``, ``JsonColumnEncoder`` for
@@ -29,15 +29,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.spark.errors import SinkDataError
-from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
-from kafka_sink.spark.formats.avro_schema import AvroSchema
-from kafka_sink.spark.formats.base import ColumnEncoder
-from kafka_sink.spark.formats.json_columnar import JsonColumnEncoder
-from kafka_sink.spark.formats.plan import ColumnFormat, FormatPlan
-from kafka_sink.spark.formats.protobuf_columnar import ProtobufColumnEncoder
-from kafka_sink.spark.formats.protobuf_schema import ProtoSchema
-from kafka_sink.spark.formats.wire_format import frame_column
+from kafka_sink.formats.avro_columnar import AvroColumnEncoder
+from kafka_sink.formats.avro_schema import AvroSchema
+from kafka_sink.formats.base import ColumnEncoder
+from kafka_sink.formats.json_columnar import JsonColumnEncoder
+from kafka_sink.formats.plan import ColumnFormat, FormatPlan
+from kafka_sink.formats.protobuf_columnar import ProtobufColumnEncoder
+from kafka_sink.formats.protobuf_schema import ProtoSchema
+from kafka_sink.formats.wire_format import frame_column
+from kafka_sink.sink_errors import SinkDataError
 
 __all__ = ["BatchEncoder"]
 

@@ -54,7 +54,7 @@ def frame_column(payloads: Any, schema_id: int, indexes: Sequence[int] | None = 
     # Imported here so the driver builds headers without loading numpy or pyarrow.compute.
     import pyarrow.compute as pc
 
-    from kafka_sink.spark.formats.columnar import NULL_PIECE, join_pieces
+    from kafka_sink.formats.columnar import NULL_PIECE, join_pieces
 
     prefix = header(schema_id, indexes)
     joined = join_pieces([prefix, payloads], len(payloads))

@@ -13,15 +13,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from kafka_sink.spark.errors import SinkSchemaError
-from kafka_sink.spark.formats.avro_schema import (
+from kafka_sink.formats.avro_schema import (
     AvroRecord,
     bind,
     derive_avro_schema,
     min_bytes_for_precision,
     parse_avro_schema,
 )
-from kafka_sink.spark.formats.sql_types import (
+from kafka_sink.formats.sql_types import (
     ArrayType,
     AtomicType,
     DecimalType,
@@ -31,6 +30,7 @@ from kafka_sink.spark.formats.sql_types import (
     sql_type_from_arrow,
     sql_type_from_json,
 )
+from kafka_sink.sink_errors import SinkSchemaError
 
 
 def _field_type(spark_type_json: Any, nullable: bool = False) -> Any:

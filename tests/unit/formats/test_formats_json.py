@@ -20,20 +20,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from avro_strategies import columns
-from confluent_reference import confluent_serializer
 from hypothesis import HealthCheck, given, settings
 
-from kafka_sink.spark.errors import SinkDataError, SinkSchemaError
-from kafka_sink.spark.formats.json_columnar import JsonColumnEncoder
-from kafka_sink.spark.formats.json_schema import (
+from kafka_sink.formats.json_columnar import JsonColumnEncoder
+from kafka_sink.formats.json_schema import (
     DRAFT_07,
     bind_json,
     derive_json_schema,
     parse_json_schema,
 )
-from kafka_sink.spark.formats.json_serializer import JsonSchemaSerializer
-from kafka_sink.spark.formats.sql_types import sql_type_from_arrow, sql_type_from_json
+from kafka_sink.formats.json_serializer import JsonSchemaSerializer
+from kafka_sink.formats.sql_types import sql_type_from_arrow, sql_type_from_json
+from kafka_sink.sink_errors import SinkDataError, SinkSchemaError
+from tests.unit.formats.avro_strategies import columns
+from tests.unit.formats.confluent_reference import confluent_serializer
 
 jsonschema = pytest.importorskip("jsonschema")
 

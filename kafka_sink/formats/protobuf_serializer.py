@@ -20,8 +20,8 @@ protoc, its first message written; see ``protobuf_descriptor.parse_protobuf_sche
 
 Usage::
 
-    from kafka_sink.spark.formats.protobuf_schema import derive_protobuf_schema
-    from kafka_sink.spark.formats.protobuf_serializer import ProtobufSerializer
+    from kafka_sink.formats.protobuf_schema import derive_protobuf_schema
+    from kafka_sink.formats.protobuf_serializer import ProtobufSerializer
     producer = KafkaProducer({..., "value.serializer": ProtobufSerializer(schema, schema_id=7)})
 
 Invariants: None is never serialized (a tombstone stays None); ``protobuf`` and
@@ -34,9 +34,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from kafka_sink.spark.formats.base import FramedSerializer
-from kafka_sink.spark.formats.protobuf_columnar import ProtobufColumnEncoder
-from kafka_sink.spark.formats.protobuf_schema import ProtoMessage, ProtoSchema
+from kafka_sink.formats.base import FramedSerializer
+from kafka_sink.formats.protobuf_columnar import ProtobufColumnEncoder
+from kafka_sink.formats.protobuf_schema import ProtoMessage, ProtoSchema
 
 __all__ = ["ProtobufSerializer"]
 
@@ -52,7 +52,7 @@ class ProtobufSerializer(FramedSerializer[ProtoSchema]):
 
     def _parse(self, schema: Any) -> ProtoSchema:
         if isinstance(schema, str):
-            from kafka_sink.spark.formats.protobuf_descriptor import parse_protobuf_schema
+            from kafka_sink.formats.protobuf_descriptor import parse_protobuf_schema
 
             return parse_protobuf_schema(schema)
         if not isinstance(schema, ProtoSchema):
@@ -74,7 +74,7 @@ class ProtobufSerializer(FramedSerializer[ProtoSchema]):
     def message_class(self) -> Any:
         """The generated class of the schema's message (built once, from its ``.proto``)."""
         if self._class is None:
-            from kafka_sink.spark.formats.protobuf_descriptor import message_class
+            from kafka_sink.formats.protobuf_descriptor import message_class
 
             self._class = message_class(self.schema.text)
         return self._class

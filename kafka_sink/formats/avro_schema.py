@@ -26,7 +26,7 @@ driver's planning loads none of them). Three things:
 - ``bind(sql_type, schema, path)``: checks that a Spark type is writable with an Avro schema
   and returns the ``Binding`` tree the columnar encoder follows (which union branch each
   value takes, which Spark field feeds each Avro field). A mismatch is a
-  :class:`~kafka_sink.spark.errors.SinkSchemaError` naming the field path, as in
+  :class:`~kafka_sink.sink_errors.SinkSchemaError` naming the field path, as in
   ``value.address.zip: Spark type string cannot be written as Avro int``.
 
 Writable pairs (Spark -> Avro): boolean -> boolean; tinyint/smallint/int -> int or long;
@@ -57,9 +57,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_sink.spark.errors import SinkSchemaError
-from kafka_sink.spark.formats.nesting import MAX_NESTING, check_document_depth, too_deep
-from kafka_sink.spark.formats.sql_types import (
+from kafka_sink.formats.nesting import MAX_NESTING, check_document_depth, too_deep
+from kafka_sink.formats.sql_types import (
     ArrayType,
     AtomicType,
     DecimalType,
@@ -68,6 +67,7 @@ from kafka_sink.spark.formats.sql_types import (
     StructType,
     check_nesting,
 )
+from kafka_sink.sink_errors import SinkSchemaError
 
 __all__ = [
     "AvroArray",

@@ -3,7 +3,7 @@
 Role: the formats walk Spark types and schemas recursively (deriving, parsing, binding,
 encoding). A user's type or schema could nest deeply enough to exhaust Python's recursion limit,
 which would surface as a bare ``RecursionError`` from the middle of a walk; these bounds refuse it
-first, as a :class:`~kafka_sink.spark.errors.SinkSchemaError` naming the field path where the
+first, as a :class:`~kafka_sink.sink_errors.SinkSchemaError` naming the field path where the
 bound is passed.
 
 - :data:`MAX_NESTING` (64): a value may lie at most 64 levels below its column. Each struct
@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kafka_sink.spark.errors import SinkSchemaError
+from kafka_sink.sink_errors import SinkSchemaError
 
 __all__ = ["MAX_DOCUMENT_DEPTH", "MAX_NESTING", "check_document_depth", "too_deep"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafka_sink.errors import ConfigError
-from kafka_sink.spark.formats.subjects import parse_strategy, subject_name
+from kafka_sink.formats.subjects import parse_strategy, subject_name
 
 
 @pytest.mark.parametrize(

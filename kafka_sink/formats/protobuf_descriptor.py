@@ -18,7 +18,7 @@ and shared (time linear in the file). Used by the producer
 serializer's per-record path, by the parsing of an explicit ``value.schema`` / ``key.schema``,
 and by tests, which compare the columnar encoder with that class's ``SerializeToString``.
 
-Invariants: protoc's errors are raised as :class:`~kafka_sink.spark.errors.SinkSchemaError`
+Invariants: protoc's errors are raised as :class:`~kafka_sink.sink_errors.SinkSchemaError`
 with protoc's own message (line and column); each compiled text gets its own pool, so two
 schemas that declare the same message name never clash; ``protobuf`` and ``grpcio-tools`` are
 imported when called (the optional ``protobuf`` extra), with an install hint when absent.
@@ -30,9 +30,9 @@ import os
 import tempfile
 from typing import Any
 
-from kafka_sink.spark.errors import SinkSchemaError
-from kafka_sink.spark.formats.nesting import MAX_NESTING, too_deep
-from kafka_sink.spark.formats.protobuf_schema import ProtoField, ProtoMessage, ProtoSchema
+from kafka_sink.formats.nesting import MAX_NESTING, too_deep
+from kafka_sink.formats.protobuf_schema import ProtoField, ProtoMessage, ProtoSchema
+from kafka_sink.sink_errors import SinkSchemaError
 
 __all__ = ["compile_proto", "message_class", "parse_protobuf_schema"]
 

@@ -17,16 +17,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from avro_strategies import as_fastavro, columns
-from confluent_reference import confluent_serializer
 from hypothesis import HealthCheck, given, settings
 
-from kafka_sink.spark.errors import SinkDataError
-from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
-from kafka_sink.spark.formats.avro_schema import derive_avro_schema, parse_avro_schema
-from kafka_sink.spark.formats.avro_serializer import AvroSerializer
-from kafka_sink.spark.formats.sql_types import sql_type_from_arrow
-from kafka_sink.spark.formats.wire_format import frame_column
+from kafka_sink.formats.avro_columnar import AvroColumnEncoder
+from kafka_sink.formats.avro_schema import derive_avro_schema, parse_avro_schema
+from kafka_sink.formats.avro_serializer import AvroSerializer
+from kafka_sink.formats.sql_types import sql_type_from_arrow
+from kafka_sink.formats.wire_format import frame_column
+from kafka_sink.sink_errors import SinkDataError
+from tests.unit.formats.avro_strategies import as_fastavro, columns
+from tests.unit.formats.confluent_reference import confluent_serializer
 
 fastavro = pytest.importorskip("fastavro")
 

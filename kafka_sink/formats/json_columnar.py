@@ -27,7 +27,7 @@ Invariants: each payload is valid JSON that parses to exactly the row's values (
 it to ``json.loads`` on random data and to confluent-kafka's ``JSONSerializer``); the text is
 UTF-8, non-ASCII characters unescaped; a null input row is a null output row (a tombstone, never
 encoded); a null where the schema has no null, or a NaN or infinite float (JSON has no such
-number), raises :class:`~kafka_sink.spark.errors.SinkDataError` naming the field path and row.
+number), raises :class:`~kafka_sink.sink_errors.SinkDataError` naming the field path and row.
 """
 
 from __future__ import annotations
@@ -41,10 +41,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import binary_offsets, binary_scalar, int_column, valid_mask
-from kafka_sink.spark.errors import SinkDataError
-from kafka_sink.spark.formats.base import ColumnEncoder
-from kafka_sink.spark.formats.columnar import (
+from kafka_sink.formats.base import ColumnEncoder
+from kafka_sink.formats.columnar import (
     PIECES,
     as_pieces,
     constant_pieces,
@@ -55,14 +53,14 @@ from kafka_sink.spark.formats.columnar import (
     only_rows,
     plain_layout,
 )
-from kafka_sink.spark.formats.iso_text import iso_dates, iso_timestamps
-from kafka_sink.spark.formats.json_schema import (
+from kafka_sink.formats.iso_text import iso_dates, iso_timestamps
+from kafka_sink.formats.json_schema import (
     JsonBinding,
     JsonSchema,
     bind_json,
     derive_json_schema,
 )
-from kafka_sink.spark.formats.sql_types import (
+from kafka_sink.formats.sql_types import (
     ArrayType,
     AtomicType,
     DecimalType,
@@ -70,6 +68,8 @@ from kafka_sink.spark.formats.sql_types import (
     SqlType,
     StructType,
 )
+from kafka_sink.records.arrow import binary_offsets, binary_scalar, int_column, valid_mask
+from kafka_sink.sink_errors import SinkDataError
 
 __all__ = ["JsonColumnEncoder", "encode_column"]
 

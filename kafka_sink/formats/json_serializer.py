@@ -25,9 +25,9 @@ import decimal
 import json
 from typing import Any
 
-from kafka_sink.spark.formats.base import FramedSerializer
-from kafka_sink.spark.formats.json_columnar import JsonColumnEncoder
-from kafka_sink.spark.formats.json_schema import JsonSchema, parse_json_schema
+from kafka_sink.formats.base import FramedSerializer
+from kafka_sink.formats.json_columnar import JsonColumnEncoder
+from kafka_sink.formats.json_schema import JsonSchema, parse_json_schema
 
 __all__ = ["JsonSchemaSerializer"]
 

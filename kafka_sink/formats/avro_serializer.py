@@ -14,7 +14,7 @@ Two call forms, the same bytes:
 
 Usage::
 
-    from kafka_sink.spark.formats.avro_serializer import AvroSerializer
+    from kafka_sink.formats.avro_serializer import AvroSerializer
     producer = KafkaProducer({..., "value.serializer": AvroSerializer(schema_text, schema_id=7)})
 
 Invariants: None is never serialized (a tombstone stays None, as the producer's serializer
@@ -28,9 +28,9 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from kafka_sink.spark.formats.avro_columnar import AvroColumnEncoder
-from kafka_sink.spark.formats.avro_schema import AvroSchema, parse_avro_schema
-from kafka_sink.spark.formats.base import FramedSerializer
+from kafka_sink.formats.avro_columnar import AvroColumnEncoder
+from kafka_sink.formats.avro_schema import AvroSchema, parse_avro_schema
+from kafka_sink.formats.base import FramedSerializer
 
 __all__ = ["AvroSerializer"]
 

@@ -24,7 +24,7 @@ import pytest
 
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import ConfigError
-from kafka_sink.spark.formats.registry import (
+from kafka_sink.formats.registry import (
     IncompatibleSchemaError,
     Schema,
     SchemaReference,

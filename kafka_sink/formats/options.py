@@ -2,7 +2,7 @@
 
 Role: parse, on the driver, the options that say how the sink serializes the ``value`` and
 ``key`` columns, into a :class:`FormatOptions` that the driver's resolution
-(:mod:`kafka_sink.spark.formats.plan`) follows. The rest of the sink's options are
+(:mod:`kafka_sink.formats.plan`) follows. The rest of the sink's options are
 ``spark/options.py``'s, which leaves these keys to this module.
 
 Keys (Spark lower-cases them; names as documented in README.md and docs/formats.md):
@@ -29,7 +29,7 @@ Keys (Spark lower-cases them; names as documented in README.md and docs/formats.
   ``<side>.schema`` is given (then plain Protobuf or JSON payloads).
 
 Invariants: every key here is applied or refused with a
-:class:`~kafka_sink.spark.errors.SinkOptionError` naming it and the fix: a side's options
+:class:`~kafka_sink.sink_errors.SinkOptionError` naming it and the fix: a side's options
 without its format, registry options without any format, ``use.latest.version`` with an
 explicit schema or with ``auto.register.schemas=true``. The registry's settings are kept as
 their :class:`SchemaRegistryConfig`, whose ``repr`` shows no secret; no pyspark import.
@@ -42,16 +42,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kafka_sink.errors import ConfigError
-from kafka_sink.spark.errors import SinkOptionError
-from kafka_sink.spark.formats.avro_schema import DEFAULT_RECORD_NAME
-from kafka_sink.spark.formats.registry import PREFIX as REGISTRY_PREFIX
-from kafka_sink.spark.formats.registry import SchemaRegistryConfig
-from kafka_sink.spark.formats.subjects import (
+from kafka_sink.formats.avro_schema import DEFAULT_RECORD_NAME
+from kafka_sink.formats.registry import PREFIX as REGISTRY_PREFIX
+from kafka_sink.formats.registry import SchemaRegistryConfig
+from kafka_sink.formats.subjects import (
     Side,
     SubjectNameStrategy,
     parse_strategy,
     strategy_option,
 )
+from kafka_sink.sink_errors import SinkOptionError
 
 __all__ = [
     "FORMATS",

@@ -18,7 +18,7 @@ into settings or refuses them; :class:`SchemaRegistryClient` makes the calls:
 
 A schema is :class:`Schema` (text, ``schemaType`` ``AVRO``/``PROTOBUF``/``JSON``, references);
 the JSON fields are the REST API's own names. The next layer (resolving each subject once per
-query, the subject name strategies of :mod:`kafka_sink.spark.formats.subjects`) builds on these
+query, the subject name strategies of :mod:`kafka_sink.formats.subjects`) builds on these
 calls and caches their answers; this client caches nothing.
 
 Options (Spark lower-cases keys; confluent-kafka's ``SchemaRegistryClient`` names, prefixed):

@@ -19,21 +19,21 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from avro_strategies import atomic_types, values
 from google.protobuf import json_format
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kafka_sink.spark.errors import SinkDataError, SinkSchemaError
-from kafka_sink.spark.formats.protobuf_columnar import ProtobufColumnEncoder
-from kafka_sink.spark.formats.protobuf_descriptor import message_class
-from kafka_sink.spark.formats.protobuf_schema import (
+from kafka_sink.formats.protobuf_columnar import ProtobufColumnEncoder
+from kafka_sink.formats.protobuf_descriptor import message_class
+from kafka_sink.formats.protobuf_schema import (
     bind_protobuf,
     derive_protobuf_schema,
 )
-from kafka_sink.spark.formats.protobuf_serializer import ProtobufSerializer
-from kafka_sink.spark.formats.sql_types import sql_type_from_arrow, sql_type_from_json
-from kafka_sink.spark.formats.wire_format import frame_column
+from kafka_sink.formats.protobuf_serializer import ProtobufSerializer
+from kafka_sink.formats.sql_types import sql_type_from_arrow, sql_type_from_json
+from kafka_sink.formats.wire_format import frame_column
+from kafka_sink.sink_errors import SinkDataError, SinkSchemaError
+from tests.unit.formats.avro_strategies import atomic_types, values
 
 _SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _NAMES = st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True)
@@ -404,7 +404,7 @@ def test_confluents_message_indexes_for_a_nested_and_a_second_message() -> None:
     from confluent_kafka.schema_registry.common.protobuf import _create_index_array
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer as Confluent
 
-    from kafka_sink.spark.formats.wire_format import message_indexes
+    from kafka_sink.formats.wire_format import message_indexes
 
     text = (
         'syntax = "proto3";\nmessage A { message B {} }\nmessage C { message D {} message E {} }\n'

@@ -39,8 +39,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kafka_sink.spark.errors import SinkSchemaError
-from kafka_sink.spark.formats.sql_types import (
+from kafka_sink.formats.sql_types import (
     ArrayType,
     AtomicType,
     DecimalType,
@@ -49,6 +48,7 @@ from kafka_sink.spark.formats.sql_types import (
     StructType,
     check_nesting,
 )
+from kafka_sink.sink_errors import SinkSchemaError
 
 __all__ = [
     "ProtoBinding",

@@ -28,7 +28,7 @@ Invariants: each payload equals, byte for byte, what the ``protobuf`` library's
 to it on random data, except the order of map entries, which Protobuf leaves unspecified: the
 encoder keeps the Arrow order); a null input row is a null output row (a tombstone, never
 encoded); a null in a non-nullable field, an array element or a map value raises
-:class:`~kafka_sink.spark.errors.SinkDataError` naming the field path and the row.
+:class:`~kafka_sink.sink_errors.SinkDataError` naming the field path and the row.
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import binary_offsets, int_column, valid_mask
-from kafka_sink.spark.errors import SinkDataError
-from kafka_sink.spark.formats.base import ColumnEncoder
-from kafka_sink.spark.formats.columnar import (
+from kafka_sink.formats.base import ColumnEncoder
+from kafka_sink.formats.columnar import (
     as_pieces,
     boolean_bytes,
     encode_rows,
@@ -56,14 +54,16 @@ from kafka_sink.spark.formats.columnar import (
     plain_layout,
     varints,
 )
-from kafka_sink.spark.formats.protobuf_schema import (
+from kafka_sink.formats.protobuf_schema import (
     VARINT_TYPES,
     ProtoBinding,
     ProtoField,
     ProtoSchema,
     bind_protobuf,
 )
-from kafka_sink.spark.formats.sql_types import SqlType
+from kafka_sink.formats.sql_types import SqlType
+from kafka_sink.records.arrow import binary_offsets, int_column, valid_mask
+from kafka_sink.sink_errors import SinkDataError
 
 __all__ = ["ProtobufColumnEncoder", "encode_column"]
 

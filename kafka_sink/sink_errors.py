@@ -1,4 +1,4 @@
-"""Errors raised by the pykafka Spark data source.
+"""Errors raised by the pykafka sink: the Spark data source and the registry formats.
 
 Role: one small hierarchy so users (and tests) can tell a bad option, a bad input schema, bad
 data and a streaming mode the sink cannot serve apart. Option and schema errors are raised on the

@@ -26,7 +26,7 @@ Invariants: each payload equals, byte for byte, what fastavro's ``schemaless_wri
 the same row (the tests hold the two to it on random data); a null input row is a null output
 row (a tombstone, never encoded); a null reaching an Avro type without null, an enum string that
 is not a symbol, or a binary value of the wrong size for a fixed, raises
-:class:`~kafka_sink.spark.errors.SinkDataError` naming the field path and the row.
+:class:`~kafka_sink.sink_errors.SinkDataError` naming the field path and the row.
 """
 
 from __future__ import annotations
@@ -38,10 +38,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import binary_offsets, binary_scalar, int_column, valid_mask
-from kafka_sink.records.batch import encode_varint as zigzag_varint
-from kafka_sink.spark.errors import SinkDataError
-from kafka_sink.spark.formats.avro_schema import (
+from kafka_sink.formats.avro_schema import (
     AvroArray,
     AvroEnum,
     AvroFixed,
@@ -52,8 +49,8 @@ from kafka_sink.spark.formats.avro_schema import (
     Binding,
     bind,
 )
-from kafka_sink.spark.formats.base import ColumnEncoder
-from kafka_sink.spark.formats.columnar import (
+from kafka_sink.formats.base import ColumnEncoder
+from kafka_sink.formats.columnar import (
     as_pieces,
     boolean_bytes,
     encode_rows,
@@ -68,7 +65,10 @@ from kafka_sink.spark.formats.columnar import (
     plain_layout,
     zigzag_varints,
 )
-from kafka_sink.spark.formats.sql_types import SqlType
+from kafka_sink.formats.sql_types import SqlType
+from kafka_sink.records.arrow import binary_offsets, binary_scalar, int_column, valid_mask
+from kafka_sink.records.batch import encode_varint as zigzag_varint
+from kafka_sink.sink_errors import SinkDataError
 
 __all__ = ["AvroColumnEncoder", "encode_column"]
 

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_sink.records.batch import encode_varint as zigzag_varint
-from kafka_sink.spark.formats.columnar import (
+from kafka_sink.formats.columnar import (
     constant_pieces,
     group_pieces,
     join_pieces,
@@ -17,12 +16,13 @@ from kafka_sink.spark.formats.columnar import (
     varints,
     zigzag_varints,
 )
-from kafka_sink.spark.formats.wire_format import (
+from kafka_sink.formats.wire_format import (
     frame,
     header,
     message_indexes,
     parse_header,
 )
+from kafka_sink.records.batch import encode_varint as zigzag_varint
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 

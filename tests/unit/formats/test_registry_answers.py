@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import ConfigError
-from kafka_sink.net.http import HttpResponse
-from kafka_sink.spark.formats.registry import (
+from kafka_sink.formats.registry import (
     MAX_ANSWER_BYTES,
     Schema,
     SchemaRegistryAnswerError,
@@ -30,6 +29,7 @@ from kafka_sink.spark.formats.registry import (
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
 )
+from kafka_sink.net.http import HttpResponse
 from tests.fakes.http_peer import ENDLESS_HEAD, response_head, serving
 
 URL = "http://registry.example:8081"

@@ -13,7 +13,7 @@ Invariants: the tree is immutable and hashable; names are Spark's ``simpleString
 collated strings are ``string`` (Spark writes them as strings); a type this module does not
 know, a malformed JSON form, a decimal outside Spark's range (precision 1 to 38, scale at most
 the precision), or a type nested more than ``nesting.MAX_NESTING`` (64) levels
-raises :class:`~kafka_sink.spark.errors.SinkSchemaError` naming the field path
+raises :class:`~kafka_sink.sink_errors.SinkSchemaError` naming the field path
 (``value.address.street``); ``check_nesting`` refuses a hand-built type nested too deep, without
 recursing, and every format calls it before it walks a type.
 """
@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_sink.spark.errors import SinkSchemaError
-from kafka_sink.spark.formats.nesting import MAX_NESTING, too_deep
+from kafka_sink.formats.nesting import MAX_NESTING, too_deep
+from kafka_sink.sink_errors import SinkSchemaError
 
 __all__ = [
     "ArrayType",
@@ -126,7 +126,7 @@ def sql_type_from_json(value: Any, path: str = "value") -> SqlType:
     """A Spark type from its ``jsonValue()`` form (a name, or a dict for complex types).
 
     ``path`` names the column in errors; a malformed form or one nested more than
-    :data:`~kafka_sink.spark.formats.nesting.MAX_NESTING` levels is refused naming the field.
+    :data:`~kafka_sink.formats.nesting.MAX_NESTING` levels is refused naming the field.
     """
     return _from_json(value, path, 0)
 
@@ -217,7 +217,7 @@ def _excerpt(value: Any) -> str:
 
 
 def check_nesting(t: SqlType, path: str = "value") -> None:
-    """Refuse a type nested more than :data:`~kafka_sink.spark.formats.nesting.MAX_NESTING`
+    """Refuse a type nested more than :data:`~kafka_sink.formats.nesting.MAX_NESTING`
     levels (each struct field, array element and map value is one), naming the deepest path
     within the bound; checked without recursing, before any walk that recurses."""
     stack: list[tuple[SqlType, str, int]] = [(t, path, 0)]
@@ -238,7 +238,7 @@ def check_nesting(t: SqlType, path: str = "value") -> None:
 
 def sql_type_from_arrow(arrow_type: Any, path: str = "value") -> SqlType:
     """The Spark type behind an Arrow type as Spark hands it to a Python data source
-    (nested at most :data:`~kafka_sink.spark.formats.nesting.MAX_NESTING` levels)."""
+    (nested at most :data:`~kafka_sink.formats.nesting.MAX_NESTING` levels)."""
     # Imported here: the driver reads Spark's JSON form only, and pyarrow loads numpy.
     import pyarrow as pa
 

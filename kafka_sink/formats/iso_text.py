@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kafka_sink.spark.formats.columnar import fixed_width_pieces
+from kafka_sink.formats.columnar import fixed_width_pieces
 
 __all__ = ["iso_dates", "iso_timestamps"]
 
