@@ -33,9 +33,8 @@ def main() -> None:
     import pyarrow as pa
 
     from kafka_sink.admin.transactions import TransactionAdmin
-    from kafka_sink.spark import producer_cache
-    from kafka_sink.spark import task as task_module
-    from kafka_sink.spark.eos import slots
+    from kafka_sink.spark.executor import producer_cache, slots
+    from kafka_sink.spark.executor import task as task_module
     from kafka_sink.spark.options import SinkOptions
     from kafka_sink.testing.oracle import create_topic
 

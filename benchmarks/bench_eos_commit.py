@@ -45,14 +45,14 @@ from kafka_sink.admin.transactions import (
 )
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos.committer import (
     EosCommitter,
     TaskTransaction,
     TransactionOps,
     listing_ops,
 )
-from kafka_sink.spark.eos.intents import FileIntentStore, IntentStore, MemoryIntentStore
-from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.driver.eos.intents import FileIntentStore, IntentStore, MemoryIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from kafka_sink.testing.oracle import create_topic
 
 MEMORY = MemoryIntentStore()

@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_spark import spark_session
 
 from kafka_sink.admin.transactions import list_transactions
-from kafka_sink.spark.eos.slots import SLOTS_PER_PARTITION
+from kafka_sink.spark.executor.slots import SLOTS_PER_PARTITION
 from kafka_sink.testing.oracle import create_topic
 
 # A query stopped mid-batch leaves its prepared transactions to the next start's sweep.

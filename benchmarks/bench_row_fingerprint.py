@@ -1,7 +1,8 @@
 """What the fingerprint of an exactly-once task's rows costs per row, no Kafka, no Spark.
 
 An exactly-once task folds the fingerprint of every Arrow batch it writes
-(``kafka_sink/spark/row_fingerprint.py``). This times it over 100,000 rows in batches of 10,000
+(``kafka_sink/spark/executor/row_fingerprint.py``). This times it over 100,000 rows in batches
+of 10,000
 (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch`` default), with 16-byte keys, a
 timestamp column and values of 200 bytes, 1 KiB and 10 KiB, and of 150 to 250 and 500 to 1,500
 bytes (as JSON documents vary; short ones padded to a few widths, long ones checksummed): the
@@ -28,7 +29,7 @@ def main() -> None:
     import numpy as np
     import pyarrow as pa
 
-    from kafka_sink.spark.row_fingerprint import batch_fingerprint
+    from kafka_sink.spark.executor.row_fingerprint import batch_fingerprint
     from kafka_sink.spark.schema import InputLayout
 
     layout = InputLayout(False, True, False, False, "millis")

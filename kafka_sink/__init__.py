@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from kafka_sink.prepared import PreparedTransaction
     from kafka_sink.producer.producer import KafkaProducer
     from kafka_sink.spark.datasource import PyKafkaDataSource
+    from kafka_sink.spark.driver.eos import release_prefix
 
 # Public name -> the module that defines it.
 _LAZY = {
@@ -52,6 +53,7 @@ _LAZY = {
     "complete_transaction": "kafka_sink.admin.transactions",
     "list_transactions": "kafka_sink.admin.transactions",
     "PyKafkaDataSource": "kafka_sink.spark.datasource",
+    "release_prefix": "kafka_sink.spark.driver.eos",
 }
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "abort_transactions",
     "complete_transaction",
     "list_transactions",
+    "release_prefix",
 ]
 
 

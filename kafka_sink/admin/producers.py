@@ -5,7 +5,7 @@ producers (DescribeProducers, Java's ``Admin.describeProducers``) and, on the sa
 right after, for its log end offset (ListOffsets at LATEST, read_uncommitted): per partition a
 :class:`PartitionProducers`. A process that did not write a transaction can so learn what it
 wrote while it is still open (the Spark driver counting what a stopped batch's killed tasks had
-appended before it aborts them, ``spark/eos/aborted.py``).
+appended before it aborts them, ``spark/driver/eos/aborted.py``).
 
 What the leader reports per producer (Kafka's ``ProducerStateEntry``): its producer id and
 epoch, the sequence of the last record it appended (``last_sequence``, -1 when none at this

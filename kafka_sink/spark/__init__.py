@@ -1,29 +1,26 @@
 """The Spark side of pykafka: the ``format("pykafka")`` data source, its writers and commits.
 
 The only package that imports pyspark. Nothing here talks to sockets itself: the producer does
-(executors), and on the driver the admin client (exactly-once only). Modules:
+(executors), and on the driver the admin client (exactly-once only). Split by where code runs:
 
-- ``datasource``: ``PyKafkaDataSource``; on the driver it checks options and schema, settles
-  the exactly-once plan and builds the writer (``pyspark_pykafka`` registers it).
-- ``options`` / ``schema``: the option and input-column contracts, checked on the driver.
-- ``writer``: the batch and streaming writers Spark pickles to the tasks, and their driver-side
-  ``commit()`` / ``abort()``.
-- ``task``: the executor loop behind ``write()``, one for both guarantees.
-- ``columns``: an Arrow batch -> the producer's bulk-send columns, per topic (executor).
-- ``producer_cache``: one producer per Python worker and config (and transactional id), leased
-  by tasks and closed once unused for ``producerIdleTimeoutMs``.
-- ``commit_log/``: ``document`` (commit messages, ranges, the commit and abort documents) and
-  ``store`` (where documents go: a directory, S3, GCS, Azure, HDFS).
-- ``eos/``: exactly-once: ``plan`` (transactional ids, the plan a write carries), ``intents``
-  (intent records, file and memory stores), ``kafka_intents`` (the store on a compacted topic),
-  ``committer`` (the driver's roll-forward commit) and ``timeout`` (``transaction.timeout.ms``
-  against the brokers).
-- ``metrics/``: per-batch sink metrics, no pyspark: ``deltas`` (a task's share of its
-  producer's snapshot), ``batch`` (the commit document's ``metrics`` section and the line's
-  numbers), ``prometheus`` (the push to a Pushgateway).
-- ``logs`` (the logger, one warning per driver), ``fault_hooks`` (test-only pauses).
-- ``workers`` (``register(spark)``: registers the source and checks, with a one-row job, that
-  the Python Spark starts for its workers can import the sink) and ``worker_probe`` (that job).
+- Entry points, loaded on both sides: ``datasource`` (``PyKafkaDataSource``; on the driver it
+  checks options and schema, settles the exactly-once plan and builds the writer),
+  ``writer`` (the batch and streaming writers Spark pickles to the tasks: ``write()`` enters the
+  executor room, ``commit()`` / ``abort()`` the driver room), ``workers`` / ``worker_probe``
+  (``register(spark)`` and its one-row check that the workers can import the sink).
+- ``driver/``: what only the driver runs. ``preflight`` (one bounded round trip to the cluster
+  before any task), ``triggers`` (modes PySpark hands no rows), ``eos/`` (exactly-once: the
+  intent stores, the fence, the committer's roll-forward, the start sweep, the timeout).
+- ``executor/``: what only the tasks run. ``task`` (the write loop, one for both guarantees,
+  with the seam where a record's fate is decided), ``columns`` (an Arrow batch -> the
+  producer's bulk-send columns), ``producer_cache`` (one producer per worker and config, leased
+  by tasks), ``row_fingerprint`` and ``slots`` (a free transactional id per attempt).
+- Shared by both rooms, importing neither: ``options`` / ``option_names`` / ``schema`` (the
+  option and input-column contracts the writers carry), ``eos_plan`` (the exactly-once plan the
+  tasks receive), ``commit_message`` (what a task returns), ``commit_log/`` (the commit
+  documents and where they go), ``metrics/``, ``logs``, ``fingerprint``, ``fault_hooks``.
+
+The registry formats are a layer of their own below (``kafka_sink.formats``), without pyspark.
 
 A record: Spark pickles the writer to a task, whose ``write()`` calls ``task.write_task``. The
 task leases its producer from ``producer_cache`` on its first row, ``columns`` turns each Arrow
@@ -33,15 +30,15 @@ driver, ``writer.commit()`` gathers the messages into ranges, writes one documen
 log and logs one line.
 
 A transaction (``deliveryGuarantee=exactly-once``): while planning, ``datasource`` settles the
-timeout with the brokers (``eos.timeout``), fixes the ``eos.plan.EosPlan`` (id prefix, intent
+timeout with the brokers (``eos.timeout``), fixes the ``eos_plan.EosPlan`` (id prefix, intent
 store) and finishes any unfinished intent (``eos.committer``). Each task attempt writes in a
 transaction of its own id, prepares it and returns the ``PreparedTransaction`` in its message;
 ``writer.commit()`` hands them to ``EosCommitter``, which records the intent (``eos.intents``,
 ``eos.kafka_intents``), commits every transaction, records done and aborts the strays of the
 prefix, before the commit document is written.
 
-Invariants: the driver's planning and commit workers never import ``task``, ``columns``, the
-producer, numpy or ``pyarrow.compute`` (``writer.write()`` imports ``task`` on the executor);
+Invariants: the driver's planning and commit workers never import the executor room, the
+producer, numpy or ``pyarrow.compute`` (``writer.write()`` imports ``executor.task`` there);
 the writers hold picklable configuration only.
 """
 

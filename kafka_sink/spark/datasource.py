@@ -18,7 +18,7 @@ Exactly-once (``deliveryGuarantee=exactly-once``) adds driver work while plannin
 task runs (``_exactly_once_plan``): ``transaction.timeout.ms`` is settled against the brokers'
 maximum (``eos/timeout.py``; the preflight has proved by then that the brokers answer), the
 transactional-id prefix and the intent store's key are fixed
-in the write's :class:`~kafka_sink.spark.eos.plan.EosPlan` (streaming: the query id, read from
+in the write's :class:`~kafka_sink.spark.eos_plan.EosPlan` (streaming: the query id, read from
 the checkpoint's ``metadata`` file, which Spark writes when the query starts; batch: the write
 id), and a streaming query's unfinished intent is finished (``EosCommitter.recover``) so that
 the batch's tasks never re-initialise an id whose transaction an intent still names; when the
@@ -77,16 +77,17 @@ from kafka_sink.formats.options import FormatOptions
 from kafka_sink.formats.plan import FormatPlan, resolve_formats
 from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
-from kafka_sink.spark.eos.committer import EosCommitter
-from kafka_sink.spark.eos.idempotency import job_identity, job_plan
-from kafka_sink.spark.eos.intents import IntentStore
-from kafka_sink.spark.eos.plan import EosPlan, default_prefix, transactional_id
-from kafka_sink.spark.eos.start import QueryStart
+from kafka_sink.spark.driver.eos.committer import EosCommitter
+from kafka_sink.spark.driver.eos.idempotency import job_identity, job_plan
+from kafka_sink.spark.driver.eos.intents import IntentStore
+from kafka_sink.spark.driver.eos.plan_store import open_intent_store, with_last_record
+from kafka_sink.spark.driver.eos.start import QueryStart
+from kafka_sink.spark.driver.preflight import check_transactional_ids, check_write
+from kafka_sink.spark.driver.triggers import planned_batch, refuse_without_pending_batch
+from kafka_sink.spark.eos_plan import EosPlan, default_prefix, transactional_id
 from kafka_sink.spark.logs import apply_level
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
-from kafka_sink.spark.preflight import check_transactional_ids, check_write
 from kafka_sink.spark.schema import validate_schema
-from kafka_sink.spark.triggers import planned_batch, refuse_without_pending_batch
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
 
 INTENTS_DIRNAME = "pykafka-intents"
@@ -212,7 +213,7 @@ def _exactly_once_plan(
         return options, None
     # Exactly-once only: the admin client (and the network stack under it) stays out of the
     # driver-side workers of an at-least-once write.
-    from kafka_sink.spark.eos.timeout import resolve_transaction_timeout_ms
+    from kafka_sink.spark.driver.eos.timeout import resolve_transaction_timeout_ms
 
     timeout_ms = resolve_transaction_timeout_ms(options.producer_config)
     options = options.with_producer_setting("transaction.timeout.ms", str(timeout_ms))
@@ -274,7 +275,7 @@ def _exactly_once_plan(
                 if committer.fence is not None:
                     # What a later planning finds stale compares against (eos/fence.py).
                     committer.fence.planning(last)
-                eos = eos.with_last_record(last)
+                eos = with_last_record(eos, last)
             else:
                 eos = job_plan(committer, identity, eos, write_id=write_id)
         finally:
@@ -292,7 +293,7 @@ def _exactly_once_plan(
         finally:
             committer.close()
     elif in_kafka:
-        store = eos.open_store(options.producer_config)
+        store = open_intent_store(eos, options.producer_config)
         try:
             eos = _new_key_from(eos, store, query_key)
         finally:
@@ -305,7 +306,7 @@ def _new_key_from(eos: EosPlan, store: IntentStore, query_key: str) -> EosPlan:
     if eos.intent_topic is None:
         return eos
     # Only the Kafka store loads the network stack (see EosPlan.open_store).
-    from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+    from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 
     if isinstance(store, KafkaIntentStore):
         # The write id is new: its commit need not search the topic for a record of it.

@@ -124,17 +124,20 @@ from kafka_sink.spark.option_names import (
     SPARK_KEYS,
     unknown_option_message,
 )
-from kafka_sink.spark.producer_cache import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = [
     "AT_LEAST_ONCE",
     "COMMIT_LOG_DIRNAME",
+    "DEFAULT_IDLE_TIMEOUT_MS",
     "DELIVERY_GUARANTEES",
     "EXACTLY_ONCE",
     "KAFKA_PREFIX",
     "SINK_PRODUCER_DEFAULTS",
     "SinkOptions",
 ]
+
+#: How long a cached producer may stay unused before it is closed (``producerIdleTimeoutMs``).
+DEFAULT_IDLE_TIMEOUT_MS = 540_000
 
 #: Sub-directory of a streaming query's checkpoint that holds the default commit log.
 COMMIT_LOG_DIRNAME = "pykafka-commits"

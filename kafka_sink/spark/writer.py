@@ -6,7 +6,7 @@ Spark pickles it to every task, whose ``write()`` runs the executor loop in ``ta
 its ``commit()`` / ``abort()`` on the driver (in a Python worker Spark starts there) with the
 tasks' commit messages. ``commit()`` and ``abort()`` record the batch: exactly-once, they first
 commit (or abort) every transaction the tasks prepared (``eos/committer.py``, through the write's
-:class:`~kafka_sink.spark.eos.plan.EosPlan`; an abort first counts what the open transactions of
+:class:`~kafka_sink.spark.eos_plan.EosPlan`; an abort first counts what the open transactions of
 tasks that sent no message had written, ``eos/aborted.py``); then they write the commit-log document
 (``commit_log/``) and log its one short INFO line (the offset ranges at DEBUG), both naming
 the delivery guarantee. ``commit()`` and ``abort()`` log at the option ``logLevel``, else at
@@ -66,20 +66,21 @@ from kafka_sink.spark.commit_log.document import (
     write_document,
 )
 from kafka_sink.spark.commit_log.store import CommitStoreUnavailableError
-from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction
-from kafka_sink.spark.eos.idempotency import record_completion
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction
+from kafka_sink.spark.driver.eos.idempotency import record_completion
+from kafka_sink.spark.driver.eos.plan_store import forget_batch_job
+from kafka_sink.spark.driver.triggers import refuse_unwritten_commit
+from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
 from kafka_sink.spark.logs import apply_level, logger
 from kafka_sink.spark.metrics import batch_metrics
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
-from kafka_sink.spark.triggers import refuse_unwritten_commit
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from kafka_sink.spark.eos.start import QueryStart
+    from kafka_sink.spark.driver.eos.start import QueryStart
 
 __all__ = ["PyKafkaBatchWriter", "PyKafkaStreamWriter"]
 
@@ -112,7 +113,7 @@ class _WriterCore:
         # Imported here, on the executor, and nowhere else: the driver's workers that plan and
         # commit every micro-batch import this module and must not load the producer, numpy
         # and pyarrow.compute that task.py brings.
-        from kafka_sink.spark.task import write_task
+        from kafka_sink.spark.executor.task import write_task
 
         return write_task(
             self.options,
@@ -280,7 +281,7 @@ class _WriterCore:
                     )
                 elif batch_id is None:
                     # Spark calls nothing more for a batch job once commit() returns.
-                    self.eos.forget_batch_job(committer.store)
+                    forget_batch_job(self.eos, committer.store)
                 if batch_id is None:
                     pause_commit(number, step="after-done")
             else:

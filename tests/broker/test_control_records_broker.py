@@ -26,8 +26,13 @@ from kafka_sink.admin.transactions import (
 )
 from kafka_sink.errors import KafkaConnectionError, KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos.committer import COMMITTED, EosCommitter, TaskTransaction, listing_ops
-from kafka_sink.spark.eos.intents import DONE, MemoryIntentStore
+from kafka_sink.spark.driver.eos.committer import (
+    COMMITTED,
+    EosCommitter,
+    TaskTransaction,
+    listing_ops,
+)
+from kafka_sink.spark.driver.eos.intents import DONE, MemoryIntentStore
 from kafka_sink.testing.oracle import import_kafka_python, read_all
 from tests.txn_children import INIT_TRANSACTIONS, OPEN_AND_DIE
 

@@ -5,11 +5,12 @@ sink's tasks and driver do), re-initialises (a new epoch, as every exactly-once 
 writes records to two partitions in several batches, then stays open.
 ``TransactionAdmin.producers`` must show, per partition, the transaction's first offset,
 ``last_sequence + 1`` equal to the records written, and a log end offset past them; the sink's
-counting rule (``spark/eos/aborted.py``) must count exactly what an independent read_uncommitted
-consumer (kafka-python) finds of it, and read_committed must find none of it. On the session
-broker (Transactions V2) and on a dedicated one formatted with ``transaction.version=1``, where
-the epoch stays across transactions: there a second transaction without InitProducerId counts
-both transactions' records, which is why the rule needs a transaction that began its epoch.
+counting rule (``spark/driver/eos/aborted.py``) must count exactly what an independent
+read_uncommitted consumer (kafka-python) finds of it, and read_committed must find none of it.
+On the session broker (Transactions V2) and on a dedicated one formatted with
+``transaction.version=1``, where the epoch stays across transactions: there a second
+transaction without InitProducerId counts both transactions' records, which is why the rule
+needs a transaction that began its epoch.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import pytest
 from kafka_sink import KafkaProducer
 from kafka_sink.admin.transactions import TransactionAdmin
 from kafka_sink.spark.commit_log.document import PartitionRange
-from kafka_sink.spark.eos.aborted import count_unfinished
-from kafka_sink.spark.eos.plan import transactional_id
+from kafka_sink.spark.driver.eos.aborted import count_unfinished
+from kafka_sink.spark.eos_plan import transactional_id
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, read_all
 from tests.conftest import running

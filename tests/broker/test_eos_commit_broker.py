@@ -18,14 +18,14 @@ from collections.abc import Callable
 import pytest
 
 from kafka_sink.admin.transactions import describe_transactions
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos.committer import (
     COMMITTED,
     EosCommitter,
     SinkTransactionLostError,
     TaskTransaction,
     listing_ops,
 )
-from kafka_sink.spark.eos.intents import MemoryIntentStore
+from kafka_sink.spark.driver.eos.intents import MemoryIntentStore
 from tests.broker.txn_scenarios import prepare_in_another_process, read_records, write_after
 
 TopicFactory = Callable[..., str]

@@ -23,12 +23,12 @@ from kafka_sink.admin.transactions import describe_transactions
 from kafka_sink.sink_errors import SinkError, SinkOptionError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
-from kafka_sink.spark.eos import fence, kafka_intents
-from kafka_sink.spark.eos.committer import COMMITTED, EosCommitter, TaskTransaction
-from kafka_sink.spark.eos.fence import SinkFencedError
-from kafka_sink.spark.eos.intents import INTENT, BatchRecord
-from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
-from kafka_sink.spark.eos.plan import EosPlan, transactional_id
+from kafka_sink.spark.driver.eos import fence, kafka_intents
+from kafka_sink.spark.driver.eos.committer import COMMITTED, EosCommitter, TaskTransaction
+from kafka_sink.spark.driver.eos.fence import SinkFencedError
+from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.eos_plan import EosPlan, transactional_id
 from kafka_sink.spark.writer import PyKafkaBatchWriter
 from kafka_sink.testing.oracle import create_topic, read_all
 from tests.broker.txn_scenarios import write_after

@@ -30,13 +30,13 @@ import pytest
 from kafka_sink.admin.transactions import list_transactions
 from kafka_sink.errors import KafkaConnectionError, KafkaError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos.committer import (
     EosCommitter,
     SinkCommitOutcomeUnknownError,
     TaskTransaction,
     listing_ops,
 )
-from kafka_sink.spark.eos.intents import DONE, INTENT, MemoryIntentStore
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, MemoryIntentStore
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
 from tests.txn_children import INIT_TRANSACTIONS, OPEN_AND_DIE

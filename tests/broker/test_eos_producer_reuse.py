@@ -18,9 +18,9 @@ import pyarrow as pa
 import pytest
 
 from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.spark import producer_cache
-from kafka_sink.spark import task as task_module
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.eos_plan import EosPlan
+from kafka_sink.spark.executor import producer_cache
+from kafka_sink.spark.executor import task as task_module
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaStreamWriter

@@ -20,9 +20,8 @@ import pytest
 
 from kafka_sink.admin.transactions import TransactionAdmin
 from kafka_sink.errors import TransactionLostError
-from kafka_sink.spark import producer_cache
-from kafka_sink.spark import task as task_module
-from kafka_sink.spark.eos import slots
+from kafka_sink.spark.executor import producer_cache, slots
+from kafka_sink.spark.executor import task as task_module
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.testing.oracle import read_all
 from tests.spark.sparkutil import assert_nothing_left_open

@@ -24,9 +24,9 @@ import pytest
 from kafka_sink.admin.topic_log import TopicLog
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.records.batch import SealedBatch
-from kafka_sink.spark.eos import kafka_intents
-from kafka_sink.spark.eos.intents import INTENT, BatchRecord
-from kafka_sink.spark.eos.kafka_intents import PARTITION, KafkaIntentStore
+from kafka_sink.spark.driver.eos import kafka_intents
+from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord
+from kafka_sink.spark.driver.eos.kafka_intents import PARTITION, KafkaIntentStore
 from kafka_sink.testing.oracle import end_offsets
 from tests.fakes.hostile import poisoned, zstd_bomb
 
@@ -41,7 +41,7 @@ BOMB_RECORDS = 2048  # of 1 MiB each: 2 GiB decoded
 _READER = textwrap.dedent(
     """
     import json, resource, sys
-    from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+    from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
 
     bootstrap, topic = sys.argv[1:3]
     store = KafkaIntentStore.open({"bootstrap.servers": bootstrap}, topic, timeout_s=60)

@@ -19,7 +19,7 @@ import pytest
 
 from kafka_sink import KafkaProducer
 from kafka_sink.errors import KafkaError, RecordTooLargeError
-from kafka_sink.spark import preflight
+from kafka_sink.spark.driver import preflight
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, read_all

@@ -222,7 +222,7 @@ def test_a_transaction_the_broker_timed_out_is_reported_lost(
         assert time.monotonic() < deadline, f"still {state} 40 s after it expired"
         time.sleep(0.5)
     # What the driver's check before the first commit makes of it.
-    from kafka_sink.spark.eos.committer import _why_gone
+    from kafka_sink.spark.driver.eos.committer import _why_gone
 
     why = _why_gone(
         prepared, describe_transactions(config, [f"{prefix}-1"], timeout=30)[f"{prefix}-1"]
@@ -254,7 +254,7 @@ def test_describe_shows_an_open_transaction_then_the_fence_of_another_producer(
     """What the driver's check before the first commit reads: a prepared transaction is Ongoing
     at its producer id and epoch; once another producer initialised the same id (a zombie
     attempt) it is Empty at a higher epoch; an id the coordinator never saw is None."""
-    from kafka_sink.spark.eos.committer import _why_gone
+    from kafka_sink.spark.driver.eos.committer import _why_gone
 
     config = {"bootstrap.servers": kafka_bootstrap}
     topic = topic_factory(partitions=2)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark.eos import timeout as eos_timeout
-from kafka_sink.spark.eos.timeout import (
+from kafka_sink.spark.driver.eos import timeout as eos_timeout
+from kafka_sink.spark.driver.eos.timeout import (
     broker_max_transaction_timeout_ms,
     resolve_transaction_timeout_ms,
 )

@@ -39,7 +39,7 @@ its partition), EndTxn v5, DescribeTransactions and ListTransactions as
 A task's side: :class:`CoordinatedProducer` is a transactional producer of one id over the
 model, shaped like the :class:`~tests.fakes.spark.FakeTxnProducer` a task leases, and
 :meth:`FakeCoordinator.describe_states` has the shape of
-``kafka_sink.spark.eos.slots.describe_states`` (the round a task asks before its
+``kafka_sink.spark.executor.slots.describe_states`` (the round a task asks before its
 InitProducerId), so the slot choice and the driver's commit are tested against one model.
 
 Fault injection: :meth:`FakeCoordinator.script` queues answers for the next calls of one
@@ -77,7 +77,7 @@ from kafka_sink.errors import (
 )
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.producer.futures import PartitionOffsets
-from kafka_sink.spark.eos.committer import TransactionOps
+from kafka_sink.spark.driver.eos.committer import TransactionOps
 from tests.fakes.spark import FakeFuture
 
 NONE = 0
@@ -596,9 +596,8 @@ _LOST_CODES = (
 def install_coordinated_tasks(monkeypatch: Any, coordinator: FakeCoordinator) -> None:
     """Make exactly-once tasks write through ``coordinator``: their producers are
     :class:`CoordinatedProducer` and their slot choice asks it (the producer cache emptied)."""
-    from kafka_sink.spark import producer_cache
-    from kafka_sink.spark import task as task_module
-    from kafka_sink.spark.eos import slots
+    from kafka_sink.spark.executor import producer_cache, slots
+    from kafka_sink.spark.executor import task as task_module
 
     CoordinatedProducer.coordinator = coordinator
     CoordinatedProducer.instances = []

@@ -42,7 +42,7 @@ from typing import TypeVar
 from sparkutil import assert_nothing_left_open
 
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos.intents import BatchRecord
+from kafka_sink.spark.driver.eos.intents import BatchRecord
 from kafka_sink.testing.oracle import read_all
 from tests.txn_children import INIT_TRANSACTIONS
 
@@ -134,7 +134,7 @@ class SideJob(threading.Thread):
 
     @property
     def prefix(self) -> str:
-        from kafka_sink.spark.eos.idempotency import job_identity
+        from kafka_sink.spark.driver.eos.idempotency import job_identity
 
         return job_identity(self.key, topic=self.topic, prefix=None).prefix
 
@@ -375,8 +375,8 @@ class UnreadableMarker(SideJob):
 
     def _recorded_state(self) -> str:
         """The key's last record in its intent store: ``intent`` (``lost`` if it names any)."""
-        from kafka_sink.spark.eos.idempotency import job_identity
-        from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+        from kafka_sink.spark.driver.eos.idempotency import job_identity
+        from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 
         def last() -> BatchRecord | None:
             config = {"bootstrap.servers": self.bootstrap}

@@ -34,9 +34,9 @@ from sparkutil import assert_nothing_left_open
 from kafka_sink.producer.producer import KafkaProducer
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import INTENTS_DIRNAME, PyKafkaDataSource
-from kafka_sink.spark.eos import committer, kafka_intents
-from kafka_sink.spark.eos.committer import TransactionOps, listing_ops
-from kafka_sink.spark.eos.plan import transactional_id
+from kafka_sink.spark.driver.eos import committer, kafka_intents
+from kafka_sink.spark.driver.eos.committer import TransactionOps, listing_ops
+from kafka_sink.spark.eos_plan import transactional_id
 from kafka_sink.testing.oracle import read_all
 from kafka_sink.testing.s3 import LocalS3
 from tests.conftest import TopicFactory

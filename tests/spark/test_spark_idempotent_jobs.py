@@ -57,7 +57,7 @@ class _Job:
 
     @property
     def prefix(self) -> str:
-        from kafka_sink.spark.eos.idempotency import job_identity
+        from kafka_sink.spark.driver.eos.idempotency import job_identity
 
         if self.key is None:
             return self.explicit_prefix
@@ -141,8 +141,8 @@ class _Job:
     def commit_one_recorded_transaction(self) -> None:
         """What a driver that died after its first EndTxn leaves: one of them committed."""
         from kafka_sink.admin.transactions import TransactionAdmin
-        from kafka_sink.spark.eos.idempotency import job_identity
-        from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+        from kafka_sink.spark.driver.eos.idempotency import job_identity
+        from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 
         assert self.key is not None
         config = {"bootstrap.servers": self.bootstrap}

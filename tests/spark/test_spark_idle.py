@@ -27,7 +27,7 @@ def _probe(client_id: str, within_s: float):
     """
 
     def run(_row: int) -> tuple[int, bool, bool, bool, float]:
-        ran_the_sink = "kafka_sink.spark.producer_cache" in sys.modules
+        ran_the_sink = "kafka_sink.spark.executor.producer_cache" in sys.modules
         suffix = f"| {client_id}"
         start = time.monotonic()
         seen = alive = False

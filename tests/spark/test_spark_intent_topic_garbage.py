@@ -24,9 +24,9 @@ import pytest
 from sparkutil import assert_nothing_left_open
 
 from kafka_sink.admin.topic_log import TopicLog
-from kafka_sink.spark.eos import kafka_intents
-from kafka_sink.spark.eos.idempotency import job_identity
-from kafka_sink.spark.eos.kafka_intents import PARTITION, KafkaIntentStore
+from kafka_sink.spark.driver.eos import kafka_intents
+from kafka_sink.spark.driver.eos.idempotency import job_identity
+from kafka_sink.spark.driver.eos.kafka_intents import PARTITION, KafkaIntentStore
 from kafka_sink.testing.oracle import create_topic, end_offsets, read_all
 from tests.fakes.hostile import poisoned, zstd_bomb
 

@@ -91,16 +91,13 @@ def test_module_respects_layers(path: Path) -> None:
 
 # -- rooms inside a layer ------------------------------------------------------------------------
 
-# A room may not import these (module prefixes): transactions sit under the producer's facade, and
-# the driver's rooms of spark never load the executor side.
-_EXECUTOR_SIDE = (
-    "kafka_sink.spark.task",
-    "kafka_sink.spark.columns",
-    "kafka_sink.spark.producer_cache",
-    "kafka_sink.spark.writer",
+# A room may not import these (module prefixes): transactions sit under the producer's facade;
+# Spark's side is split by where code runs, the executor room and the driver room never loading
+# each other nor the entry points (datasource, writer, workers) that use both.
+_ENTRY_POINTS = (
     "kafka_sink.spark.datasource",
-    "kafka_sink.producer",
-    "numpy",
+    "kafka_sink.spark.writer",
+    "kafka_sink.spark.workers",
 )
 ROOM_RULES = {
     "producer/txn": (
@@ -116,18 +113,22 @@ ROOM_RULES = {
         "kafka_sink.producer.accumulator",
         "kafka_sink.producer.txn",
     ),
-    "spark/eos": _EXECUTOR_SIDE,
-    "spark/commit_log": (*_EXECUTOR_SIDE, "kafka_sink.spark.eos"),
+    "spark/driver": (*_ENTRY_POINTS, "kafka_sink.spark.executor", "kafka_sink.producer", "numpy"),
+    "spark/executor": (*_ENTRY_POINTS, "kafka_sink.spark.driver"),
+    "spark/commit_log": (*_ENTRY_POINTS, "kafka_sink.spark.driver", "kafka_sink.spark.executor"),
     "admin": ("kafka_sink.producer", "numpy", "pyarrow"),
     # Registry formats serve the producer's users too: no Spark, nor the producer (a serializer
     # is handed to it, it does not call it).
     "formats": ("kafka_sink.spark", "kafka_sink.producer", "pyspark"),
-    # The sink's metrics: a task hands its producer in; nothing of Spark or the driver's rooms.
+    # The sink's metrics: a task hands its producer in; nothing of Spark or either room.
     "spark/metrics": (
-        *_EXECUTOR_SIDE,
+        *_ENTRY_POINTS,
         "pyspark",
-        "kafka_sink.spark.eos",
+        "kafka_sink.spark.driver",
+        "kafka_sink.spark.executor",
         "kafka_sink.spark.commit_log",
+        "kafka_sink.producer",
+        "numpy",
     ),
 }
 
@@ -224,7 +225,7 @@ def test_the_graph_is_read() -> None:
     # Guards the circle check against passing on a misread graph.
     graph = _import_graph()
     assert "kafka_sink.net.metadata" in graph["kafka_sink.producer.sender"]
-    assert "kafka_sink.spark.eos.intents" in graph["kafka_sink.spark.eos.plan"]
+    assert "kafka_sink.spark.driver.eos.intents" in graph["kafka_sink.spark.driver.eos.plan_store"]
 
 
 def test_no_import_circle_in_kafka_sink() -> None:

@@ -784,7 +784,7 @@ def test_complete_transactions_with_nothing_sends_nothing(cluster: ScriptedClust
 def test_the_drivers_ops_use_one_client_and_report_each_outcome(
     cluster: ScriptedCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kafka_sink.spark.eos.committer import listing_ops
+    from kafka_sink.spark.driver.eos.committer import listing_ops
 
     opened: list[object] = []
     real = AdminClient.from_config

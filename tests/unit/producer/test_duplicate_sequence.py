@@ -15,7 +15,7 @@ from kafka_sink.spark.commit_log.document import (
     PyKafkaCommitMessage,
     build_document,
 )
-from kafka_sink.spark.task import _Offsets
+from kafka_sink.spark.executor.task import _Offsets
 from tests.fakes.producer import Harness, make_harness, produce_response
 
 DUPLICATE_SEQUENCE_NUMBER = 46

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafka_sink.spark import datasource, preflight
-from kafka_sink.spark.eos import fence, kafka_intents
+from kafka_sink.spark import datasource
+from kafka_sink.spark.driver import preflight
+from kafka_sink.spark.driver.eos import fence, kafka_intents
 from tests.fakes.coordinator import FakeCoordinator
 from tests.unit.spark.eos_support import FaultyStore
 

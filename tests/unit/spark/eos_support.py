@@ -8,9 +8,10 @@ from collections import Counter
 from collections.abc import Iterable
 
 from kafka_sink.sink_errors import SinkError
-from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction, TransactionOps
-from kafka_sink.spark.eos.intents import BatchRecord, MemoryIntentStore
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction, TransactionOps
+from kafka_sink.spark.driver.eos.intents import BatchRecord, MemoryIntentStore
+from kafka_sink.spark.driver.eos.plan_store import with_last_record
+from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.fingerprint import Fingerprint
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 
@@ -84,7 +85,7 @@ def rerun_tasks(
 ) -> tuple[list[TaskTransaction], dict[int, Fingerprint]]:
     """The batch's re-run as planned after ``last``: a task of a partition an earlier run
     committed writes nothing and hands back its rows' fingerprint; the others write."""
-    plan = EosPlan(PREFIX, "q1", None).with_last_record(last)
+    plan = with_last_record(EosPlan(PREFIX, "q1", None), last)
     skipped = {
         p: fingerprint(rows(batch_id, p))
         for p in partitions

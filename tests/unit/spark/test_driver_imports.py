@@ -52,8 +52,8 @@ _PROBE = textwrap.dedent(
 _EXECUTOR_PACKAGES = ("numpy", "pandas")
 _EXECUTOR_MODULES = (
     "pyarrow.compute",
-    "kafka_sink.spark.columns",
-    "kafka_sink.spark.task",
+    "kafka_sink.spark.executor.columns",
+    "kafka_sink.spark.executor.task",
     "kafka_sink.producer.producer",
     "kafka_sink.producer.bulk",
     "kafka_sink.records.columnar",

@@ -17,17 +17,17 @@ import pyarrow as pa
 import pytest
 
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark import producer_cache
-from kafka_sink.spark import task as task_module
 from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
     UnfinishedWrites,
 )
-from kafka_sink.spark.eos import committer as committer_module
-from kafka_sink.spark.eos.aborted import count_unfinished
-from kafka_sink.spark.eos.intents import MemoryIntentStore
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos import committer as committer_module
+from kafka_sink.spark.driver.eos.aborted import count_unfinished
+from kafka_sink.spark.driver.eos.intents import MemoryIntentStore
+from kafka_sink.spark.eos_plan import EosPlan
+from kafka_sink.spark.executor import producer_cache
+from kafka_sink.spark.executor import task as task_module
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.writer import PyKafkaStreamWriter
 from tests.fakes.coordinator import (

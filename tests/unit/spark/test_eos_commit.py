@@ -10,7 +10,7 @@ import pytest
 from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos.committer import (
     ALREADY_DONE,
     COMMITTED,
     ROLLED_FORWARD,
@@ -20,7 +20,13 @@ from kafka_sink.spark.eos.committer import (
     TaskTransaction,
     TransactionOps,
 )
-from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, MemoryIntentStore
+from kafka_sink.spark.driver.eos.intents import (
+    DONE,
+    INTENT,
+    PARTIAL,
+    BatchRecord,
+    MemoryIntentStore,
+)
 
 PREFIX = "pykafka-q1"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos.committer import (
     COMMITTED,
     SinkCommitIncompleteError,
     SinkTransactionLostError,
 )
-from kafka_sink.spark.eos.intents import DONE, INTENT
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT
 from tests.fakes.coordinator import (
     CONCURRENT_TRANSACTIONS,
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -202,9 +202,9 @@ def test_a_done_record_that_cannot_be_written_does_not_fail_a_committed_batch(
 def test_the_write_s_transaction_timeout_bounds_the_retries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kafka_sink.spark.eos import committer as committer_module
-    from kafka_sink.spark.eos.committer import EosCommitter, TransactionOps
-    from kafka_sink.spark.eos.plan import EosPlan
+    from kafka_sink.spark.driver.eos import committer as committer_module
+    from kafka_sink.spark.driver.eos.committer import EosCommitter, TransactionOps
+    from kafka_sink.spark.eos_plan import EosPlan
 
     monkeypatch.setattr(
         committer_module,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kafka_sink.spark.eos.committer import COMMITTED
+from kafka_sink.spark.driver.eos.committer import COMMITTED
 from tests.fakes.coordinator import (
     CONCURRENT_TRANSACTIONS,
     COORDINATOR_LOAD_IN_PROGRESS,

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from kafka_sink.errors import UnsupportedVersionError
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos.committer import (
     ALREADY_DONE,
     COMMITTED,
     SinkCommitIncompleteError,
@@ -24,7 +24,7 @@ from kafka_sink.spark.eos.committer import (
     SinkTransactionLostError,
     TransactionOps,
 )
-from kafka_sink.spark.eos.intents import (
+from kafka_sink.spark.driver.eos.intents import (
     DONE,
     INTENT,
     PARTIAL,

@@ -16,8 +16,8 @@ import pytest
 
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.sink_errors import SinkError
-from kafka_sink.spark.eos import kafka_intents
-from kafka_sink.spark.eos.intents import (
+from kafka_sink.spark.driver.eos import kafka_intents
+from kafka_sink.spark.driver.eos.intents import (
     DONE,
     INTENT,
     PARTIAL,
@@ -27,7 +27,7 @@ from kafka_sink.spark.eos.intents import (
     IntentStore,
     MemoryIntentStore,
 )
-from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from tests.fakes.coordinator import FakeCoordinator
 from tests.fakes.topic_log import CoordinatedTopicLog
 

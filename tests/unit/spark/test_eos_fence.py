@@ -16,24 +16,24 @@ from typing import Any
 import pytest
 
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark.eos import committer as committer_module
-from kafka_sink.spark.eos import fence
-from kafka_sink.spark.eos.claims import refuse_foreign_claim
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos import committer as committer_module
+from kafka_sink.spark.driver.eos import fence
+from kafka_sink.spark.driver.eos.claims import refuse_foreign_claim
+from kafka_sink.spark.driver.eos.committer import (
     COMMITTED,
     EosCommitter,
     SinkCommitOutcomeUnknownError,
     SinkTransactionLostError,
     TaskTransaction,
 )
-from kafka_sink.spark.eos.fence import FencedStore, SinkFencedError, fence_id, open_fence
-from kafka_sink.spark.eos.intents import (
+from kafka_sink.spark.driver.eos.fence import FencedStore, SinkFencedError, fence_id, open_fence
+from kafka_sink.spark.driver.eos.intents import (
     INTENT,
     BatchRecord,
     FileIntentStore,
 )
-from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
-from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
+from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.eos_plan import EosPlan, parse_transactional_id
 from tests.fakes.coordinator import ONGOING, FakeCoordinator, coordinator_ops
 from tests.fakes.topic_log import CoordinatedTopicLog
 
@@ -257,7 +257,7 @@ def test_a_second_query_with_the_same_prefix_is_refused_without_fencing_the_firs
 
 
 def test_a_released_prefix_can_be_claimed_again(cluster: FakeCoordinator) -> None:
-    from kafka_sink.spark.eos.kafka_intents import claim_key
+    from kafka_sink.spark.driver.eos.kafka_intents import claim_key
 
     EosCommitter.for_plan(_plan("query-a"), {"bootstrap.servers": "h:1"})
     fence._HELD.clear()

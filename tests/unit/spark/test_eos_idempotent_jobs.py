@@ -8,15 +8,16 @@ import logging
 
 import pytest
 
-from kafka_sink.spark.eos.committer import COMMITTED, EosCommitter
-from kafka_sink.spark.eos.idempotency import (
+from kafka_sink.spark.driver.eos.committer import COMMITTED, EosCommitter
+from kafka_sink.spark.driver.eos.idempotency import (
     CompletedJob,
     job_identity,
     plan_job,
     record_completion,
 )
-from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, PARTIAL, BatchRecord
+from kafka_sink.spark.driver.eos.plan_store import with_last_record
+from kafka_sink.spark.eos_plan import EosPlan
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 from tests.unit.spark.eos_support import (
     PREFIX,
@@ -146,7 +147,7 @@ def test_a_recorded_commit_kafka_lost_part_of_is_rerun_as_a_partial_batch(
     record = store.last(IDENTITY.query_key)
     assert record is not None and record.state == PARTIAL
     assert set(record.committed) == {0} and record.lost == (1, 2)
-    plan = EosPlan(IDENTITY.prefix, IDENTITY.query_key, None).with_last_record(record)
+    plan = with_last_record(EosPlan(IDENTITY.prefix, IDENTITY.query_key, None), record)
     assert [plan.committed_partition(0, p) for p in range(3)] == [True, False, False]
     # Nothing more became visible and nothing is written again.
     assert visible_counts(coord) == expected_rows([0], partitions=[0])

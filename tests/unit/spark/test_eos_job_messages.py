@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from kafka_sink.spark.eos import committer as committer_module
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos import committer as committer_module
+from kafka_sink.spark.driver.eos.committer import (
     EosCommitter,
     SinkCommitIncompleteError,
     SinkIntentUnknownError,
     SinkTransactionLostError,
 )
-from kafka_sink.spark.eos.idempotency import job_identity
-from kafka_sink.spark.eos.intents import MemoryIntentStore
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos.idempotency import job_identity
+from kafka_sink.spark.driver.eos.intents import MemoryIntentStore
+from kafka_sink.spark.eos_plan import EosPlan
 from tests.fakes.coordinator import TIMEOUT, FakeCoordinator
 from tests.unit.spark.eos_support import PREFIX, TIMEOUT_MS, FaultyStore, run_tasks
 
@@ -55,7 +55,9 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Model]:
         lambda config, timeout_s=None: coordinator_ops(m.coordinator),
     )
     monkeypatch.setattr(committer_module, "fence_disabled", lambda: True)
-    monkeypatch.setattr(EosPlan, "open_store", lambda self, config, fence=None: MemoryIntentStore())
+    monkeypatch.setattr(
+        committer_module, "open_intent_store", lambda plan, config, fence=None: MemoryIntentStore()
+    )
     yield m
 
 

@@ -31,15 +31,15 @@ from kafka_sink.clock import ManualClock
 from kafka_sink.sink_errors import SinkError, SinkOptionError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
-from kafka_sink.spark.eos import committer as committer_module
-from kafka_sink.spark.eos import kafka_intents
-from kafka_sink.spark.eos import timeout as eos_timeout
-from kafka_sink.spark.eos.committer import EosCommitter
-from kafka_sink.spark.eos.fence import SinkFencedError
-from kafka_sink.spark.eos.idempotency import job_identity
-from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord, FileIntentStore
-from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
-from kafka_sink.spark.eos.plan import EosPlan, transactional_id
+from kafka_sink.spark.driver.eos import committer as committer_module
+from kafka_sink.spark.driver.eos import kafka_intents
+from kafka_sink.spark.driver.eos import timeout as eos_timeout
+from kafka_sink.spark.driver.eos.committer import EosCommitter
+from kafka_sink.spark.driver.eos.fence import SinkFencedError
+from kafka_sink.spark.driver.eos.idempotency import job_identity
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, BatchRecord, FileIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.eos_plan import EosPlan, transactional_id
 from kafka_sink.spark.writer import PyKafkaBatchWriter
 from tests.fakes.coordinator import ONGOING, FakeCoordinator, coordinator_ops
 from tests.fakes.topic_log import CoordinatedTopicLog

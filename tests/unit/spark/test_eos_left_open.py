@@ -7,8 +7,8 @@ ends; these cases are ended by the next commit of the query, or only by the coor
 
 from __future__ import annotations
 
-from kafka_sink.spark.eos.committer import COMMITTED, EosCommitter, TaskTransaction
-from kafka_sink.spark.eos.intents import MemoryIntentStore
+from kafka_sink.spark.driver.eos.committer import COMMITTED, EosCommitter, TaskTransaction
+from kafka_sink.spark.driver.eos.intents import MemoryIntentStore
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 from tests.unit.spark.eos_support import (
     PREFIX,

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos.committer import (
     COMMITTED,
     SinkPartlyCommittedError,
     SinkTransactionLostError,
     TaskTransaction,
 )
-from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, PARTIAL, BatchRecord
 from kafka_sink.spark.fingerprint import Fingerprint
 from tests.fakes.coordinator import NONE, FakeCoordinator, coordinator_ops
 from tests.unit.spark.eos_support import (

@@ -17,11 +17,11 @@ from kafka_sink.errors import KafkaConnectionError
 from kafka_sink.spark import logs
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
-from kafka_sink.spark.eos import timeout as eos_timeout
-from kafka_sink.spark.eos.committer import EosCommitter, TaskTransaction
-from kafka_sink.spark.eos.intents import INTENT, BatchRecord, MemoryIntentStore
-from kafka_sink.spark.eos.plan import EosPlan
-from kafka_sink.spark.eos.start import QueryStart
+from kafka_sink.spark.driver.eos import timeout as eos_timeout
+from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction
+from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord, MemoryIntentStore
+from kafka_sink.spark.driver.eos.start import QueryStart
+from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.writer import PyKafkaStreamWriter
 from tests.fakes.coordinator import FakeCoordinator
 from tests.fakes.spark import spark_checkpoint
@@ -188,7 +188,7 @@ def test_a_start_that_cannot_reach_kafka_warns_and_the_planning_goes_on(
 
 
 def test_the_start_runs_again_when_the_planning_took_the_fence_anew(driver: _Driver) -> None:
-    from kafka_sink.spark.eos import fence
+    from kafka_sink.spark.driver.eos import fence
 
     # The query's first planning on this driver took the fence (take "a") and swept.
     key = f"{PREFIX}\0q1"

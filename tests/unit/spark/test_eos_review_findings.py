@@ -15,13 +15,13 @@ import pytest
 
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaTimeoutError
-from kafka_sink.spark.eos.committer import (
+from kafka_sink.spark.driver.eos.committer import (
     COMMITTED,
     EosCommitter,
     SinkTransactionLostError,
     TaskTransaction,
 )
-from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 from tests.fakes.topic_log import CoordinatedTopicLog
 from tests.unit.spark.test_eos_fence import PREFIX, _driver, _visible
@@ -77,8 +77,8 @@ def test_a_slow_read_before_the_intent_append_escapes_the_intent_bound(
 def test_the_kafka_stores_read_before_its_append_counts_against_the_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kafka_sink.spark.eos import kafka_intents
-    from kafka_sink.spark.eos.intents import INTENT, BatchRecord
+    from kafka_sink.spark.driver.eos import kafka_intents
+    from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord
 
     coordinator = FakeCoordinator()
     log = CoordinatedTopicLog(coordinator)
@@ -123,7 +123,7 @@ def test_a_driver_clock_ahead_of_the_brokers_does_not_fail_every_batch() -> None
     # The driver's wall clock runs 50 s ahead of the brokers' (a host without NTP, a VM
     # resumed); the query runs with kafka.transaction.timeout.ms=60000.
     driver_clock = ManualClock(wall_ms=coordinator.clock.wall_ms() + 50_000)
-    from kafka_sink.spark.eos.intents import MemoryIntentStore
+    from kafka_sink.spark.driver.eos.intents import MemoryIntentStore
 
     committer = EosCommitter(
         MemoryIntentStore(),
@@ -149,7 +149,7 @@ def test_a_driver_clock_ahead_of_the_brokers_does_not_fail_every_batch() -> None
 def test_a_skew_the_planning_cannot_show_is_named_in_the_refusal() -> None:
     # Without the planning's time (a plan made before it was kept) nothing proves the driver's
     # clock ahead: the check stays strict, and its message points at the clocks.
-    from kafka_sink.spark.eos.intents import MemoryIntentStore
+    from kafka_sink.spark.driver.eos.intents import MemoryIntentStore
 
     coordinator = FakeCoordinator()
     committer = EosCommitter(
@@ -229,7 +229,7 @@ def _slot_tasks(
 def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
     fence_cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from kafka_sink.spark.eos.fence import SinkFencedError
+    from kafka_sink.spark.driver.eos.fence import SinkFencedError
     from tests.unit.spark.test_eos_fence import _in_driver, _planned
 
     cluster = fence_cluster
@@ -273,7 +273,7 @@ def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
 
 def _refused_without(api: Any, *, streaming: bool) -> str:
     from kafka_sink.sink_errors import SinkOptionError
-    from kafka_sink.spark import preflight
+    from kafka_sink.spark.driver import preflight
     from tests.unit.spark.test_preflight import SASL, connect, new_cluster
 
     cluster = new_cluster(missing_apis={api})  # the cluster's brokers predate Kafka 3.0
@@ -325,7 +325,7 @@ class _DriverKilled(BaseException):
 
 
 def test_another_querys_open_fence_write_does_not_hide_this_querys_intent() -> None:
-    from kafka_sink.spark.eos import kafka_intents
+    from kafka_sink.spark.driver.eos import kafka_intents
 
     coordinator = FakeCoordinator()
     first = _driver(coordinator, "first", fenced=True)
@@ -375,8 +375,8 @@ def test_another_querys_open_fence_write_does_not_hide_this_querys_intent() -> N
 def test_a_claim_in_another_intent_topic_still_protects_the_prefix(
     keyed_cluster: _Cluster,
 ) -> None:
-    from kafka_sink.spark.eos import committer as committer_module
-    from kafka_sink.spark.eos.plan import EosPlan
+    from kafka_sink.spark.driver.eos import committer as committer_module
+    from kafka_sink.spark.eos_plan import EosPlan
     from tests.fakes.coordinator import ONGOING
 
     cluster = keyed_cluster
@@ -414,7 +414,7 @@ class _StrictLog(CoordinatedTopicLog):
 
 
 def test_another_querys_open_fence_write_does_not_fail_this_querys_next_batch() -> None:
-    from kafka_sink.spark.eos import fence as fence_module
+    from kafka_sink.spark.driver.eos import fence as fence_module
 
     coordinator = FakeCoordinator()
     fence_module._HELD.clear()

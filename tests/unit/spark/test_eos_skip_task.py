@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark import task as task_module
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
-from kafka_sink.spark.eos.committer import SinkPartlyCommittedError
-from kafka_sink.spark.eos.intents import DONE, PARTIAL, BatchRecord, FileIntentStore
-from kafka_sink.spark.eos.plan import EosPlan, PartialBatch
+from kafka_sink.spark.driver.eos.committer import SinkPartlyCommittedError
+from kafka_sink.spark.driver.eos.intents import DONE, PARTIAL, BatchRecord, FileIntentStore
+from kafka_sink.spark.eos_plan import EosPlan, PartialBatch
+from kafka_sink.spark.executor import task as task_module
 from kafka_sink.spark.fingerprint import Fingerprint
 from kafka_sink.spark.writer import PyKafkaStreamWriter
 from tests.fakes.spark import FakeTxnProducer

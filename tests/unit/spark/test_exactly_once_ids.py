@@ -10,15 +10,20 @@ from pathlib import Path
 import pytest
 
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos.intents import (
+from kafka_sink.spark.driver.eos.intents import (
     DONE,
     INTENT,
     BatchRecord,
     FileIntentStore,
     MemoryIntentStore,
 )
-from kafka_sink.spark.eos.plan import default_prefix, parse_transactional_id, transactional_id
-from kafka_sink.spark.eos.slots import BUSY_STATES, SLOTS_PER_PARTITION, choose_slot, slot_order
+from kafka_sink.spark.eos_plan import default_prefix, parse_transactional_id, transactional_id
+from kafka_sink.spark.executor.slots import (
+    BUSY_STATES,
+    SLOTS_PER_PARTITION,
+    choose_slot,
+    slot_order,
+)
 
 
 def test_ids_round_trip() -> None:

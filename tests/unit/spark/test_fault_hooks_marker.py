@@ -13,7 +13,7 @@ from kafka_sink.admin.control_records import ControlRecordReader
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark import fault_hooks
-from kafka_sink.spark.eos.outcomes import marker_reader, settle_lost
+from kafka_sink.spark.driver.eos.outcomes import marker_reader, settle_lost
 
 TID = "q-1-0"
 PREPARED = PreparedTransaction(TID, producer_id=7, producer_epoch=3, partitions=(("t", 1),))

@@ -11,10 +11,15 @@ import pytest
 
 from kafka_sink.admin.topic_log import Tail, TopicLog
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.eos import kafka_intents
-from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord
-from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore, topic_settings
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos import kafka_intents
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, BatchRecord
+from kafka_sink.spark.driver.eos.kafka_intents import (
+    IntentStoreError,
+    KafkaIntentStore,
+    topic_settings,
+)
+from kafka_sink.spark.driver.eos.plan_store import open_intent_store
+from kafka_sink.spark.eos_plan import EosPlan
 
 
 @dataclass
@@ -189,7 +194,7 @@ def test_new_topic_settings_survive_the_loss_of_a_broker() -> None:
 
 
 def _encoded(record: BatchRecord) -> bytes:
-    from kafka_sink.spark.eos.intents import record_to_json
+    from kafka_sink.spark.driver.eos.intents import record_to_json
 
     return json.dumps({"format": 1, **record_to_json(record)}).encode()
 
@@ -438,6 +443,6 @@ def test_the_plan_carries_the_offset_to_the_commits_store(monkeypatch: pytest.Mo
         KafkaIntentStore, "open", classmethod(lambda cls, config, topic, **_: _store(log))
     )
     plan = EosPlan("pykafka-job-1", "job-1", None, "intents", new_key_from=1_000)
-    store = plan.open_store({"bootstrap.servers": "c:9092"})
+    store = open_intent_store(plan, {"bootstrap.servers": "c:9092"})
     assert store.last("job-1") is None
     assert log.reads == []  # nothing appended since the planning: not one record read

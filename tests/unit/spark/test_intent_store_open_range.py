@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafka_sink.spark.eos import fence, kafka_intents
-from kafka_sink.spark.eos.intents import DONE, INTENT, BatchRecord
-from kafka_sink.spark.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.driver.eos import fence, kafka_intents
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, BatchRecord
+from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
 from tests.fakes.coordinator import FakeCoordinator
 from tests.fakes.topic_log import CoordinatedTopicLog
 

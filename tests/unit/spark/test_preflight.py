@@ -24,8 +24,9 @@ from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaConnectionError
 from kafka_sink.net.network_client import ClientRequest
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark import logs, preflight
+from kafka_sink.spark import logs
 from kafka_sink.spark.datasource import PyKafkaDataSource
+from kafka_sink.spark.driver import preflight
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (

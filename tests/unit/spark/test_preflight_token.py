@@ -15,7 +15,7 @@ from kafka_sink.clock import ManualClock
 from kafka_sink.net.oauth.login import live_logins
 from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSourceError
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark import preflight
+from kafka_sink.spark.driver import preflight
 from tests.unit.spark.test_preflight import DESCRIBE, WRITE, Cluster, connect, ops
 
 SECRET = "client-secret-value-9f3"

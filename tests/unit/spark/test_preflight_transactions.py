@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark import preflight
+from kafka_sink.spark.driver import preflight
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from tests.unit.spark.test_preflight import (

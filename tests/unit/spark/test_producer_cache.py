@@ -16,7 +16,7 @@ import pytest
 
 from kafka_sink.clock import ManualClock
 from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.spark import producer_cache
+from kafka_sink.spark.executor import producer_cache
 
 KEY_A = (("bootstrap.servers", "a:1"),)
 KEY_B = (("bootstrap.servers", "b:1"),)

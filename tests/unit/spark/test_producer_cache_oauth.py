@@ -9,7 +9,7 @@ from typing import Any
 
 from kafka_sink.net.oauth.login import live_logins
 from kafka_sink.net.oauth.token import OAuthBearerToken
-from kafka_sink.spark import producer_cache
+from kafka_sink.spark.executor import producer_cache
 
 
 class Source:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafka_sink.spark.executor.row_fingerprint import batch_fingerprint
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
-from kafka_sink.spark.row_fingerprint import batch_fingerprint
 from kafka_sink.spark.schema import InputLayout
 
 FULL = InputLayout(

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from kafka_sink.sink_errors import SinkDataError
-from kafka_sink.spark.columns import check_partitions, topic_columns
+from kafka_sink.spark.executor.columns import check_partitions, topic_columns
 from kafka_sink.spark.schema import InputLayout
 
 NOW = 1_700_000_000_000

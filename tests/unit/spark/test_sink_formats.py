@@ -36,7 +36,7 @@ from kafka_sink.formats.registry import (
     SchemaRegistryConfig,
 )
 from kafka_sink.sink_errors import SinkOptionError, SinkSchemaError
-from kafka_sink.spark import producer_cache
+from kafka_sink.spark.executor import producer_cache
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout, validate_schema
 from kafka_sink.spark.writer import PyKafkaBatchWriter

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark import producer_cache
 from kafka_sink.spark.commit_log.document import PartitionRange, PyKafkaCommitMessage
+from kafka_sink.spark.executor import producer_cache
 from kafka_sink.spark.logs import OFF, parse_level
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout

@@ -20,8 +20,8 @@ import pytest
 
 from kafka_sink.clock import ManualClock
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark import producer_cache
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
+from kafka_sink.spark.executor import producer_cache
 from kafka_sink.spark.metrics import (
     PartitionMetrics,
     TaskMeter,
@@ -397,7 +397,7 @@ class _Transactional:
 
 
 def test_an_exactly_once_task_carries_its_transactions_first_record_time(monkeypatch) -> None:
-    from kafka_sink.spark import task as task_module
+    from kafka_sink.spark.executor import task as task_module
 
     monkeypatch.setattr(producer_cache, "release", lambda producer: None)
     before_ms = int(time.time() * 1000)

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark.eos.timeout import resolve_transaction_timeout_ms
+from kafka_sink.spark.driver.eos.timeout import resolve_transaction_timeout_ms
 from kafka_sink.spark.options import SinkOptions
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092"}

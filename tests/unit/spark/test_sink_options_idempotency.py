@@ -6,7 +6,7 @@ import pytest
 
 from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.datasource import PyKafkaDataSource
-from kafka_sink.spark.eos.idempotency import TOPIC_COLUMN_MARKER, job_identity
+from kafka_sink.spark.driver.eos.idempotency import TOPIC_COLUMN_MARKER, job_identity
 from kafka_sink.spark.options import SinkOptions
 
 EOS = {"kafka.bootstrap.servers": "localhost:9092", "deliveryGuarantee": "exactly-once"}

@@ -19,9 +19,9 @@ from kafka_sink.errors import KafkaError, KafkaTimeoutError, NotLeaderOrFollower
 from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.producer.futures import BulkSendFuture, ProduceRequestResult
 from kafka_sink.sink_errors import SinkDataError, SinkDeliveryTimeoutError, SinkModeError
-from kafka_sink.spark import producer_cache
-from kafka_sink.spark import task as task_module
 from kafka_sink.spark.commit_log.document import PartitionRange, PyKafkaCommitMessage
+from kafka_sink.spark.executor import producer_cache
+from kafka_sink.spark.executor import task as task_module
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter

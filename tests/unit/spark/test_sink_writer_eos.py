@@ -13,14 +13,14 @@ import pytest
 
 from kafka_sink.errors import NotLeaderOrFollowerError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark import producer_cache
-from kafka_sink.spark import task as task_module
 from kafka_sink.spark import writer as writer_module
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
-from kafka_sink.spark.eos import committer, slots
-from kafka_sink.spark.eos.committer import TransactionOps
-from kafka_sink.spark.eos.intents import DONE, INTENT, FileIntentStore, MemoryIntentStore
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos import committer
+from kafka_sink.spark.driver.eos.committer import TransactionOps
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, FileIntentStore, MemoryIntentStore
+from kafka_sink.spark.eos_plan import EosPlan
+from kafka_sink.spark.executor import producer_cache, slots
+from kafka_sink.spark.executor import task as task_module
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
@@ -267,7 +267,7 @@ def _plan_options(**extra: str) -> SinkOptions:
 
 @pytest.fixture
 def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafka_sink.spark.eos import timeout as eos_timeout
+    from kafka_sink.spark.driver.eos import timeout as eos_timeout
 
     monkeypatch.setattr(
         eos_timeout,
@@ -278,7 +278,7 @@ def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         committer, "listing_ops", lambda config, timeout_s=None: coordinator_ops(coordinator)
     )
-    from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
+    from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 
     opened: list[str] = []
 
@@ -392,7 +392,7 @@ def test_at_least_once_has_no_plan() -> None:
 
 
 def _keyed_writer(tmp_path: Path, completed: Any = None) -> PyKafkaBatchWriter:
-    from kafka_sink.spark.eos.idempotency import job_identity
+    from kafka_sink.spark.driver.eos.idempotency import job_identity
 
     identity = job_identity("k1", topic="t", prefix=None)
     eos = EosPlan(
@@ -423,7 +423,7 @@ def test_a_keyed_job_keeps_its_record_stamped_with_the_run(
 def test_a_job_whose_key_was_completed_produces_nothing_and_commits_nothing(
     fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog
 ) -> None:
-    from kafka_sink.spark.eos.idempotency import CompletedJob
+    from kafka_sink.spark.driver.eos.idempotency import CompletedJob
 
     done = CompletedJob("k1", "w1", 1_764_000_000_000)
     writer = _keyed_writer(tmp_path, done)

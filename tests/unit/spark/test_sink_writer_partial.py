@@ -10,7 +10,7 @@ import pytest
 
 from kafka_sink.errors import BufferExhaustedError
 from kafka_sink.producer.futures import BulkSendFuture, ProduceRequestResult
-from kafka_sink.spark import producer_cache
+from kafka_sink.spark.executor import producer_cache
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
 from kafka_sink.spark.writer import PyKafkaBatchWriter

@@ -57,8 +57,8 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
-from kafka_sink.spark.eos.fence import DriverFence, FenceToken, SinkFencedError, fence_id
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos.fence import DriverFence, FenceToken, SinkFencedError, fence_id
+from kafka_sink.spark.eos_plan import EosPlan
 
 if TYPE_CHECKING:
     from kafka_sink.admin.transactions import TransactionListing

@@ -27,7 +27,7 @@ fence with a new InitProducerId (``job_fence.py``), which fences every earlier r
 still going, and claims the prefix for the key; the plan carries the fence's token to the run's
 commit (``EosPlan.fence_token``), which writes through it and never takes it again. So a run
 that a later one fenced is refused by Kafka at its next intent-store write, and ends nothing at
-its next sweep or abort: it fails with :class:`~kafka_sink.spark.eos.fence.SinkFencedError`
+its next sweep or abort: it fails with :class:`~kafka_sink.spark.driver.eos.fence.SinkFencedError`
 saying another run of the key took it over (``job_fence.JobFence``), and the later run writes the
 job once, finishing what the earlier one recorded. The store itself refuses to turn a done
 record back into an intent or a partial one (``intents.refuse_replacing_done``).
@@ -57,12 +57,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kafka_sink.sink_errors import SinkError
-from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
-from kafka_sink.spark.eos.plan import CompletedJob, EosPlan, parse_transactional_id
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
+from kafka_sink.spark.driver.eos.plan_store import with_last_record
+from kafka_sink.spark.eos_plan import CompletedJob, EosPlan, parse_transactional_id
 from kafka_sink.spark.logs import ensure_logging, logger
 
 if TYPE_CHECKING:
-    from kafka_sink.spark.eos.committer import EosCommitter
+    from kafka_sink.spark.driver.eos.committer import EosCommitter
 
 __all__ = [
     "TOPIC_COLUMN_MARKER",
@@ -131,7 +132,7 @@ def job_plan(
     if completed is None:
         # A keyed job is one batch (0) of a stable record: a partly committed run is re-run as
         # a streaming batch would be.
-        plan = plan.with_last_record(committer.store.last(plan.query_key))
+        plan = with_last_record(plan, committer.store.last(plan.query_key))
     fence = committer.fence
     return replace(plan, completed=completed, fence_token=None if fence is None else fence.token)
 

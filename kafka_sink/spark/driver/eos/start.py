@@ -22,7 +22,8 @@ it in the JVM; the worker gets the options only), so a start is told by what thi
   :meth:`QueryStart.batch_ended`): within a run every planned batch is committed or aborted
   before the next is planned, so the run that planned it was stopped mid-batch, and its
   tasks' transactions may be open. This is a query stopped and started again inside one
-  application. The marker lives in ``fence.py`` (:func:`~kafka_sink.spark.eos.fence.pending_path`),
+  application. The marker lives in ``fence.py``
+  (:func:`~kafka_sink.spark.driver.eos.fence.pending_path`),
   whose planning also takes a stale fence back when it is set.
 
 A restart inside one application after a run that ended between batches is not told apart from
@@ -71,9 +72,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kafka_sink.spark.eos.committer import EosCommitter
-from kafka_sink.spark.eos.fence import PENDING, in_commit_worker, pending_path, take_id
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.driver.eos.committer import EosCommitter
+from kafka_sink.spark.driver.eos.fence import PENDING, in_commit_worker, pending_path, take_id
+from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.fault_hooks import STARTED, pause_commit, start_sweep_disabled
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 

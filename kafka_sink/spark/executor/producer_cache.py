@@ -46,10 +46,10 @@ from typing import Any, Protocol, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.producer.futures import BulkSendFuture
+from kafka_sink.spark.options import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = [
     "CLOSER_THREAD_NAME",
-    "DEFAULT_IDLE_TIMEOUT_MS",
     "IDLE_CLOSE_TIMEOUT_S",
     "MAX_PRODUCERS",
     "MAX_TRANSACTIONAL_PRODUCERS",
@@ -68,8 +68,6 @@ MAX_PRODUCERS = 4
 #: Exactly-once tasks keep one per transactional id (Spark partition and attempt slot) they ran.
 MAX_TRANSACTIONAL_PRODUCERS = 8
 CLOSE_TIMEOUT_S = 30.0
-#: How long a cached producer may stay unused before it is closed (``producerIdleTimeoutMs``).
-DEFAULT_IDLE_TIMEOUT_MS = 540_000
 #: Bound on closing an idle producer (it holds no records, so this is only for a stuck sender).
 IDLE_CLOSE_TIMEOUT_S = 10.0
 CLOSER_THREAD_NAME = "pykafka-idle-producer-closer"

@@ -12,7 +12,7 @@ acknowledged, and what a failure does to the producer.
 - At-least-once: the worker's shared producer for the config; nothing after the acks; a failure
   other than bad data evicts (closes) the producer and logs the ranges that were acknowledged,
   which Spark's retry of the task writes again.
-- Exactly-once (the writer carries an :class:`~kafka_sink.spark.eos.plan.EosPlan`): a
+- Exactly-once (the writer carries an :class:`~kafka_sink.spark.eos_plan.EosPlan`): a
   transactional producer of an id no other running attempt holds, ``<prefix>-<partition
   id>-<slot>`` with the slot chosen by ``eos/slots.py`` (the attempt number's when free; never
   the shared at-least-once entry), leased from the cache keyed by config and id, so the same
@@ -80,15 +80,16 @@ from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.producer.producer import KafkaProducer
 from kafka_sink.sink_errors import SinkDataError, SinkDeliveryTimeoutError, SinkError
-from kafka_sink.spark import producer_cache
-from kafka_sink.spark.columns import TopicColumns, check_partitions, topic_columns
 from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
     merge_range,
 )
-from kafka_sink.spark.eos import slots
-from kafka_sink.spark.eos.plan import EosPlan
+from kafka_sink.spark.eos_plan import EosPlan
+from kafka_sink.spark.executor import producer_cache, slots
+from kafka_sink.spark.executor.columns import TopicColumns, check_partitions, topic_columns
+from kafka_sink.spark.executor.producer_cache import BulkProducer
+from kafka_sink.spark.executor.row_fingerprint import batch_fingerprint
 from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
 from kafka_sink.spark.logs import (
@@ -101,8 +102,6 @@ from kafka_sink.spark.logs import (
 )
 from kafka_sink.spark.metrics import TaskMeter, TaskMetrics
 from kafka_sink.spark.options import SinkOptions
-from kafka_sink.spark.producer_cache import BulkProducer
-from kafka_sink.spark.row_fingerprint import batch_fingerprint
 from kafka_sink.spark.schema import InputLayout
 
 if TYPE_CHECKING:

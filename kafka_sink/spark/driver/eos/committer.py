@@ -64,7 +64,7 @@ write's start then sweeps the same way (:meth:`EosCommitter.sweep_leftovers`: a 
 starts a streaming query on a driver, ``start.py``, and a batch job with ``idempotencyKey``,
 ``idempotency.py``).
 
-A write's committer is built from its :class:`~kafka_sink.spark.eos.plan.EosPlan`
+A write's committer is built from its :class:`~kafka_sink.spark.eos_plan.EosPlan`
 (:meth:`EosCommitter.for_plan`: the plan's intent store, :func:`listing_ops` on the cluster, the
 write's ``transaction.timeout.ms``) by ``datasource.py`` while planning and by ``writer.py`` in
 ``commit()`` / ``abort()``.
@@ -120,13 +120,14 @@ from kafka_sink.errors import KafkaError, TransactionLostError, UnsupportedVersi
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.sink_errors import SinkError
 from kafka_sink.spark.commit_log.document import UnfinishedWrites
-from kafka_sink.spark.eos.aborted import count_unfinished, not_known
-from kafka_sink.spark.eos.claims import refuse_foreign_claim, take_claim
-from kafka_sink.spark.eos.fence import DriverFence, SinkFencedError, open_fence
-from kafka_sink.spark.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
-from kafka_sink.spark.eos.job_fence import job_fence
-from kafka_sink.spark.eos.outcomes import OutcomeReader, marker_reader, settle_lost
-from kafka_sink.spark.eos.plan import EosPlan, parse_transactional_id
+from kafka_sink.spark.driver.eos.aborted import count_unfinished, not_known
+from kafka_sink.spark.driver.eos.claims import refuse_foreign_claim, take_claim
+from kafka_sink.spark.driver.eos.fence import DriverFence, SinkFencedError, open_fence
+from kafka_sink.spark.driver.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
+from kafka_sink.spark.driver.eos.job_fence import job_fence
+from kafka_sink.spark.driver.eos.outcomes import OutcomeReader, marker_reader, settle_lost
+from kafka_sink.spark.driver.eos.plan_store import open_intent_store
+from kafka_sink.spark.eos_plan import EosPlan, parse_transactional_id
 from kafka_sink.spark.fault_hooks import fence_disabled, pause_commit
 from kafka_sink.spark.fingerprint import Fingerprint
 from kafka_sink.spark.logs import warn_once
@@ -338,7 +339,7 @@ class EosCommitter:
         ops = listing_ops(producer_config)
         try:
             fence = _driver_fence(plan, config, ops)
-            store = plan.open_store(config, fence)
+            store = open_intent_store(plan, config, fence)
         except BaseException:
             ops.close()
             raise
@@ -1540,7 +1541,7 @@ def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) ->
         raise ValueError("a fenced plan needs TransactionOps with init and describe")
 
     def refuse_claimed() -> None:
-        store = plan.open_store(config)
+        store = open_intent_store(plan, config)
         try:
             refuse_foreign_claim(store, plan.prefix, plan.query_key)
         finally:
@@ -1557,7 +1558,7 @@ def _driver_fence(plan: EosPlan, config: dict[str, str], ops: TransactionOps) ->
     refuse_claimed()  # every call, planning and commit: read-only
 
     def latest() -> BatchRecord | None:
-        store = plan.open_store(config)
+        store = open_intent_store(plan, config)
         try:
             return store.last(plan.query_key)
         finally:

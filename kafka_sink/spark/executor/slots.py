@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from kafka_sink.admin.transactions import TransactionAdmin
 from kafka_sink.errors import UnsupportedVersionError
 from kafka_sink.sink_errors import SinkError
-from kafka_sink.spark.eos.plan import transactional_id
+from kafka_sink.spark.eos_plan import SLOTS_PER_PARTITION, transactional_id
 from kafka_sink.spark.fault_hooks import every_slot_free
 from kafka_sink.spark.logs import ensure_logging, logger
 
@@ -63,8 +63,6 @@ __all__ = [
     "slot_order",
 ]
 
-#: Transactional ids per Spark partition: a write uses at most partitions x this many.
-SLOTS_PER_PARTITION = 8
 #: Transaction states in which another attempt holds the id (InitProducerId would abort it).
 BUSY_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 #: Busy states that end by themselves within moments (the coordinator writes the markers).

@@ -86,13 +86,14 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from kafka_sink.errors import KafkaError, UnsupportedVersionError
 from kafka_sink.sink_errors import SinkError
-from kafka_sink.spark.eos.intents import BatchRecord, IntentStore
+from kafka_sink.spark.driver.eos.intents import BatchRecord, IntentStore
+from kafka_sink.spark.eos_plan import FenceToken
 from kafka_sink.spark.logs import warn_once
 
 if TYPE_CHECKING:
@@ -132,20 +133,6 @@ class SinkFencedError(SinkError):
 def fence_id(prefix: str) -> str:
     """The fence's transactional id of ``prefix`` (never a task's id: no ``-<n>-<n>`` tail)."""
     return prefix + FENCE_SUFFIX
-
-
-@dataclass(frozen=True)
-class FenceToken:
-    """What the coordinator last told this driver about the fence id."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    sequence: int = 0  # Transactions V1: the next record's sequence (the epoch stays)
-    taken: str = ""  # the id of the InitProducerId that took the fence (kept across writes)
-    #: The highest batch this driver may have recorded: the one after the store's latest
-    #: record it last read while planning (-1: none known). Kept across writes.
-    planned: int = -1
 
 
 class DriverFence:

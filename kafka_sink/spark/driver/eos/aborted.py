@@ -44,7 +44,11 @@ from typing import TYPE_CHECKING
 from kafka_sink.errors import KafkaError
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
 from kafka_sink.spark.commit_log.document import PartitionRange, UnfinishedWrites
-from kafka_sink.spark.eos.plan import parse_transactional_id, transactional_id
+from kafka_sink.spark.eos_plan import (
+    SLOTS_PER_PARTITION,
+    parse_transactional_id,
+    transactional_id,
+)
 
 if TYPE_CHECKING:
     from kafka_sink.admin.producers import PartitionProducers
@@ -87,10 +91,6 @@ def count_unfinished(
         return UnfinishedWrites((), True, "every task finished")
     if describe is None or producers is None:
         return not_known("this driver cannot describe transactions and producers")
-    # Here, not at the top: slots.py loads the admin client, which a driver that aborts no
-    # exactly-once batch with unfinished tasks never needs.
-    from kafka_sink.spark.eos.slots import SLOTS_PER_PARTITION
-
     ids = [
         transactional_id(prefix, p, slot)
         for p in sorted(set(partition_ids))

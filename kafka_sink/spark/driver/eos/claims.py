@@ -34,8 +34,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark.eos.fence import SinkFencedError
-from kafka_sink.spark.eos.intents import IntentStore
+from kafka_sink.spark.driver.eos.fence import SinkFencedError
+from kafka_sink.spark.driver.eos.intents import IntentStore
 
 __all__ = ["refuse_foreign_claim", "take_claim"]
 
@@ -92,6 +92,6 @@ def _refusal(topic: str, prefix: str, owner: str) -> SinkOptionError:
         "sharing a prefix would abort each other's transactions. Fix: give this write another "
         "transactionalIdPrefix (a batch job with idempotencyKey may leave the option out: each "
         "key then gets a prefix of its own); or, if that write is gone for good, "
-        "release the prefix: kafka_sink.spark.eos.release_prefix({'bootstrap.servers': ...}, "
+        "release the prefix: kafka_sink.release_prefix({'bootstrap.servers': ...}, "
         f"{prefix!r}, {topic!r})"
     )

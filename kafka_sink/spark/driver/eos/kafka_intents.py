@@ -1,6 +1,6 @@
 """The exactly-once intent store on a compacted Kafka topic (``intentStore=kafka``, the default).
 
-Role: an :class:`~kafka_sink.spark.eos.intents.IntentStore` whose records live in a topic of
+Role: an :class:`~kafka_sink.spark.driver.eos.intents.IntentStore` whose records live in a topic of
 the cluster the sink writes to (default ``pykafka-commit-intents``), so a driver restarted on
 another host (with a checkpoint in an object store) finds the intent its predecessor recorded.
 The sink already has the cluster's address and credentials; no other service is involved.
@@ -27,10 +27,11 @@ On a 1-broker cluster nothing can be replicated: the topic is accepted and a war
 once per process.
 
 Fencing: a streaming query's store is opened with its driver's
-:class:`~kafka_sink.spark.eos.fence.DriverFence`, and every write (intent, done, lost records,
+:class:`~kafka_sink.spark.driver.eos.fence.DriverFence`, and every
+write (intent, done, lost records,
 deletes, claims) is then a transaction of its own on the fence id
 (``TopicLog.append_transactional``): a driver another one fenced is refused by Kafka and gets
-:class:`~kafka_sink.spark.eos.fence.SinkFencedError`, and what it had in flight is aborted by
+:class:`~kafka_sink.spark.driver.eos.fence.SinkFencedError`, and what it had in flight is aborted by
 the newer driver's InitProducerId. Reads never return such a write: below the last stable offset
 they are read_committed, above it a record counts only once its commit marker is read.
 
@@ -118,8 +119,8 @@ from kafka_sink.errors import (
 )
 from kafka_sink.records.batch import Record
 from kafka_sink.sink_errors import SinkError
-from kafka_sink.spark.eos.fence import DriverFence, FenceToken
-from kafka_sink.spark.eos.intents import (
+from kafka_sink.spark.driver.eos.fence import DriverFence, FenceToken
+from kafka_sink.spark.driver.eos.intents import (
     DONE,
     BatchRecord,
     record_from_json,
@@ -631,7 +632,7 @@ def _token(state: ProducerState) -> FenceToken:
 _UNREADABLE_FIX = (
     "Fix: find which client of the topic wrote it (every exactly-once principal may write "
     "there) and stop it; then write a valid record over it, or delete the key with "
-    "kafka_sink.spark.eos.kafka_intents.release_prefix for a claim, or give the query a new "
+    "kafka_sink.spark.driver.eos.kafka_intents.release_prefix for a claim, or give the query a new "
     "checkpoint"
 )
 

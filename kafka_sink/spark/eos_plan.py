@@ -1,7 +1,7 @@
 """The plan of an exactly-once write: its transactional ids and where its intents are kept.
 
 Role: ``deliveryGuarantee=exactly-once`` writes each Spark task attempt's rows in a Kafka
-transaction of its own, which the task prepares (``spark/task.py``) and the driver commits
+transaction of its own, which the task prepares (``spark/executor/task.py``) and the driver commits
 (``committer.py``). While planning, the driver settles an :class:`EosPlan` (``datasource.py``):
 the prefix of the write's transactional ids, the intent store's key and which store holds the
 intents. The writers carry the plan to the tasks (it is picklable); the tasks build their ids
@@ -67,23 +67,15 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from kafka_sink.sink_errors import SinkError
-from kafka_sink.spark.eos.fence import DriverFence, FencedStore, FenceToken
-from kafka_sink.spark.eos.intents import (
-    PARTIAL,
-    BatchRecord,
-    FileIntentStore,
-    IntentStore,
-    MemoryIntentStore,
-)
 from kafka_sink.spark.fingerprint import Fingerprint
-from kafka_sink.spark.logs import logger
 
 __all__ = [
+    "SLOTS_PER_PARTITION",
     "CompletedJob",
     "EosPlan",
+    "FenceToken",
     "PartialBatch",
     "default_prefix",
     "parse_transactional_id",
@@ -91,9 +83,10 @@ __all__ = [
 ]
 
 _DEFAULT_PREFIX_HEAD = "pykafka-"
-# Processes without a durable place for intents (a batch job without a local commitLog) keep
-# them here: enough for the one commit() call that uses them.
-_MEMORY_STORES: dict[str, MemoryIntentStore] = {}
+
+#: Transactional ids per Spark partition: a task attempt takes one no other attempt holds open
+#: (``executor/slots.py``); the driver's sweeps look at all of them (``driver/eos/aborted.py``).
+SLOTS_PER_PARTITION = 8
 
 
 def default_prefix(query_or_write_id: str) -> str:
@@ -117,6 +110,20 @@ def parse_transactional_id(prefix: str, tid: str) -> tuple[int, int] | None:
     if match is None:
         return None
     return int(match.group(1)), int(match.group(2))
+
+
+@dataclass(frozen=True)
+class FenceToken:
+    """What the coordinator last told this driver about the fence id."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    sequence: int = 0  # Transactions V1: the next record's sequence (the epoch stays)
+    taken: str = ""  # the id of the InitProducerId that took the fence (kept across writes)
+    #: The highest batch this driver may have recorded: the one after the store's latest
+    #: record it last read while planning (-1: none known). Kept across writes.
+    planned: int = -1
 
 
 @dataclass(frozen=True)
@@ -193,12 +200,6 @@ class EosPlan:
     #: for a batch no driver recorded yet may take back a fence gone stale (``fence.py``).
     planned_batch: int | None = field(default=None, compare=False)
 
-    def with_last_record(self, record: BatchRecord | None) -> EosPlan:
-        """This plan, carrying ``record``'s batch to its tasks when the record is partial."""
-        if record is None or record.state != PARTIAL or not record.committed:
-            return self
-        return replace(self, partial=PartialBatch(record.batch_id, dict(record.committed)))
-
     def committed_partition(self, batch_id: int, partition_id: int) -> bool:
         """Whether Kafka already committed ``partition_id`` of batch ``batch_id``."""
         partial = self.partial
@@ -207,36 +208,3 @@ class EosPlan:
             and partial.batch_id == batch_id
             and partition_id in partial.committed
         )
-
-    def open_store(
-        self, producer_config: dict[str, str], fence: DriverFence | None = None
-    ) -> IntentStore:
-        """The plan's store; with ``fence``, its writes go through the fence."""
-        if self.intent_topic is not None:
-            # Only this store needs a Kafka client (the admin and network stack): a write whose
-            # intents live on disk or in memory does not load it in the driver's workers.
-            from kafka_sink.spark.eos.kafka_intents import KafkaIntentStore
-
-            kafka_store = KafkaIntentStore.open(producer_config, self.intent_topic, fence=fence)
-            if self.new_key_from is not None:
-                kafka_store.known_new_from(self.query_key, self.new_key_from)
-            return kafka_store
-        store: IntentStore
-        if self.intent_dir is not None:
-            store = FileIntentStore(self.intent_dir)
-        else:
-            store = _MEMORY_STORES.setdefault(self.query_key, MemoryIntentStore())
-        return store if fence is None else FencedStore(store, fence)
-
-    def forget_batch_job(self, store: IntentStore) -> None:
-        """Drop a committed batch job's record, so the store does not grow with every job."""
-        _MEMORY_STORES.pop(self.query_key, None)
-        try:
-            store.delete(self.query_key)
-        except (OSError, SinkError) as exc:  # the job is committed; the record is bookkeeping
-            logger.warning(
-                "pykafka exactly-once: the job is committed, but its intent record %r could "
-                "not be deleted: %s",
-                self.query_key,
-                exc,
-            )
