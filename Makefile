@@ -176,7 +176,7 @@ $(PUSHGATEWAY)/.fetched: | $(VENV)/.installed
 .PHONY: bench-producer-metrics
 bench-producer-metrics: setup
 	$(PY) benchmarks/bench_producer.py --clients ours-send,ours-send-nometrics,ours-bulk,ours-bulk-nometrics \
-		--rounds 3 --memory-mib 0
+		--rounds 4 --memory-mib 0
 
 # Registry formats through Spark: valueFormat=avro|jsonschema|protobuf against Spark's sink fed by
 # to_avro / to_json and foreachPartition with confluent-kafka's serializers, against a local
@@ -186,8 +186,6 @@ bench-producer-metrics: setup
 BENCH_SPARK_FORMATS_ARGS ?=
 bench-spark-formats: setup $(SPARK_KAFKA)/.fetched
 	$(PY) benchmarks/bench_spark_formats.py $(BENCH_SPARK_FORMATS_ARGS)
-
-		--rounds 4 --memory-mib 0
 
 # The I/O thread's cost of recording one Produce request's metrics, in CPU microseconds.
 .PHONY: bench-metrics-recording
