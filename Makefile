@@ -80,10 +80,10 @@ fmt: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a silent pass.
-# The whole suite runs the chaos run (about 10 minutes, mostly waiting between its faults, on
-# its own 3-node Kafka) in a second pytest beside the rest rather than after it; its output,
-# seed and summary included, is printed at the end. With PYTEST_ARGS, one pytest runs what they
-# select.
+# The whole suite runs the chaos run (on its own 3-node Kafka, mostly waiting between its
+# faults; how long it takes: docs/testing.md) in a second pytest beside the rest rather than
+# after it; its output, seed and summary included, is printed at the end. With PYTEST_ARGS, one
+# pytest runs what they select.
 CHAOS_TEST := tests/spark/test_spark_exactly_once_chaos.py
 test: setup lint
 ifeq ($(strip $(PYTEST_ARGS)),)
@@ -161,8 +161,9 @@ bench-formats: setup
 bench-fingerprint: setup
 	$(PY) benchmarks/bench_row_fingerprint.py --out benchmarks/results/bench_row_fingerprint.md
 
-# The exactly-once chaos run alone (about 12 minutes; make test runs it too): CHAOS_SEED replays a fault schedule,
-# CHAOS_SECONDS sets its length (default 480); CHAOS_GUARANTEE=at-least-once expects duplicates.
+# The exactly-once chaos run alone (make test runs it too; how long it takes: docs/testing.md):
+# CHAOS_SEED replays a fault schedule, CHAOS_SECONDS spreads the faults over that many seconds
+# (default 480); CHAOS_GUARANTEE=at-least-once expects duplicates.
 CHAOS_SEED      ?=
 CHAOS_SECONDS   ?= 480
 CHAOS_GUARANTEE ?= exactly-once
