@@ -1,10 +1,14 @@
 # Developer entry points. Every target sets up what it needs (idempotent, fast when done).
-#   make demo    start a local Kafka, stream into it exactly-once, kill the driver mid-batch,
-#                restart it, and compare what read_committed and read_uncommitted consumers read
-#   make test    lint, then the whole test suite against a real Kafka broker
-#   make lint    ruff (format + lint), mypy --strict, import layering
-#   make broker  run a local Kafka for manual use (Ctrl-C stops it); NODES=3 for a cluster
-#   make bench   all benchmarks (records, producer, spark, micro-batch); each has its own target
+#   make setup      the virtualenv (.venv) and the jars and servers the tests start (.cache)
+#   make demo       start a local Kafka, stream into it exactly-once, kill the driver mid-batch,
+#                   restart it, and compare what read_committed and read_uncommitted consumers read
+#   make test-unit  the fast loop: tests/unit alone, no broker and no jars (the virtualenv only)
+#   make test       lint, then the whole test suite against a real Kafka broker
+#   make chaos      the exactly-once chaos run alone (make test runs it too)
+#   make lint       ruff (format + lint), mypy --strict, import layering; make fmt fixes formatting
+#   make broker     run a local Kafka for manual use (Ctrl-C stops it); NODES=3 for a cluster
+#   make bench      the main benchmarks (records, producer, spark, micro-batch); each bench-*
+#                   target runs one (docs/benchmarks.md)
 
 PYTHON       ?= python3
 VENV         := .venv
@@ -25,8 +29,11 @@ export SCHEMA_REGISTRY_DIR := $(abspath $(REGISTRY))
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test lint fmt demo broker bench bench-records bench-producer bench-spark \
-	bench-microbatch bench-transactions bench-spark-eos bench-microbatch-eos bench-formats bench-eos-commit bench-eos-acquire bench-eos-scale bench-fingerprint chaos clean
+.PHONY: setup test test-unit lint fmt demo broker chaos clean \
+	bench bench-records bench-producer bench-transactions bench-spark bench-microbatch \
+	bench-spark-eos bench-microbatch-eos bench-eos-commit bench-eos-acquire bench-eos-scale \
+	bench-formats bench-fingerprint bench-producer-metrics bench-spark-formats \
+	bench-metrics-recording
 
 setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched $(REGISTRY)/.fetched \
 	$(SPARK_KAFKA)/.fetched
@@ -73,10 +80,10 @@ fmt: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a silent pass.
-# The whole suite runs the chaos run (about 10 minutes, mostly waiting between its faults, on
-# its own 3-node Kafka) in a second pytest beside the rest rather than after it; its output,
-# seed and summary included, is printed at the end. With PYTEST_ARGS, one pytest runs what they
-# select.
+# The whole suite runs the chaos run (on its own 3-node Kafka, mostly waiting between its
+# faults; how long it takes: docs/testing.md) in a second pytest beside the rest rather than
+# after it; its output, seed and summary included, is printed at the end. With PYTEST_ARGS, one
+# pytest runs what they select.
 CHAOS_TEST := tests/spark/test_spark_exactly_once_chaos.py
 test: setup lint
 ifeq ($(strip $(PYTEST_ARGS)),)
@@ -91,6 +98,12 @@ else
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; exit $$rc
 endif
+
+# The unit tests need the virtualenv only (no broker, no Spark, no jars), so this skips setup's
+# downloads. PYTEST_ARGS is added to the command line (-k, -x, a file of tests/unit).
+test-unit: $(VENV)/.installed
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; exit $$rc
 
 demo: setup
 	$(PY) jobs/demo.py
@@ -148,8 +161,9 @@ bench-formats: setup
 bench-fingerprint: setup
 	$(PY) benchmarks/bench_row_fingerprint.py --out benchmarks/results/bench_row_fingerprint.md
 
-# The exactly-once chaos run alone (about 12 minutes; make test runs it too): CHAOS_SEED replays a fault schedule,
-# CHAOS_SECONDS sets its length (default 480); CHAOS_GUARANTEE=at-least-once expects duplicates.
+# The exactly-once chaos run alone (make test runs it too; how long it takes: docs/testing.md):
+# CHAOS_SEED replays a fault schedule, CHAOS_SECONDS spreads the faults over that many seconds
+# (default 480); CHAOS_GUARANTEE=at-least-once expects duplicates.
 CHAOS_SEED      ?=
 CHAOS_SECONDS   ?= 480
 CHAOS_GUARANTEE ?= exactly-once
@@ -173,23 +187,18 @@ $(PUSHGATEWAY)/.fetched: | $(VENV)/.installed
 
 # What recording the producer's metrics costs: send() and send_columns() with and without it,
 # alternating in one run (docs/metrics.md quotes the numbers).
-.PHONY: bench-producer-metrics
 bench-producer-metrics: setup
 	$(PY) benchmarks/bench_producer.py --clients ours-send,ours-send-nometrics,ours-bulk,ours-bulk-nometrics \
-		--rounds 3 --memory-mib 0
+		--rounds 4 --memory-mib 0
 
 # Registry formats through Spark: valueFormat=avro|jsonschema|protobuf against Spark's sink fed by
 # to_avro / to_json and foreachPartition with confluent-kafka's serializers, against a local
 # registry (results/bench_spark_formats.*; about 10 minutes). A quick run:
 # make bench-spark-formats BENCH_SPARK_FORMATS_ARGS="--rows 20000 --runs 1 --out /tmp/bsf"
-.PHONY: bench-spark-formats
 BENCH_SPARK_FORMATS_ARGS ?=
 bench-spark-formats: setup $(SPARK_KAFKA)/.fetched
 	$(PY) benchmarks/bench_spark_formats.py $(BENCH_SPARK_FORMATS_ARGS)
 
-		--rounds 4 --memory-mib 0
-
 # The I/O thread's cost of recording one Produce request's metrics, in CPU microseconds.
-.PHONY: bench-metrics-recording
 bench-metrics-recording: setup
 	$(PY) benchmarks/bench_metrics_recording.py
