@@ -194,7 +194,7 @@ bench-producer-metrics: setup
 # Registry formats through Spark: valueFormat=avro|jsonschema|protobuf against Spark's sink fed by
 # to_avro / to_json and foreachPartition with confluent-kafka's serializers, against a local
 # registry (results/bench_spark_formats.*; about 10 minutes). A quick run:
-# make bench-spark-formats BENCH_SPARK_FORMATS_ARGS="--rows 20000 --runs 1 --out /tmp/bsf"
+# make bench-spark-formats BENCH_SPARK_FORMATS_ARGS="--rows 20000 --runs 1 --out bsf-out"
 BENCH_SPARK_FORMATS_ARGS ?=
 bench-spark-formats: setup $(SPARK_KAFKA)/.fetched
 	$(PY) benchmarks/bench_spark_formats.py $(BENCH_SPARK_FORMATS_ARGS)

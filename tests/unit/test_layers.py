@@ -1,4 +1,4 @@
-"""The layering of ARCHITECTURE.md, checked on the source itself.
+"""The layering of docs/architecture.md, checked on the source itself.
 
 import-linter (``make lint``) checks the package-to-package layers; this test adds the rules it
 cannot express well: which layers may touch sockets, threads and clocks, that pyspark stays in
