@@ -8,17 +8,17 @@ exactly-once, ``commit_log/``), ``producer`` (``KafkaProducer``; ``txn/`` for tr
 column normaliser), ``wire`` (the protocol as data); ``errors``, ``clock`` and ``prepared`` are
 shared leaves; ``testing`` holds LocalKafka and the other test servers.
 
-The story of a record: a Spark task (``spark.task``) turns an Arrow batch into columns
-(``spark.columns``, ``records.arrow``), the producer's bulk path partitions and encodes them
-(``producer.bulk``, ``records.columnar``) into the ``RecordAccumulator``; the ``Sender`` thread
+The story of a record: a Spark task (``spark.executor.task``) turns an Arrow batch into columns
+(``spark.executor.columns``, ``records.arrow``), the producer's bulk path partitions and encodes
+them (``producer.bulk``, ``records.columnar``) into the ``RecordAccumulator``; the ``Sender`` thread
 drains ready batches into Produce requests over the ``NetworkClient``; acknowledged offsets come
 back as futures, fold into the task's commit message, and the driver (``spark.writer``) records
 them in the commit log.
 
 The story of a transaction (exactly-once): each task attempt writes in a transaction of its own
 (``producer.txn``) and prepares it (``prepared.PreparedTransaction``); the driver records an
-intent (``spark.eos``), commits every prepared transaction with EndTxn (``admin.transactions``),
-then records done.
+intent (``spark.driver.eos``), commits every prepared transaction with EndTxn
+(``admin.transactions``), then records done.
 
 The producer core imports without pyspark; the Spark data source is loaded on first use of
 :data:`PyKafkaDataSource` so ``import kafka_sink`` stays cheap on executors and in plain Python.

@@ -7,7 +7,7 @@ strings or bytes, a null-typed column, chunked or sliced arrays, or a sequence o
 array (``as_binary_array``), and that reads it as numpy views: ``binary_offsets`` (row i's
 bytes start at ``offsets[i]`` and end at ``offsets[i + 1]``, no copy) and ``as_byte_column``
 (offsets, data and per-row lengths together). The Spark sink's columns
-(``spark.columns``), ``send_columns`` (``producer.bulk``), the batch sealer
+(``spark.executor.columns``), ``send_columns`` (``producer.bulk``), the batch sealer
 (``records.columnar``) and the vectorised key hash (``records.murmur2_columns``) all go through it.
 
 ``int_column`` and ``valid_mask`` read integer and validity data straight from Arrow buffers,
