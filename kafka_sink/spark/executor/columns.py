@@ -3,8 +3,9 @@
 Role: the executor-side half of the input contract (``schema.py`` is the driver-side half). Given
 an Arrow batch that Spark hands a task (``task.py``), produce per topic the value and key columns
 as Arrow binary arrays, the partition column (int32, null = "the partitioner decides"), the
-timestamps (numpy int64 epoch ms) and, when present, the headers. Strings become their UTF-8 bytes
-through ``records.arrow.as_binary_array``, the normaliser every columnar path shares.
+timestamps (numpy int64 epoch ms) and, when present, the headers. Values and keys are
+``records.arrow.BinaryArray`` (``binary_column``: strings become their UTF-8 bytes, a null-typed
+column binary nulls), the type ``send_columns`` takes as it is.
 
 Invariants:
 - No per-row Python for value, key, topic, partition and timestamp: casts, masks and filters are
@@ -26,7 +27,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import as_binary_array, int_column, valid_mask
+from kafka_sink.records.arrow import BinaryArray, binary_column, int_column, valid_mask
 from kafka_sink.sink_errors import SinkDataError
 from kafka_sink.spark.schema import InputLayout
 
@@ -43,9 +44,9 @@ class TopicColumns:
     """The rows of one batch bound for one topic, ready for ``send_columns``."""
 
     topic: str
-    values: pa.Array
-    keys: pa.Array | None
-    partitions: pa.Array | None
+    values: BinaryArray
+    keys: BinaryArray | None
+    partitions: pa.Int32Array | None
     timestamps_ms: npt.NDArray[np.int64] | None
     headers: list[list[Header]] | None
     #: Index of the first row of the source batch within the task's input (for messages).
@@ -173,11 +174,11 @@ def _columns(
             f"row {row_number(0)} has an empty 'topic'. Fix: filter such rows out, or set "
             ".option('topic', 'name')."
         )
-    values = as_binary_array(batch.column("value"), "value")
-    keys = as_binary_array(batch.column("key"), "key") if layout.key_column else None
+    values = binary_column(batch.column("value"), "value")
+    keys = binary_column(batch.column("key"), "key") if layout.key_column else None
     if keys is not None and keys.null_count == len(keys):
         keys = None
-    partitions: pa.Array | None = None
+    partitions: pa.Int32Array | None = None
     if layout.partition_column:
         column = batch.column("partition")
         if column.null_count < len(column):
