@@ -1,8 +1,10 @@
 """The bulk path behind ``KafkaProducer.send_columns``: whole columns in, sealed batches queued.
 
 Role: :func:`bulk_columns` checks and normalises the columns of one call (values, keys,
-explicit partitions, timestamps, headers; keys and values through
-``records.arrow.as_binary_array``, as on every columnar path); :class:`BulkAppender` then takes
+explicit partitions, timestamps, headers) into :class:`BulkColumns`, once: keys and values become
+``records.arrow.BinaryArray`` through ``binary_column`` (a no-op for a column the Spark sink
+already normalised), partitions an int32 array, timestamps an int or an int64 array; nothing
+below normalises again. :class:`BulkAppender` then takes
 the rows one window at a time: it partitions them (explicit > ``partitioner.class`` if
 configured > murmur2(key) > sticky, as ``send()``), groups them by
 partition, seals them into record batches (``records.columnar.iter_seal_columns``) and queues
@@ -35,11 +37,12 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -47,15 +50,16 @@ from kafka_sink.errors import RecordTooLargeError
 from kafka_sink.producer.futures import BulkSendFuture
 from kafka_sink.producer.partitioner import BuiltInPartitioner, partitions_with_leader
 from kafka_sink.records.arrow import (
+    BinaryArray,
     arrow_ints,
-    as_binary_array,
+    binary_column,
     binary_offsets,
     int_column,
     valid_mask,
 )
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, MAX_RECORD_OVERHEAD, Header, encode_headers
-from kafka_sink.records.columnar import CompressionRatioEstimator, iter_seal_columns
-from kafka_sink.records.murmur2_columns import partitions_for_keys
+from kafka_sink.records.columnar import CompressionRatioEstimator, iter_seal_binary_columns
+from kafka_sink.records.murmur2_columns import partitions_for_key_column
 
 if TYPE_CHECKING:
     from kafka_sink.clock import Clock
@@ -85,8 +89,9 @@ _WAKEUP_BYTES = 1 << 20
 # Per-record bytes beyond key and value, as an upper bound (the builder's varint overhead).
 _RECORD_OVERHEAD = MAX_RECORD_OVERHEAD + 10
 
-_I32 = np.ndarray[Any, np.dtype[np.int32]]
-_I64 = np.ndarray[Any, np.dtype[np.int64]]
+_I32 = npt.NDArray[np.int32]
+_I64 = npt.NDArray[np.int64]
+_Offsets = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 
 
 def _yield_gil() -> None:
@@ -97,12 +102,12 @@ def _yield_gil() -> None:
 
 @dataclass(frozen=True, slots=True)
 class BulkColumns:
-    """The checked columns of one ``send_columns`` call."""
+    """The checked columns of one ``send_columns`` call, normalised: what the path below takes."""
 
-    values: Any  # pa.BinaryArray | pa.LargeBinaryArray | pa.NullArray
-    keys: Any  # the same, or None (every key null)
-    partitions: Any  # pa.Int32Array (null = the partitioner decides), or None
-    timestamps_ms: Any  # an int for every row, or pa.Int64Array (null = ``now_ms``)
+    values: BinaryArray
+    keys: BinaryArray | None  # None: every key null
+    partitions: pa.Int32Array | None  # null or -1 = the partitioner decides
+    timestamps_ms: int | pa.Int64Array  # one for every row, or per row (null = ``now_ms``)
     now_ms: int
     headers: Sequence[Sequence[Header] | None] | None
     length: int
@@ -110,24 +115,25 @@ class BulkColumns:
 
 
 def bulk_columns(
-    values: Any,
-    keys: Any,
+    values: object,
+    keys: object,
     *,
-    partitions: Any,
+    partitions: object,
     headers: Sequence[Sequence[Header] | None] | None,
-    timestamps_ms: Any,
+    timestamps_ms: object,
     wall_ms: Callable[[], int],
 ) -> BulkColumns:
-    """Check the shapes, types, partitions and timestamps of a call (see ``send_columns``)."""
-    values_arr = as_binary_array(values, "values")
+    """Check the shapes, types, partitions and timestamps of a call (see ``send_columns``) and
+    normalise them: the one normalisation on the way from ``send_columns`` to the batches."""
+    values_arr = binary_column(values, "values")
     n = len(values_arr)
-    keys_arr = None if keys is None else as_binary_array(keys, "keys")
+    keys_arr = None if keys is None else binary_column(keys, "keys")
     if keys_arr is not None and len(keys_arr) != n:
         raise ValueError(f"keys has {len(keys_arr)} rows, values has {n}")
     if headers is not None and len(headers) != n:
         raise ValueError(f"headers has {len(headers)} rows, values has {n}")
     now_ms = wall_ms()
-    ts: Any
+    ts: int | pa.Int64Array
     if timestamps_ms is None:
         ts = now_ms
     elif isinstance(timestamps_ms, int | np.integer) and not isinstance(timestamps_ms, bool):
@@ -156,7 +162,7 @@ def bulk_columns(
     )
 
 
-def _timestamp_array(timestamps: Any, n: int) -> Any:
+def _timestamp_array(timestamps: object, n: int) -> pa.Int64Array:
     """An int64 array (nulls kept: they mean "now"); refuses negative timestamps by row."""
     if isinstance(timestamps, pa.ChunkedArray):
         timestamps = timestamps.combine_chunks()
@@ -171,7 +177,7 @@ def _timestamp_array(timestamps: Any, n: int) -> Any:
         arr = arrow_ints(np.asarray(timestamps, dtype=np.int64))
     else:
         try:
-            arr = pa.array(list(timestamps), type=pa.int64())
+            arr = pa.array(list(cast("Iterable[object]", timestamps)), type=pa.int64())
         except (TypeError, ValueError, pa.ArrowException) as exc:
             raise TypeError(
                 f"timestamps_ms must be None, an int or a column of int | None: {exc}"
@@ -189,7 +195,7 @@ def _timestamp_array(timestamps: Any, n: int) -> Any:
     return arr
 
 
-def _partition_array(partitions: Any, n: int) -> Any:
+def _partition_array(partitions: object, n: int) -> pa.Int32Array:
     if isinstance(partitions, pa.ChunkedArray):
         partitions = partitions.combine_chunks()
     if isinstance(partitions, pa.Array):
@@ -204,9 +210,9 @@ def _partition_array(partitions: Any, n: int) -> Any:
     return arr
 
 
-def _offsets(column: Any) -> np.ndarray[Any, Any] | None:
-    """Row i's bytes start at [i] and end at [i + 1] (a view, no copy); None: all null."""
-    if column is None or pa.types.is_null(column.type):
+def _offsets(column: BinaryArray | None) -> _Offsets | None:
+    """Row i's bytes start at [i] and end at [i + 1] (a view, no copy); None: no column."""
+    if column is None:
         return None
     return binary_offsets(column)
 
@@ -428,10 +434,12 @@ class BulkAppender:
             window = columns.partitions if whole else columns.partitions.slice(start, m)
             # A copy: the partitioner fills in the -1 rows.
             explicit = int_column(window, -1, np.int32)
-        ts: Any = columns.timestamps_ms
-        if not isinstance(ts, int):
-            window = ts if whole else ts.slice(start, m)
-            ts = int_column(window, columns.now_ms, np.int64)
+        ts: int | _I64
+        if isinstance(columns.timestamps_ms, int):
+            ts = columns.timestamps_ms
+        else:
+            ts_window = columns.timestamps_ms if whole else columns.timestamps_ms.slice(start, m)
+            ts = int_column(ts_window, columns.now_ms, np.int64)
         headers = columns.headers
         if headers is not None and not whole:
             headers = headers[start:stop]
@@ -474,7 +482,7 @@ class BulkAppender:
         max_block_ms = self._max_block_ms
         group = 0
         rows = 0
-        for sealed in iter_seal_columns(
+        for sealed in iter_seal_binary_columns(
             values,
             keys,
             timestamps_ms=ts,
@@ -528,9 +536,7 @@ class BulkAppender:
         if not undecided:
             return columns
         keys = columns.keys
-        key_list: list[Any] = (
-            [None] * n if keys is None or pa.types.is_null(keys.type) else keys.to_pylist()
-        )
+        key_list: list[bytes | None] = [None] * n if keys is None else keys.to_pylist()
         partition = partitioner.partition
         for row in undecided:
             try:
@@ -548,8 +554,8 @@ class BulkAppender:
         self,
         topic: str,
         parts: Sequence[PartitionInfo],
-        values: Any,
-        keys: Any,
+        values: BinaryArray,
+        keys: BinaryArray | None,
         explicit: _I32 | None,
         n: int,
     ) -> _I32:
@@ -568,9 +574,9 @@ class BulkAppender:
             if keyed.any():
                 rows = np.flatnonzero(keyed)
                 if len(rows) == n:
-                    assigned = partitions_for_keys(keys, num_partitions).astype(np.int32)
+                    assigned = partitions_for_key_column(keys, num_partitions).astype(np.int32)
                 else:
-                    assigned[rows] = partitions_for_keys(
+                    assigned[rows] = partitions_for_key_column(
                         keys.take(arrow_ints(rows)), num_partitions
                     )
                 undecided = undecided & ~key_valid
@@ -588,14 +594,11 @@ class BulkAppender:
         return assigned
 
 
-def _sizes_or_minus_one(column: Any) -> _I64:
-    if pa.types.is_null(column.type):
-        return np.full(len(column), -1, dtype=np.int64)
-    return int_column(pc.binary_length(column), -1, np.int64)
+def _sizes_or_minus_one(column: BinaryArray) -> _I64:
+    out: _I64 = int_column(pc.binary_length(column), -1, np.int64)
+    return out
 
 
-def _lengths(column: Any, rows: _I64) -> _I64:
-    if pa.types.is_null(column.type):
-        return np.zeros(len(rows), dtype=np.int64)
+def _lengths(column: BinaryArray, rows: _I64) -> _I64:
     out: _I64 = int_column(pc.binary_length(column), 0, np.int64)[rows]
     return out

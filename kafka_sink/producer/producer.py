@@ -661,17 +661,19 @@ class KafkaProducer:
     def send_columns(
         self,
         topic: str,
-        values: Any,
-        keys: Any = None,
+        values: object,
+        keys: object = None,
         *,
-        partitions: Any = None,
+        partitions: object = None,
         headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
-        timestamps_ms: int | Any = None,
+        timestamps_ms: object = None,
     ) -> BulkSendFuture:
         """Queue whole columns of records; one future for all of them.
 
         ``values``/``keys``: pyarrow binary/string arrays (nulls allowed) or sequences of
-        ``bytes | None``. ``partitions``: None, or an int32 array where null (pyarrow) or -1
+        ``bytes | None``; they are normalised once, here, to ``records.arrow.BinaryArray`` (a
+        Binary or LargeBinary array is taken as it is, which is what the Spark sink hands).
+        ``partitions``: None, or an int32 array where null (pyarrow) or -1
         means "the partitioner decides". ``timestamps_ms``: None (now), one int for every row,
         or an int64 column where null means now; negative timestamps are refused as by
         ``send()``. Rows keep their order within each partition.

@@ -16,6 +16,12 @@ scalar: pyarrow's own ``to_numpy``,
 ``pa.array`` and ``pa.scalar`` import pandas whenever pandas is installed, which costs a process
 tens of MiB of resident memory and a second of start-up for nothing the producer uses.
 
+``BinaryArray`` is the one column type below the producer's boundary: a single-chunk pyarrow
+Binary or LargeBinary array, nulls allowed (a null-typed column becomes binary nulls). The Spark
+sink's columns and ``send_columns`` normalise into it once (``binary_column``); the batch sealer,
+the key hash and the bulk path below take it as it is (``byte_column`` reads it without
+normalising again).
+
 Invariants: strings are taken as their UTF-8 bytes, unchanged, and Binary, LargeBinary, String
 and LargeString arrays are never copied (a view of the same buffers); a null-typed column stays
 a NullArray in ``as_binary_array`` (nothing is allocated for it) and becomes binary nulls only
@@ -27,7 +33,7 @@ raises TypeError naming it (``what``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -36,22 +42,29 @@ import pyarrow as pa
 from kafka_sink.records.batch import as_bytes
 
 __all__ = [
+    "BinaryArray",
     "ByteColumn",
     "arrow_ints",
     "as_binary_array",
     "as_byte_column",
+    "binary_column",
     "binary_offsets",
     "binary_scalar",
+    "byte_column",
     "int_column",
     "valid_mask",
 ]
 
 _INT32_MAX = (1 << 31) - 1
 
+#: A single-chunk Binary or LargeBinary array (pyarrow has no type stubs: mypy reads it as Any,
+#: so ``binary_column`` is what holds a value to it).
+BinaryArray: TypeAlias = "pa.BinaryArray | pa.LargeBinaryArray"
+
 
 @dataclass(frozen=True, slots=True)
 class ByteColumn:
-    array: Any  # pa.BinaryArray | pa.LargeBinaryArray, a single chunk
+    array: BinaryArray
     offsets: npt.NDArray[np.int64]
     data: npt.NDArray[np.uint8]
     lengths: npt.NDArray[np.int64]
@@ -61,25 +74,39 @@ class ByteColumn:
         return len(self.lengths)
 
 
-def as_binary_array(values: Any, what: str = "values") -> Any:
+def binary_column(values: object, what: str = "values") -> BinaryArray:
+    """``values`` (see the module docstring) as a :data:`BinaryArray`: ``as_binary_array``, with
+    a null-typed column as binary nulls. A BinaryArray is returned as it is."""
+    if isinstance(values, pa.BinaryArray | pa.LargeBinaryArray):
+        return values
+    array = as_binary_array(values, what)
+    if pa.types.is_null(array.type):
+        return pa.nulls(len(array), type=pa.binary())
+    return array
+
+
+def as_binary_array(values: object, what: str = "values") -> BinaryArray | pa.NullArray:
     """``values`` (see the module docstring) as one Binary or LargeBinary array, or as is when
     null-typed; strings keep their bytes. TypeError, naming ``what``, for anything else."""
+    array: pa.Array
     if isinstance(values, pa.ChunkedArray):
-        values = _one_chunk(values)
-    elif not isinstance(values, pa.Array):
+        array = _one_chunk(values)
+    elif isinstance(values, pa.Array):
+        array = values
+    else:
         return _sequence_array(values, what)
-    t = values.type
+    t = array.type
     if pa.types.is_dictionary(t):
-        values = values.dictionary_decode()
-        t = values.type
+        array = array.dictionary_decode()
+        t = array.type
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_null(t):
-        return values
+        return array
     if pa.types.is_string(t):
-        return values.view(pa.binary())
+        return array.view(pa.binary())
     if pa.types.is_large_string(t):
-        return values.view(pa.large_binary())
+        return array.view(pa.large_binary())
     if pa.types.is_binary_view(t) or pa.types.is_string_view(t) or pa.types.is_fixed_size_binary(t):
-        return values.cast(pa.binary())
+        return array.cast(pa.binary())
     raise TypeError(f"{what} must be a binary or string column, got {t}")
 
 
@@ -107,7 +134,7 @@ def _sequence_array(values: Any, what: str) -> Any:
     return _one_chunk(array) if isinstance(array, pa.ChunkedArray) else array
 
 
-def binary_offsets(array: Any) -> npt.NDArray[np.int32] | npt.NDArray[np.int64]:
+def binary_offsets(array: BinaryArray) -> npt.NDArray[np.int32] | npt.NDArray[np.int64]:
     """The offsets of a Binary/LargeBinary array, its slice offset applied: a view, no copy.
 
     Row i's bytes are ``data[offsets[i]:offsets[i + 1]]`` of the array's data buffer (so a
@@ -122,11 +149,13 @@ def binary_offsets(array: Any) -> npt.NDArray[np.int32] | npt.NDArray[np.int64]:
     return offsets[array.offset :]
 
 
-def as_byte_column(values: Any) -> ByteColumn:
+def as_byte_column(values: object) -> ByteColumn:
     """Normalise ``values`` (see the module docstring) into a ByteColumn."""
-    arr = as_binary_array(values)
-    if pa.types.is_null(arr.type):
-        arr = pa.nulls(len(arr), type=pa.binary())
+    return byte_column(binary_column(values))
+
+
+def byte_column(arr: BinaryArray) -> ByteColumn:
+    """The numpy views of an already normalised column (no normalisation, no copy of data)."""
     offsets = binary_offsets(arr).astype(np.int64)
     buffers = arr.buffers()
     data = (

@@ -39,7 +39,13 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import ByteColumn, as_byte_column, binary_scalar
+from kafka_sink.records.arrow import (
+    BinaryArray,
+    ByteColumn,
+    binary_column,
+    binary_scalar,
+    byte_column,
+)
 from kafka_sink.records.batch import (
     BATCH_HEADER_SIZE,
     Header,
@@ -49,7 +55,12 @@ from kafka_sink.records.batch import (
 )
 from kafka_sink.records.compression import CompressionType, compressor
 
-__all__ = ["CompressionRatioEstimator", "iter_seal_columns", "seal_columns"]
+__all__ = [
+    "CompressionRatioEstimator",
+    "iter_seal_binary_columns",
+    "iter_seal_columns",
+    "seal_columns",
+]
 
 _I64 = npt.NDArray[np.int64]
 _INT32_MAX = (1 << 31) - 1
@@ -315,14 +326,14 @@ def _split(
     return _split_varying_ts(fixed_sizes, ts, limit, segment_ends)
 
 
-def _cast(array: Any, large: bool) -> Any:
+def _cast(array: BinaryArray, large: bool) -> BinaryArray:
     target = pa.large_binary() if large else pa.binary()
     return array if array.type == target else array.cast(target)
 
 
 def seal_columns(
-    values: Any,
-    keys: Any = None,
+    values: object,
+    keys: object = None,
     *,
     timestamps_ms: int | npt.NDArray[np.int64],
     headers: Sequence[Sequence[Header] | None] | None = None,
@@ -349,8 +360,8 @@ def seal_columns(
 
 
 def iter_seal_columns(
-    values: Any,
-    keys: Any = None,
+    values: object,
+    keys: object = None,
     *,
     timestamps_ms: int | npt.NDArray[np.int64],
     headers: Sequence[Sequence[Header] | None] | None = None,
@@ -383,15 +394,42 @@ def iter_seal_columns(
     segment end, so one call seals several partitions' rows (sorted by partition) exactly as
     one call per segment would, without paying the per-call numpy overhead once per segment.
     """
+    yield from iter_seal_binary_columns(
+        binary_column(values, "values"),
+        None if keys is None else binary_column(keys, "keys"),
+        timestamps_ms=timestamps_ms,
+        headers=headers,
+        compression_type=compression_type,
+        compression_level=compression_level,
+        batch_size=batch_size,
+        ratio_estimator=ratio_estimator,
+        segment_ends=segment_ends,
+    )
+
+
+def iter_seal_binary_columns(
+    values: BinaryArray,
+    keys: BinaryArray | None,
+    *,
+    timestamps_ms: int | npt.NDArray[np.int64],
+    headers: Sequence[Sequence[Header] | None] | None = None,
+    compression_type: CompressionType,
+    compression_level: int | None = None,
+    batch_size: int,
+    ratio_estimator: CompressionRatioEstimator | None = None,
+    segment_ends: Sequence[int] | None = None,
+) -> Iterator[SealedBatch]:
+    """:func:`iter_seal_columns` of columns already normalised (``records.arrow.binary_column``),
+    as the bulk path hands them: they are read as they are, not normalised again."""
     compression_type = CompressionType(compression_type)
     compress = compressor(compression_type, compression_level)
-    vcol = as_byte_column(values)
+    vcol = byte_column(values)
     n = len(vcol)
     if n == 0:
         return
     kcol: ByteColumn | None = None
     if keys is not None:
-        kcol = as_byte_column(keys)
+        kcol = byte_column(keys)
         if len(kcol) != n:
             raise ValueError(f"keys has {len(kcol)} rows, values has {n}")
     ts: _I64 | None
@@ -404,7 +442,7 @@ def iter_seal_columns(
         if ts.shape != (n,):
             raise ValueError(f"timestamps_ms has shape {ts.shape}, values has {n} rows")
 
-    header_column: Any = None
+    header_column: BinaryArray | None = None
     header_sizes: _I64 | int = 1
     if headers is not None:
         if len(headers) != n:
@@ -533,7 +571,7 @@ def _encode_rows(
     value_lengths: _I64,
     kcol: ByteColumn | None,
     vcol: ByteColumn,
-    header_column: Any,
+    header_column: BinaryArray | None,
     expected_size: int,
 ) -> tuple[memoryview, memoryview]:
     """The records of rows [row_start, row_end) back to back, and each row's start in them."""

@@ -11,16 +11,13 @@ Invariant: ``partitions_for_keys(keys, n)`` is exactly ``[partition_for_key(k, n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
-from kafka_sink.records.arrow import as_byte_column
+from kafka_sink.records.arrow import BinaryArray, ByteColumn, as_byte_column, byte_column
 from kafka_sink.records.murmur2 import MASK, SEED, M
 
-__all__ = ["murmur2_array", "partitions_for_keys"]
+__all__ = ["murmur2_array", "partitions_for_key_column", "partitions_for_keys"]
 
 
 def _hash_group(matrix: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint32]:
@@ -64,9 +61,12 @@ def _gather(
     return matrix
 
 
-def murmur2_array(keys: Any) -> npt.NDArray[np.uint32]:
+def murmur2_array(keys: object) -> npt.NDArray[np.uint32]:
     """Unsigned 32-bit murmur2 of every key of a non-null key column (pyarrow or sequence)."""
-    column = as_byte_column(keys)
+    return _murmur2(as_byte_column(keys))
+
+
+def _murmur2(column: ByteColumn) -> npt.NDArray[np.uint32]:
     if column.null_count:
         raise ValueError("partitions_for_keys: null keys have no hash partition")
     n = len(column)
@@ -89,10 +89,20 @@ def murmur2_array(keys: Any) -> npt.NDArray[np.uint32]:
     return out
 
 
-def partitions_for_keys(keys: Any | Sequence[bytes], num_partitions: int) -> npt.NDArray[np.int32]:
-    """Vectorised ``partition_for_key`` over a key column; keys must not be null."""
+def partitions_for_keys(keys: object, num_partitions: int) -> npt.NDArray[np.int32]:
+    """Vectorised ``partition_for_key`` over a key column (pyarrow or a sequence of bytes);
+    keys must not be null."""
+    return _partitions(as_byte_column(keys), num_partitions)
+
+
+def partitions_for_key_column(keys: BinaryArray, num_partitions: int) -> npt.NDArray[np.int32]:
+    """``partitions_for_keys`` of a column already normalised (``records.arrow.binary_column``)."""
+    return _partitions(byte_column(keys), num_partitions)
+
+
+def _partitions(keys: ByteColumn, num_partitions: int) -> npt.NDArray[np.int32]:
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    hashes = murmur2_array(keys)
+    hashes = _murmur2(keys)
     positive = hashes & np.uint32(0x7FFFFFFF)
     return (positive % np.uint32(num_partitions)).astype(np.int32)

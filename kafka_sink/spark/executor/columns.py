@@ -3,16 +3,18 @@
 Role: the executor-side half of the input contract (``schema.py`` is the driver-side half). Given
 an Arrow batch that Spark hands a task (``task.py``), produce per topic the value and key columns
 as Arrow binary arrays, the partition column (int32, null = "the partitioner decides"), the
-timestamps (numpy int64 epoch ms) and, when present, the headers. Strings become their UTF-8 bytes
-through ``records.arrow.as_binary_array``, the normaliser every columnar path shares.
+timestamps (numpy int64 epoch ms) and, when present, the headers. Values and keys are
+``records.arrow.BinaryArray`` (``binary_column``: strings become their UTF-8 bytes, a null-typed
+column binary nulls), the type ``send_columns`` takes as it is.
 
 Invariants:
 - No per-row Python for value, key, topic, partition and timestamp: casts, masks and filters are
   ``pyarrow.compute`` / numpy. Headers are the exception: the producer takes them as a list per
   row, so they are converted row by row, and only when some row has any.
 - Rows keep their input order within each topic group (so within each topic-partition).
-- A null topic, a null header key, or a partition outside the topic's partitions raises
-  :class:`SinkDataError` naming the row (its index within the task's input) and the fix.
+- A null or empty topic, a timestamp before 1970, a null header key, or a partition outside the
+  topic's partitions raises ``record_errors.BadRecordError`` (a :class:`SinkDataError`) naming
+  the row (its index within the task's input) and the fix, for the task's record error policy.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.records.arrow import as_binary_array, int_column, valid_mask
+from kafka_sink.records.arrow import BinaryArray, binary_column, int_column, valid_mask
 from kafka_sink.sink_errors import SinkDataError
+from kafka_sink.spark.executor.record_errors import BadRecordError
 from kafka_sink.spark.schema import InputLayout
 
 __all__ = ["TopicColumns", "check_partitions", "topic_columns"]
@@ -43,9 +46,9 @@ class TopicColumns:
     """The rows of one batch bound for one topic, ready for ``send_columns``."""
 
     topic: str
-    values: pa.Array
-    keys: pa.Array | None
-    partitions: pa.Array | None
+    values: BinaryArray
+    keys: BinaryArray | None
+    partitions: pa.Int32Array | None
     timestamps_ms: npt.NDArray[np.int64] | None
     headers: list[list[Header]] | None
     #: Index of the first row of the source batch within the task's input (for messages).
@@ -80,7 +83,9 @@ def _timestamps_ms(array: pa.Array, now_ms: int) -> npt.NDArray[np.int64]:
     return millis
 
 
-def _headers(array: pa.Array, row_number: Callable[[int], int]) -> list[list[Header]] | None:
+def _headers(
+    array: pa.Array, topic: str, row_number: Callable[[int], int]
+) -> list[list[Header]] | None:
     """Per-row header lists, or None when no row has a header (the common, fast case)."""
     lengths = pc.list_value_length(array).fill_null(0)
     if len(array) == 0 or pc.max(lengths).as_py() == 0:
@@ -93,10 +98,12 @@ def _headers(array: pa.Array, row_number: Callable[[int], int]) -> list[list[Hea
         out: list[Header] = []
         for item in row:
             if item is None or item["key"] is None:
-                raise SinkDataError(
+                raise BadRecordError(
+                    row_number(index),
+                    topic,
                     f"row {row_number(index)} has a null header (or a null header key) in column "
                     "'headers'. Fix: filter such entries out, e.g. filter(headers, h -> h.key IS "
-                    "NOT NULL)."
+                    "NOT NULL).",
                 )
             out.append((item["key"], item["value"]))
         rows.append(out)
@@ -130,10 +137,12 @@ def topic_columns(
     topics = batch.column("topic")
     if topics.null_count:
         row = row_base + _first_index(topics.is_null())
-        raise SinkDataError(
+        raise BadRecordError(
+            row,
+            None,
             f"row {row} has a null 'topic' and no 'topic' option is set. Fix: set "
             ".option('topic', 'name') as a default, or fill the column, e.g. "
-            "coalesce(topic, 'name')."
+            "coalesce(topic, 'name').",
         )
     distinct = pc.unique(topics).to_pylist()
     if len(distinct) == 1:
@@ -169,15 +178,17 @@ def _columns(
         return row_base + int(source_rows[index].as_py())
 
     if not topic:
-        raise SinkDataError(
+        raise BadRecordError(
+            row_number(0),
+            None,
             f"row {row_number(0)} has an empty 'topic'. Fix: filter such rows out, or set "
-            ".option('topic', 'name')."
+            ".option('topic', 'name').",
         )
-    values = as_binary_array(batch.column("value"), "value")
-    keys = as_binary_array(batch.column("key"), "key") if layout.key_column else None
+    values = binary_column(batch.column("value"), "value")
+    keys = binary_column(batch.column("key"), "key") if layout.key_column else None
     if keys is not None and keys.null_count == len(keys):
         keys = None
-    partitions: pa.Array | None = None
+    partitions: pa.Int32Array | None = None
     if layout.partition_column:
         column = batch.column("partition")
         if column.null_count < len(column):
@@ -187,18 +198,23 @@ def _columns(
     )
     if timestamps is not None and len(timestamps) and int(timestamps.min()) < 0:
         index = int(np.argmax(timestamps < 0))
-        raise SinkDataError(
+        raise BadRecordError(
+            row_number(index),
+            topic,
             f"row {row_number(index)} has a 'timestamp' before 1970-01-01 "
             f"({int(timestamps[index])} ms): Kafka record timestamps are non-negative epoch "
             "milliseconds (-1 means 'no timestamp'). Fix: filter such rows out, set their "
-            "timestamp to null (null means the current time), or drop the 'timestamp' column."
+            "timestamp to null (null means the current time), or drop the 'timestamp' column.",
         )
-    headers = _headers(batch.column("headers"), row_number) if layout.headers_column else None
+    headers = (
+        _headers(batch.column("headers"), topic, row_number) if layout.headers_column else None
+    )
     return TopicColumns(topic, values, keys, partitions, timestamps, headers, row_base, source_rows)
 
 
 def check_partitions(columns: TopicColumns, num_partitions: int) -> None:
-    """Raise :class:`SinkDataError` if a ``partition`` value is not in [0, num_partitions)."""
+    """Raise ``BadRecordError`` (a :class:`SinkDataError`) for the first ``partition`` value not
+    in [0, num_partitions)."""
     partitions = columns.partitions
     if partitions is None:
         return
@@ -209,9 +225,11 @@ def check_partitions(columns: TopicColumns, num_partitions: int) -> None:
     bad = pc.or_(pc.less(partitions, 0), pc.greater_equal(partitions, num_partitions))
     index = _first_index(pc.fill_null(bad, False))
     value = partitions[index].as_py()
-    raise SinkDataError(
+    raise BadRecordError(
+        columns.row_number(index),
+        columns.topic,
         f"row {columns.row_number(index)} (topic '{columns.topic}') has partition {value}, "
         f"which is out of range: the topic has {num_partitions} partitions "
         f"(0..{num_partitions - 1}). Fix: use a partition that exists (or null to let the "
-        "partitioner choose), or add partitions to the topic."
+        "partitioner choose), or add partitions to the topic.",
     )

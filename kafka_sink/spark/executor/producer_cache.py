@@ -42,11 +42,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.producer.futures import BulkSendFuture
 from kafka_sink.spark.options import DEFAULT_IDLE_TIMEOUT_MS
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+    from kafka_sink.records.arrow import BinaryArray
 
 __all__ = [
     "CLOSER_THREAD_NAME",
@@ -84,12 +91,12 @@ class BulkProducer(Protocol):
     def send_columns(
         self,
         topic: str,
-        values: Any,
-        keys: Any = None,
+        values: BinaryArray,
+        keys: BinaryArray | None = None,
         *,
-        partitions: Any = None,
+        partitions: pa.Int32Array | None = None,
         headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
-        timestamps_ms: Any = None,
+        timestamps_ms: npt.NDArray[np.int64] | None = None,
     ) -> BulkSendFuture: ...
 
     def flush(self, timeout: float | None = None) -> None: ...

@@ -7,7 +7,10 @@ bulk path), flushes, waits for every bulk future and returns a
 :class:`~kafka_sink.spark.commit_log.document.PyKafkaCommitMessage` with the acknowledged offsets
 per topic-partition. There is one loop; what differs between the delivery guarantees is a small
 strategy (:class:`_Guarantee`): which producer the task leases, what it does once every record is
-acknowledged, and what a failure does to the producer.
+acknowledged, and what a failure does to the producer. Beside it, the write's record error policy
+(``record_errors``) decides the fate of a row that can never be written (a null topic, a
+partition out of range, a record too large, ...): every such row detected here passes through it
+once, with its index in the task's input and the reason; the default fails the task.
 
 - At-least-once: the worker's shared producer for the config; nothing after the acks; a failure
   other than bad data evicts (closes) the producer and logs the ranges that were acknowledged,
@@ -66,7 +69,7 @@ import functools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
 from pyspark import TaskContext
 
@@ -89,6 +92,7 @@ from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.executor import producer_cache, slots
 from kafka_sink.spark.executor.columns import TopicColumns, check_partitions, topic_columns
 from kafka_sink.spark.executor.producer_cache import BulkProducer
+from kafka_sink.spark.executor.record_errors import FAIL_TASK, BadRecordError, RecordErrorPolicy
 from kafka_sink.spark.executor.row_fingerprint import batch_fingerprint
 from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
@@ -375,11 +379,14 @@ class _TaskWrite:
         encoder: BatchEncoder | None = None,
         *,
         fingerprinted: bool = False,
+        record_errors: RecordErrorPolicy = FAIL_TASK,
     ) -> None:
         self.options = options
         self.layout = layout
         self.task = task
         self.encoder = encoder
+        #: What becomes of a row that can never be written (``record_errors``).
+        self.record_errors = record_errors
         #: The fingerprint of the rows seen so far; None when the write does not keep one.
         self.fingerprint: Fingerprint | None = EMPTY_FINGERPRINT if fingerprinted else None
         #: Futures not yet folded into ``offsets`` (topic, future).
@@ -400,13 +407,16 @@ class _TaskWrite:
         try:
             for batch in self._serialized(batches):
                 self._fold_fingerprint(batch)
-                groups = topic_columns(
-                    batch,
-                    self.layout,
-                    self.options.topic,
-                    now_ms=SYSTEM_CLOCK.wall_ms(),
-                    row_base=rows_seen,
-                )
+                try:
+                    groups = topic_columns(
+                        batch,
+                        self.layout,
+                        self.options.topic,
+                        now_ms=SYSTEM_CLOCK.wall_ms(),
+                        row_base=rows_seen,
+                    )
+                except BadRecordError as exc:
+                    self._reject(exc)
                 rows_seen += batch.num_rows
                 if not groups:
                     continue
@@ -414,8 +424,11 @@ class _TaskWrite:
                     producer = guarantee.acquire(self.task)
                     meter.lease(producer)
                 for group in groups:
-                    self._check_partitions(producer, group)
-                    future = _send(producer, group)
+                    try:
+                        self._check_partitions(producer, group)
+                        future = _send(producer, group)
+                    except BadRecordError as exc:
+                        self._reject(exc)
                     self.pending.append((group.topic, future))
                     self.sent.append((group.topic, future))
                 self._collect_done()
@@ -491,6 +504,13 @@ class _TaskWrite:
             f"({cfg.request_timeout_ms} ms) + {_STALL_SLACK_MS // 1000} s"
         )
         return bound_ms, how
+
+    def _reject(self, exc: BadRecordError) -> NoReturn:
+        """Hand a row that can never be written to the record error policy, then fail."""
+        self.record_errors.reject(exc.record)
+        # Taking a row out of the write is not supported yet: a policy that returns does not
+        # change what is written, the task fails as under FailTask.
+        raise SinkDataError(exc.record.reason) from None
 
     def _check_partitions(self, producer: BulkProducer, group: TopicColumns) -> None:
         if group.partitions is None:
@@ -606,7 +626,8 @@ class _TaskWrite:
 
 
 def _send(producer: BulkProducer, group: TopicColumns) -> BulkSendFuture:
-    """Queue one topic's rows; a row too large to ever send is named by its task-input row."""
+    """Queue one topic's rows; a row too large to ever send is a ``BadRecordError`` naming
+    its task-input row."""
     try:
         return producer.send_columns(
             group.topic,
@@ -617,8 +638,11 @@ def _send(producer: BulkProducer, group: TopicColumns) -> BulkSendFuture:
             timestamps_ms=group.timestamps_ms,
         )
     except RecordTooLargeInColumnsError as exc:
-        raise SinkDataError(
-            f"row {group.row_number(exc.row)} (topic {exc.topic!r}) is "
+        row = group.row_number(exc.row)
+        raise BadRecordError(
+            row,
+            exc.topic,
+            f"row {row} (topic {exc.topic!r}) is "
             f"{exc.size} bytes when serialized, larger than {exc.setting}={exc.limit}. "
-            f"Fix: {exc.fix(prefix='option kafka.')}"
+            f"Fix: {exc.fix(prefix='option kafka.')}",
         ) from None
