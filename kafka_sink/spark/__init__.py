@@ -15,10 +15,11 @@ The only package that imports pyspark. Nothing here talks to sockets itself: the
   with the seam where a record's fate is decided), ``columns`` (an Arrow batch -> the
   producer's bulk-send columns), ``producer_cache`` (one producer per worker and config, leased
   by tasks), ``row_fingerprint`` and ``slots`` (a free transactional id per attempt).
-- Shared by both rooms, importing neither: ``options`` / ``option_names`` / ``schema`` (the
-  option and input-column contracts the writers carry), ``eos_plan`` (the exactly-once plan the
-  tasks receive), ``commit_message`` (what a task returns), ``commit_log/`` (the commit
-  documents and where they go), ``metrics/``, ``logs``, ``fingerprint``, ``fault_hooks``.
+- Shared by both rooms, importing neither: ``options`` / ``option_table`` / ``option_names`` /
+  ``schema`` (the option and input-column contracts the writers carry), ``eos_plan`` (the
+  exactly-once plan the tasks receive), ``commit_message`` (what a task returns),
+  ``commit_log/`` (the commit documents and where they go), ``metrics/``, ``logs``,
+  ``fingerprint``, ``fault_hooks``.
 
 The registry formats are a layer of their own below (``kafka_sink.formats``), without pyspark.
 

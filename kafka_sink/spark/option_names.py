@@ -1,9 +1,9 @@
 """The option names ``format("pykafka")`` accepts, and the closest one to a name it does not.
 
-Role: one list of the sink's own option names (as the README spells them), Spark's, and the
-rule that turns an unknown name into a one-line message with a suggestion
-(``difflib.get_close_matches``), so a misspelled option is named before any option it hides is
-reported missing.
+Role: the sink's own option names (as the README spells them) and Spark's, both read from
+``option_table.SINK_OPTIONS``, and the rule that turns an unknown name into a one-line message
+with a suggestion (``difflib.get_close_matches``), so a misspelled option is named before any
+option it hides is reported missing.
 
 Invariants:
 - Spark hands a data source its options with lower-cased keys (``CaseInsensitiveDict``):
@@ -20,6 +20,7 @@ import difflib
 from collections.abc import Collection
 
 from kafka_sink.formats.options import FORMAT_OPTION_NAMES
+from kafka_sink.spark.option_table import SINK_OPTIONS
 
 __all__ = [
     "KAFKA_PREFIX",
@@ -33,28 +34,15 @@ __all__ = [
 
 KAFKA_PREFIX = "kafka."
 
-#: The sink's own options, spelled as documented.
+#: The sink's own options, spelled as documented (``option_table.py``'s rows), then the
+#: registry formats' (``formats/options.py``; ``schema.registry.*`` is a prefix).
 SINK_OPTION_NAMES = (
-    "topic",
-    "preset",
-    "commitLog",
-    "producerIdleTimeoutMs",
-    "preflightTimeoutMs",
-    "deliveryGuarantee",
-    "transactionalIdPrefix",
-    "intentStore",
-    "intentTopic",
-    "idempotencyKey",
-    "logLevel",
-    "includeHeaders",
-    "metricsPushGateway",
-    "metricsJob",
-    # The registry formats' (``formats/options.py``); ``schema.registry.*`` is a prefix.
+    *(row.name for row in SINK_OPTIONS if not row.spark),
     *FORMAT_OPTION_NAMES,
 )
 #: What Spark itself passes to a writer: ``path`` from ``save(path)`` / ``start(path)``,
 #: ``checkpointLocation`` and ``queryName`` from ``writeStream``.
-SPARK_OPTION_NAMES = ("path", "checkpointLocation", "queryName")
+SPARK_OPTION_NAMES = tuple(row.name for row in SINK_OPTIONS if row.spark)
 
 SINK_KEYS = frozenset(name.lower() for name in SINK_OPTION_NAMES)
 SPARK_KEYS = frozenset(name.lower() for name in SPARK_OPTION_NAMES)

@@ -3,44 +3,14 @@
 Role: turn Spark's case-insensitive, all-string option map into the sink's settings and the
 producer's config, refusing anything the sink would otherwise silently ignore.
 
-Accepted keys (Spark lower-cases them before we see them; their names, and the suggestion an
-unknown one gets, are ``option_names.py``'s):
-- ``topic``: default topic; when set it overrides any ``topic`` column (as in Spark's sink).
+Accepted keys (Spark lower-cases them before we see them; the suggestion an unknown one gets is
+``option_names.py``'s):
+- The sink's own and Spark's ``path``, ``checkpointLocation`` and ``queryName``: one row each in
+  ``option_table.SINK_OPTIONS`` (name, parser, default, the writes it applies to, what it does);
+  README's options table is checked against it by a unit test.
 - ``kafka.<key>``: producer config, passed on with the prefix removed (``kafka.linger.ms`` ->
-  ``linger.ms``), keys lower-case, values unchanged.
-- ``preset``: a managed service's settings (``msk-iam``, ``confluent-cloud``, ``event-hubs``,
-  ``google``; ``net/presets.py``) applied to the ``kafka.*`` options: it fills in only what they
-  leave out, and refuses a value outside the service's limits naming the option.
-- ``commitLog``: the directory that receives one JSON file per driver commit: a local path,
-  a ``file:`` URI, or a store URI (``s3a://``, ``gs://``, ``abfss://``, ``hdfs://``; see
-  ``commit_log/store.py``).
-- ``producerIdleTimeoutMs``: how long a worker keeps a cached producer no task uses before
-  closing it (default 540000, Java's ``connections.max.idle.ms``; -1 never, 0 at the task's end).
-- ``preflightTimeoutMs``: the bound of the driver's checks of the cluster before any task runs
-  (brokers reachable, topic present, the principal's ACLs; ``preflight.py``), default 15000.
-- ``deliveryGuarantee``: ``at-least-once`` (default) or ``exactly-once`` (case-insensitive).
-- ``transactionalIdPrefix``: exactly-once only; the start of every transactional id the write
-  uses (default: ``pykafka-<query id>`` for a streaming query, ``pykafka-<write id>`` for a batch
-  job; see ``eos/plan.py``).
-- ``intentStore``: exactly-once only; where the driver records each batch's commit intent:
-  ``kafka`` (default, a compacted topic on the cluster, survives the loss of the driver host) or
-  ``checkpoint`` (files under a local ``checkpointLocation``).
-- ``intentTopic``: exactly-once with ``intentStore=kafka``; the topic (default
-  ``pykafka-commit-intents``, created compacted when missing; see ``eos/kafka_intents.py``).
-- ``idempotencyKey``: exactly-once batch writes only; names the job so that a re-run with the
-  same key writes nothing already written (see ``eos/idempotency.py``). Kept as given (case
-  matters), 1 to 200 printable characters; a streaming write refuses it (``datasource.py``).
-- ``includeHeaders``: accepted for compatibility with ``format("kafka")`` option sets and ignored
-  (a ``headers`` column is always written, as in Spark's sink).
-- ``logLevel``: the sink's log level (``DEBUG``, ``INFO``, ``WARN``/``WARNING``, ``ERROR``,
-  ``OFF``, any case), on the driver and in the tasks; it wins over Spark's conf
-  ``spark.pykafka.logLevel`` (see ``logs.py``).
-- ``metricsPushGateway``: a Prometheus Pushgateway URL (``http(s)://host:port``, or
-  ``host:port``); the driver pushes each batch's metrics there (``spark/metrics/prometheus.py``).
-  Needs ``prometheus-client`` (the ``prometheus`` extra), checked on the driver when parsed.
-- ``metricsJob``: the Pushgateway job the metrics are pushed under (default ``pykafka``); only
-  with ``metricsPushGateway``.
-- Spark's own ``path``, ``checkpointLocation`` and ``queryName``.
+  ``linger.ms``), keys lower-case, values unchanged. ``preset`` fills in only what they leave
+  out, and refuses a value outside the service's limits naming the option (``net/presets.py``).
 - The registry formats' keys (``valueFormat``, ``keyFormat``, ``schema.registry.*`` and the
   rest) are left to ``formats/options.py``, which parses and refuses them.
 
@@ -71,14 +41,11 @@ Invariants:
   shows locations and the Pushgateway URL with any password in their user info masked.
 - Every bad value gives a :class:`SinkOptionError` naming the option (never a raw
   ``ValueError``/``OSError``), and no message grows with the value: a value is quoted through
-  ``shown_value`` (its first characters, then its length), a location through ``_location``;
+  ``shown_value`` (its first characters, then its length), a location through ``shown_location``;
   ``commitLog`` and ``checkpointLocation`` longer than 4096 characters, holding a NUL, or with
   an unclosed ``[`` host are refused when parsed.
-- The sink's integer options (``producerIdleTimeoutMs``, ``preflightTimeoutMs``) are read as
-  Java's ``Long.parseLong`` of the trimmed text reads them, narrowed to ASCII: an optional
-  ``+``/``-`` and digits ``0``-``9`` (no ``_``, no other script's digits), within Java's ``long``
-  (``int`` for ``preflightTimeoutMs``). ``kafka.*`` integers are Kafka's own
-  (``net/config.py``: ``Integer.parseInt``/``Long.parseLong``, any Unicode digits).
+- The sink's integer options are read as Java's ``Long.parseLong`` reads them, narrowed to
+  ASCII digits (``option_table.py``); ``kafka.*`` integers are Kafka's own (``net/config.py``).
 - The commit-log directory the sink will write (``commitLog``, or the default
   ``<checkpointLocation>/pykafka-commits`` for a streaming query, local or in a store) is checked
   on the driver before any task runs: created, then a uniquely named probe file written and
@@ -96,14 +63,13 @@ Invariants:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from urllib.parse import urlparse
+from typing import Any
 
 from kafka_sink.errors import ConfigError
 from kafka_sink.formats.options import is_format_key
-from kafka_sink.net.presets import apply_preset, preset_named
+from kafka_sink.net.presets import apply_preset
 from kafka_sink.net.user_info import mask_url, shown_value
 from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.commit_log.store import (
@@ -116,48 +82,50 @@ from kafka_sink.spark.commit_log.store import (
     open_store,
     store_hint,
 )
-from kafka_sink.spark.logs import LEVEL_NAMES, parse_level, warn_once
-from kafka_sink.spark.metrics.prometheus import DEFAULT_JOB, gateway_url, job_name
+from kafka_sink.spark.logs import warn_once
+from kafka_sink.spark.metrics.prometheus import DEFAULT_JOB
 from kafka_sink.spark.option_names import (
     KAFKA_PREFIX,
     SINK_KEYS,
     SPARK_KEYS,
     unknown_option_message,
 )
+from kafka_sink.spark.option_table import (
+    AT_LEAST_ONCE,
+    DEFAULT_IDLE_TIMEOUT_MS,
+    DEFAULT_INTENT_TOPIC,
+    DEFAULT_PREFLIGHT_TIMEOUT_MS,
+    DELIVERY_GUARANTEES,
+    EXACTLY_ONCE,
+    INTENT_STORE_CHECKPOINT,
+    INTENT_STORE_KAFKA,
+    INTENT_STORES,
+    OPTIONS_BY_KEY,
+    SINK_OPTIONS,
+    Applies,
+    scheme,
+    shown_location,
+)
 
 __all__ = [
     "AT_LEAST_ONCE",
     "COMMIT_LOG_DIRNAME",
     "DEFAULT_IDLE_TIMEOUT_MS",
+    "DEFAULT_INTENT_TOPIC",
+    "DEFAULT_PREFLIGHT_TIMEOUT_MS",
     "DELIVERY_GUARANTEES",
     "EXACTLY_ONCE",
+    "INTENT_STORES",
+    "INTENT_STORE_CHECKPOINT",
+    "INTENT_STORE_KAFKA",
     "KAFKA_PREFIX",
     "SINK_PRODUCER_DEFAULTS",
     "SinkOptions",
 ]
 
-#: How long a cached producer may stay unused before it is closed (``producerIdleTimeoutMs``).
-DEFAULT_IDLE_TIMEOUT_MS = 540_000
-
 #: Sub-directory of a streaming query's checkpoint that holds the default commit log.
 COMMIT_LOG_DIRNAME = "pykafka-commits"
 
-AT_LEAST_ONCE = "at-least-once"
-EXACTLY_ONCE = "exactly-once"
-DELIVERY_GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
-INTENT_STORE_KAFKA = "kafka"
-INTENT_STORE_CHECKPOINT = "checkpoint"
-INTENT_STORES = (INTENT_STORE_KAFKA, INTENT_STORE_CHECKPOINT)
-DEFAULT_INTENT_TOPIC = "pykafka-commit-intents"
-DEFAULT_PREFLIGHT_TIMEOUT_MS = 15_000
-# Kafka's legal topic names (Topic.java): 1-249 of these characters.
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._\-]{1,249}")
-# Characters Kafka accepts in a transactional id are not restricted, but the sink builds ids
-# from the prefix and lists them back by prefix: keep it to what reads back unambiguously.
-_PREFIX_RE = re.compile(r"[A-Za-z0-9._\-]{1,200}")
-# An idempotency key is hashed into the job's record key and default prefix, so any printable
-# text fits (an orchestrator's run id, a date); the bound keeps log lines and records small.
-_IDEMPOTENCY_KEY_RE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 _REFUSED_KAFKA_KEYS = {
     "key.serializer": (
         "keys are written as bytes (binary columns as they are, string columns as UTF-8), as "
@@ -183,20 +151,8 @@ _PLUGIN_KEYS = frozenset({"interceptor.classes", "partitioner.class"})
 # Streaming commit locations this process has probed successfully (see check_commit_dir).
 _PROBED: set[str] = set()
 
-_DISABLED_WORDS = frozenset({"none", "false", "off", "disabled"})
-
-# Integers: Java's trim() (characters up to U+0020), a sign, ASCII digits; Java's int and long.
-_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
-_SINK_INTEGER = re.compile(r"[+-]?[0-9]+")
-_LONG_DIGITS = 19
-_MAX_INT = 2**31 - 1
-_MAX_LONG = 2**63 - 1
-# A location longer than Linux's PATH_MAX is no path; an object key is shorter still.
-_MAX_LOCATION_CHARS = 4096
 # No option name is longer (Kafka's longest producer key is under 60 characters).
 _MAX_KEY_CHARS = 200
-# How much of a location a message shows (then its length).
-_SHOWN_LOCATION_CHARS = 200
 
 #: Producer settings the sink uses when the options do not set them (see the module docstring).
 SINK_PRODUCER_DEFAULTS: Mapping[str, str] = {"batch.size": "262144"}
@@ -244,84 +200,22 @@ class SinkOptions:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SinkOptions:
-        """Parse Spark's option map; raise :class:`SinkOptionError` naming the first bad key."""
-        topic: str | None = None
-        preset: str | None = None
+        """Parse Spark's option map; raise :class:`SinkOptionError` naming the first bad key.
+
+        Each option is parsed by its row of ``SINK_OPTIONS`` (``option_table.py``) in the order
+        given, the ``kafka.*`` ones gathered as the producer config; then the checks between
+        options run, and every option left out takes its row's default.
+        """
+        given: dict[str, Any] = {}
         producer: dict[str, str] = {}
-        commit_log: str | None = None
-        disabled = False
-        checkpoint: str | None = None
-        query_name: str | None = None
-        idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS
-        preflight_timeout_ms = DEFAULT_PREFLIGHT_TIMEOUT_MS
-        guarantee = AT_LEAST_ONCE
-        prefix: str | None = None
-        store: str | None = None
-        intent_topic: str | None = None
-        idempotency_key: str | None = None
-        log_level: int | None = None
-        push_gateway: str | None = None
-        metrics_job: str | None = None
         for raw_key, raw_value in options.items():
             key = raw_key.strip().lower()
             value = str(raw_value)
             if key.startswith(KAFKA_PREFIX):
-                pkey = key[len(KAFKA_PREFIX) :]
-                if not pkey:
-                    raise SinkOptionError(
-                        "option 'kafka.' has no producer setting after the prefix. Fix: "
-                        "name one, e.g. .option('kafka.linger.ms', '5'), or remove the option"
-                    )
-                if pkey in _REFUSED_KAFKA_KEYS:
-                    raise SinkOptionError(
-                        f"option 'kafka.{pkey}' is not supported: {_REFUSED_KAFKA_KEYS[pkey]}"
-                    )
-                producer[pkey] = value
-            elif key == "topic":
-                topic = value.strip() or None
-                if topic is None:
-                    raise SinkOptionError(
-                        "option 'topic' is empty: give a topic name, or remove the option and "
-                        "provide a string 'topic' column"
-                    )
-            elif key == "preset":
-                preset = _preset(value)
-            elif key == "commitlog":
-                text = value.strip()
-                if not text:
-                    raise SinkOptionError(
-                        "option 'commitLog' is empty: give a directory for the commit files "
-                        "(a local path or an s3a://, gs://, abfss:// or hdfs:// URI), or 'none' "
-                        "to write none"
-                    )
-                if text.lower() in _DISABLED_WORDS:
-                    disabled = True
-                else:
-                    commit_log = _commit_log_location(_checked_location("commitLog", text))
-            elif key == "checkpointlocation":
-                checkpoint = _checked_location("checkpointLocation", value.strip()) or None
-            elif key == "queryname":
-                query_name = value.strip() or None
-            elif key == "produceridletimeoutms":
-                idle_timeout_ms = _idle_timeout_ms(value)
-            elif key == "preflighttimeoutms":
-                preflight_timeout_ms = _preflight_timeout_ms(value)
-            elif key == "deliveryguarantee":
-                guarantee = _delivery_guarantee(value)
-            elif key == "transactionalidprefix":
-                prefix = _transactional_id_prefix(value)
-            elif key == "intentstore":
-                store = _intent_store(value)
-            elif key == "intenttopic":
-                intent_topic = _intent_topic(value)
-            elif key == "idempotencykey":
-                idempotency_key = _idempotency_key(value)
-            elif key == "loglevel":
-                log_level = _log_level(value)
-            elif key == "metricspushgateway":
-                push_gateway = gateway_url(value)
-            elif key == "metricsjob":
-                metrics_job = job_name(value)
+                producer[_producer_key(key)] = value
+            elif (row := OPTIONS_BY_KEY.get(key)) is not None:
+                if row.parse is not None and row.attr is not None:
+                    given[row.attr] = row.parse(value)
             elif key in SINK_KEYS or key in SPARK_KEYS or is_format_key(key):
                 # The formats' keys are parsed (and refused) by formats/options.py.
                 continue
@@ -333,58 +227,23 @@ class SinkOptions:
             else:
                 raise SinkOptionError(unknown_option_message(key, _producer_keys()))
         _refuse_unknown_producer_keys(producer)
-        if "bootstrap.servers" not in producer or not producer["bootstrap.servers"].strip():
-            raise SinkOptionError(
-                "option 'kafka.bootstrap.servers' is required: "
-                ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
-            )
-        if preset is not None:
-            producer = _with_preset(preset, producer)
+        _require_bootstrap_servers(producer)
+        if given.get("preset") is not None:
+            producer = _with_preset(given["preset"], producer)
         for pkey, default in SINK_PRODUCER_DEFAULTS.items():
             producer.setdefault(pkey, default)
-        if guarantee == EXACTLY_ONCE:
+        if given.get("delivery_guarantee", AT_LEAST_ONCE) == EXACTLY_ONCE:
             _force_exactly_once_settings(producer)
         else:
-            for name, given in (
-                ("transactionalIdPrefix", prefix),
-                ("intentStore", store),
-                ("intentTopic", intent_topic),
-                ("idempotencyKey", idempotency_key),
-            ):
-                if given is not None:
-                    raise SinkOptionError(
-                        f"option '{name}' is only used with deliveryGuarantee=exactly-once; set "
-                        ".option('deliveryGuarantee', 'exactly-once') or remove it"
-                    )
-        if metrics_job is not None and push_gateway is None:
-            raise SinkOptionError(
-                "option 'metricsJob' names the Pushgateway job of option 'metricsPushGateway', "
-                "which is not set; set .option('metricsPushGateway', 'http://host:9091') or "
-                "remove 'metricsJob'"
-            )
-        if intent_topic is not None and store == INTENT_STORE_CHECKPOINT:
-            raise SinkOptionError(
-                "option 'intentTopic' names the topic of intentStore=kafka, but intentStore is "
-                "'checkpoint'; remove one of them"
-            )
+            _refuse_exactly_once_options(given)
+        _refuse_metrics_job_without_gateway(given)
+        _refuse_intent_topic_with_checkpoint_store(given)
+        fields = {row.attr: given.get(row.attr, row.default) for row in SINK_OPTIONS if row.attr}
         return cls(
-            topic=topic,
-            preset=preset,
             producer_items=tuple(sorted(producer.items())),
-            commit_log=commit_log,
-            commit_log_disabled=disabled,
-            checkpoint_location=checkpoint,
-            query_name=query_name,
-            producer_idle_timeout_ms=idle_timeout_ms,
-            preflight_timeout_ms=preflight_timeout_ms,
-            delivery_guarantee=guarantee,
-            transactional_id_prefix=prefix,
-            intent_store=store or INTENT_STORE_KAFKA,
-            intent_topic=intent_topic or DEFAULT_INTENT_TOPIC,
-            idempotency_key=idempotency_key,
-            log_level=log_level,
-            metrics_push_gateway=push_gateway,
-            metrics_job=metrics_job or DEFAULT_JOB,
+            # commitLog's row parses none/false/off/disabled to None.
+            commit_log_disabled="commit_log" in given and given["commit_log"] is None,
+            **fields,
         )
 
     def with_producer_setting(self, key: str, value: str) -> SinkOptions:
@@ -434,7 +293,7 @@ class SinkOptions:
             local = as_local_path(self.checkpoint_location)
             if local is not None:
                 return os.path.join(local, COMMIT_LOG_DIRNAME)
-            if _scheme(self.checkpoint_location) in STORE_SCHEMES:
+            if scheme(self.checkpoint_location) in STORE_SCHEMES:
                 return join(self.checkpoint_location, COMMIT_LOG_DIRNAME)
         return None
 
@@ -451,11 +310,11 @@ class SinkOptions:
         location = self.commit_dir(streaming=streaming)
         if location is None:
             if streaming and not self.commit_log_disabled and self.checkpoint_location:
-                scheme = _scheme(self.checkpoint_location)
+                location_scheme = scheme(self.checkpoint_location)
                 if as_local_path(self.checkpoint_location) is None:
                     self._warn_no_default_log(
-                        f"the scheme {shown_value(scheme)} is not one the commit log can be "
-                        "written to"
+                        f"the scheme {shown_value(location_scheme)} is not one the commit log "
+                        "can be written to"
                     )
             return None
         if streaming and location in _PROBED:
@@ -466,7 +325,7 @@ class SinkOptions:
             if self.commit_log is not None:
                 raise SinkOptionError(
                     f"option 'commitLog' names a location this driver cannot write to: "
-                    f"{_location(location)} ({exc}). Fix: give a local directory or "
+                    f"{shown_location(location)} ({exc}). Fix: give a local directory or "
                     "another store, or 'none' to write no commit files."
                 ) from None
             self._warn_no_default_log(str(exc))
@@ -478,7 +337,7 @@ class SinkOptions:
         return location
 
     def _warn_no_default_log(self, why: str) -> None:
-        checkpoint = _location(self.checkpoint_location or "")
+        checkpoint = shown_location(self.checkpoint_location or "")
         warn_once(
             f"no-commit-log:{checkpoint}",
             f"pykafka: no commit files will be written for checkpoint {checkpoint}: {why}. "
@@ -496,7 +355,7 @@ class SinkOptions:
             reason = "it exists and is not a directory"
         else:
             reason = exc.strerror or type(exc).__name__
-        shown = _location(location)
+        shown = shown_location(location)
         if local is not None:
             where, place = "a directory", "a writable local directory"
         else:
@@ -548,64 +407,6 @@ def _capped(text: str | None) -> str:
     return "None" if text is None else shown_value(text)
 
 
-def _location(location: str) -> str:
-    """A location as a message shows it: no password, and capped (paths can be any length)."""
-    shown = display_location(location)
-    if len(shown) <= _SHOWN_LOCATION_CHARS:
-        return shown
-    return f"{shown[:_SHOWN_LOCATION_CHARS]}…({len(shown)} characters)"
-
-
-def _scheme(location: str) -> str:
-    return urlparse(location).scheme.lower()
-
-
-def _whole_number(value: str, lo: int, hi: int) -> int | None:
-    """``value`` as the sink's integer options take it, or None when it is not one.
-
-    Java's ``Long.parseLong`` of the trimmed text, narrowed: an optional sign and ASCII digits
-    (no ``_``, no other script's digits), within ``[lo, hi]`` (at most Java's ``long``).
-    """
-    text = value.strip(_JAVA_TRIM)
-    if _SINK_INTEGER.fullmatch(text) is None:
-        return None
-    if len(text.lstrip("+-").lstrip("0")) > _LONG_DIGITS:
-        return None
-    number = int(text)
-    return number if lo <= number <= hi else None
-
-
-def _idle_timeout_ms(value: str) -> int:
-    number = _whole_number(value, -1, _MAX_LONG)
-    if number is None:
-        raise SinkOptionError(
-            f"option 'producerIdleTimeoutMs' must be a whole number of milliseconds: how long a "
-            f"worker keeps a producer no task uses (default {DEFAULT_IDLE_TIMEOUT_MS}), 0 to close "
-            f"it when its task ends, or -1 to keep it until the worker exits; got "
-            f"{shown_value(value)}"
-        )
-    return number
-
-
-def _preflight_timeout_ms(value: str) -> int:
-    number = _whole_number(value, 1, _MAX_INT)
-    if number is None:
-        raise SinkOptionError(
-            "option 'preflightTimeoutMs' must be a whole number of milliseconds from 1 to "
-            f"{_MAX_INT}: how long the driver's checks of the cluster (brokers reachable, topic "
-            f"present, ACLs) may take before any task runs (default "
-            f"{DEFAULT_PREFLIGHT_TIMEOUT_MS}); got {shown_value(value)}"
-        )
-    return number
-
-
-def _preset(value: str) -> str:
-    try:
-        return preset_named(value, origin="option 'preset'").name
-    except ConfigError as exc:
-        raise SinkOptionError(str(exc)) from None
-
-
 def _with_preset(preset: str, producer: Mapping[str, str]) -> dict[str, str]:
     """The producer options with the preset's settings filled in, its limits checked."""
     try:
@@ -613,60 +414,6 @@ def _with_preset(preset: str, producer: Mapping[str, str]) -> dict[str, str]:
     except ConfigError as exc:
         raise SinkOptionError(f"{exc}") from None
     return {key: str(value) for key, value in applied.items()}
-
-
-def _delivery_guarantee(value: str) -> str:
-    text = value.strip().lower()
-    if text not in DELIVERY_GUARANTEES:
-        raise SinkOptionError(
-            f"option 'deliveryGuarantee' must be one of {', '.join(DELIVERY_GUARANTEES)} "
-            f"(case-insensitive); got {shown_value(value)}"
-        )
-    return text
-
-
-def _transactional_id_prefix(value: str) -> str:
-    text = value.strip()
-    if _PREFIX_RE.fullmatch(text) is None:
-        raise SinkOptionError(
-            "option 'transactionalIdPrefix' must be 1 to 200 characters among letters, digits, "
-            "'.', '_' and '-' (the sink appends '-<partition>-<slot>' to it); got "
-            f"{shown_value(value)}"
-        )
-    return text
-
-
-def _intent_store(value: str) -> str:
-    text = value.strip().lower()
-    if text not in INTENT_STORES:
-        raise SinkOptionError(
-            f"option 'intentStore' must be one of {', '.join(INTENT_STORES)} (case-insensitive): "
-            "'kafka' keeps exactly-once commit intents in a compacted topic of the cluster "
-            "(survives the loss of the driver host), 'checkpoint' in files under a local "
-            f"checkpointLocation; got {shown_value(value)}"
-        )
-    return text
-
-
-def _intent_topic(value: str) -> str:
-    text = value.strip()
-    if _TOPIC_RE.fullmatch(text) is None or text in (".", ".."):
-        raise SinkOptionError(
-            "option 'intentTopic' must be a Kafka topic name (1 to 249 letters, digits, '.', '_' "
-            f"and '-'); got {shown_value(value)}"
-        )
-    return text
-
-
-def _idempotency_key(value: str) -> str:
-    text = value.strip()
-    if _IDEMPOTENCY_KEY_RE.fullmatch(text) is None:
-        raise SinkOptionError(
-            "option 'idempotencyKey' must be 1 to 200 printable characters naming the job's "
-            "data (the same key on every re-run of the same job, e.g. the orchestrator's run "
-            f"date); got {shown_value(value, 40)}"
-        )
-    return text
 
 
 def _force_exactly_once_settings(producer: dict[str, str]) -> None:
@@ -689,54 +436,6 @@ def _force_exactly_once_settings(producer: dict[str, str]) -> None:
     producer["enable.idempotence"] = "true"
 
 
-def _checked_location(option: str, location: str) -> str:
-    """``location`` if it can be a path or URI at all: bounded, and a URI that parses."""
-    if len(location) > _MAX_LOCATION_CHARS:
-        raise SinkOptionError(
-            f"option '{option}' is {len(location)} characters long; a location has at most "
-            f"{_MAX_LOCATION_CHARS} (Linux's PATH_MAX). Fix: give a shorter path or URI"
-        )
-    if "\x00" in location:
-        raise SinkOptionError(
-            f"option '{option}' holds a NUL character, which no path or URI may hold: "
-            f"{_location(location)}"
-        )
-    try:
-        urlparse(location)  # an unclosed bracketed host raises ValueError
-    except ValueError:
-        raise SinkOptionError(
-            f"option '{option}' is not a valid path or URI (an unclosed '[' host): "
-            f"{_location(location)}. Fix: "
-            "a local directory, or a URI such as s3a://bucket/dir or hdfs://namenode:8020/dir"
-        ) from None
-    return location
-
-
-def _commit_log_location(location: str) -> str:
-    local = as_local_path(location)
-    if local is not None:
-        return local
-    scheme = _scheme(location)
-    if scheme not in STORE_SCHEMES:
-        raise SinkOptionError(
-            f"option 'commitLog' has the scheme {shown_value(scheme)}, which the commit log "
-            "cannot be written to. Fix: a local directory (a path or a file: URI), or an "
-            "s3/s3a/s3n, gs/gcs, abfs/abfss/wasb/wasbs or hdfs URI, or 'none' to write no "
-            "commit files."
-        )
-    return location.rstrip("/")
-
-
-def _log_level(value: str) -> int:
-    level = parse_level(value)
-    if level is None:
-        raise SinkOptionError(
-            f"option 'logLevel' is {shown_value(value)}: give one of {LEVEL_NAMES} (any case), "
-            "e.g. .option('logLevel', 'WARN')"
-        )
-    return level
-
-
 def _producer_keys() -> frozenset[str]:
     from kafka_sink.producer.config import ProducerConfig
 
@@ -754,3 +453,54 @@ def _refuse_unknown_producer_keys(producer: Mapping[str, str]) -> None:
             )
         if pkey not in known:
             raise SinkOptionError(unknown_option_message(KAFKA_PREFIX + pkey, known))
+
+
+def _producer_key(key: str) -> str:
+    """The producer setting a ``kafka.`` option names, its prefix removed; refused ones raise."""
+    pkey = key[len(KAFKA_PREFIX) :]
+    if not pkey:
+        raise SinkOptionError(
+            "option 'kafka.' has no producer setting after the prefix. Fix: "
+            "name one, e.g. .option('kafka.linger.ms', '5'), or remove the option"
+        )
+    if pkey in _REFUSED_KAFKA_KEYS:
+        raise SinkOptionError(
+            f"option 'kafka.{pkey}' is not supported: {_REFUSED_KAFKA_KEYS[pkey]}"
+        )
+    return pkey
+
+
+def _require_bootstrap_servers(producer: Mapping[str, str]) -> None:
+    if "bootstrap.servers" not in producer or not producer["bootstrap.servers"].strip():
+        raise SinkOptionError(
+            "option 'kafka.bootstrap.servers' is required: "
+            ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')"
+        )
+
+
+def _refuse_exactly_once_options(given: Mapping[str, object]) -> None:
+    """An at-least-once write given an option of exactly-once's is refused (table order)."""
+    for row in SINK_OPTIONS:
+        exactly_once_only = row.applies in (Applies.EXACTLY_ONCE, Applies.EXACTLY_ONCE_BATCH)
+        if exactly_once_only and row.attr in given:
+            raise SinkOptionError(
+                f"option '{row.name}' is only used with deliveryGuarantee=exactly-once; set "
+                ".option('deliveryGuarantee', 'exactly-once') or remove it"
+            )
+
+
+def _refuse_metrics_job_without_gateway(given: Mapping[str, object]) -> None:
+    if "metrics_job" in given and "metrics_push_gateway" not in given:
+        raise SinkOptionError(
+            "option 'metricsJob' names the Pushgateway job of option 'metricsPushGateway', "
+            "which is not set; set .option('metricsPushGateway', 'http://host:9091') or "
+            "remove 'metricsJob'"
+        )
+
+
+def _refuse_intent_topic_with_checkpoint_store(given: Mapping[str, object]) -> None:
+    if "intent_topic" in given and given.get("intent_store") == INTENT_STORE_CHECKPOINT:
+        raise SinkOptionError(
+            "option 'intentTopic' names the topic of intentStore=kafka, but intentStore is "
+            "'checkpoint'; remove one of them"
+        )
