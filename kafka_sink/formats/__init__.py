@@ -8,6 +8,14 @@ producer's users get the same serializers.
 
 Modules and who uses them:
 
+- ``format``: ``Format``, what one format is (its ``valueFormat`` name, the registry's schema
+  type, its parse / derive / bind functions, and its columnar encoder and serializer named as
+  ``Lazy`` ``"module:attribute"`` references, imported only when built).
+- ``avro_format``, ``protobuf_format``, ``json_format``: each format's ``Format`` (driver side:
+  they import their ``*_schema`` module and nothing heavier).
+- ``catalog``: ``FORMATS``, the formats the sink knows, one line each; the options, the plan and
+  the batch encoder look a format up here by name. A new format is a module giving its
+  ``Format`` and one line in ``FORMATS``.
 - ``sql_types``: Spark types as plain data, from Spark's JSON or from Arrow.
 - ``nesting``: the bounds on how deep a type or schema nests (64 levels; 512 JSON levels for a
   schema document), checked before any walk recurses.
@@ -52,7 +60,8 @@ Modules and who uses them:
   giving the picklable ``FormatPlan`` (schema JSON and id per serialized column; with
   ``topics``, per listed topic).
 - ``batch_encoder`` (executor): ``BatchEncoder``, a task's Arrow batches with their planned
-  columns encoded (Avro or JSON) and framed, each topic's rows with its subject's id.
+  columns encoded (by their format's columnar encoder) and framed, each topic's rows with its
+  subject's id.
 
 The flow in the sink: the driver derives or parses the schema, binds it to the column's Spark
 type (refusing a mismatch before any task runs), registers it and ships the schema JSON and its
@@ -62,7 +71,8 @@ JSON has the same pieces (``derive_json_schema`` / ``parse_json_schema``, ``bind
 ``JsonColumnEncoder``; the schema's ``title`` is the record name of the ``record`` strategies);
 and so has Protobuf (``derive_protobuf_schema`` / ``parse_protobuf_schema``, ``bind_protobuf``,
 ``ProtobufColumnEncoder``, framed with the message-index list ``[0]``). The data source accepts
-all three.
+every format of ``catalog.FORMATS``, which the options, the plan and the batch encoder follow
+through each format's ``Format``.
 
 Invariants: registry calls are made by the driver only, before any task runs (the encoders
 take the id as an input); a null row is never encoded (it stays a

@@ -3,10 +3,10 @@
 Role: the executor half of :mod:`kafka_sink.formats.plan`. A task builds one
 :class:`BatchEncoder` from the write's :class:`~kafka_sink.formats.plan.FormatPlan` and
 hands it every Arrow batch before the batch is split by topic: the ``value`` (and ``key``)
-column is replaced by its payloads, a whole column at a time (``AvroColumnEncoder`` for
-``avro``, ``ProtobufColumnEncoder`` for ``protobuf``, ``JsonColumnEncoder`` for
-``jsonschema``), framed in Confluent's wire format (with Protobuf's message-index list) when the
-plan has a schema id. Everything after it (columns, the producer's ``send_columns``) sees binary
+column is replaced by its payloads, a whole column at a time (the column encoder its format's
+:class:`~kafka_sink.formats.format.Format` names: ``AvroColumnEncoder`` for ``avro``, and so
+on), framed in Confluent's wire format (with the format's message-index list, Protobuf's) when
+the plan has a schema id. Everything after it (columns, the producer's ``send_columns``) sees binary
 columns, as for a write without a format.
 
 With a ``topics`` option the column's plan has one format per listed topic. The rows are
@@ -29,37 +29,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_sink.formats.avro_columnar import AvroColumnEncoder
-from kafka_sink.formats.avro_schema import AvroSchema
+from kafka_sink.formats import catalog
 from kafka_sink.formats.base import ColumnEncoder
-from kafka_sink.formats.json_columnar import JsonColumnEncoder
 from kafka_sink.formats.plan import ColumnFormat, FormatPlan
-from kafka_sink.formats.protobuf_columnar import ProtobufColumnEncoder
-from kafka_sink.formats.protobuf_schema import ProtoSchema
 from kafka_sink.formats.wire_format import frame_column
 from kafka_sink.sink_errors import SinkDataError
 
 __all__ = ["BatchEncoder"]
 
 
-def _payload_encoder(column: ColumnFormat) -> ColumnEncoder[Any, Any]:
-    if isinstance(column.schema, AvroSchema):
-        return AvroColumnEncoder(column.schema, column.side)
-    if isinstance(column.schema, ProtoSchema):
-        return ProtobufColumnEncoder(column.schema, column.side)
-    return JsonColumnEncoder(column.schema, column.side)
-
-
 class _Framed:
     """One schema and id: a column's payloads, framed when there is an id."""
 
     def __init__(self, column: ColumnFormat) -> None:
+        described = catalog.get(column.format)
         self.schema_id = column.schema_id
-        self._payloads = _payload_encoder(column)
-        # Protobuf's frame names the message within its schema; the other formats' do not.
-        self._indexes = (
-            column.schema.message_indexes if isinstance(column.schema, ProtoSchema) else None
+        self._payloads: ColumnEncoder[Any, Any] = described.new_column_encoder(
+            column.schema, column.side
         )
+        # Protobuf's frame names the message within its schema; the other formats' do not.
+        self._indexes = described.message_indexes(column.schema)
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> pa.Array:
         payloads = self._payloads.encode(array)

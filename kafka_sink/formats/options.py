@@ -7,16 +7,17 @@ Role: parse, on the driver, the options that say how the sink serializes the ``v
 
 Keys (Spark lower-cases them; names as documented in README.md and docs/formats.md):
 
-- ``valueFormat`` / ``keyFormat``: ``avro``, ``protobuf`` or ``jsonschema``; unset, the column
-  is written as bytes (a string or binary column, as Spark's Kafka sink does).
+- ``valueFormat`` / ``keyFormat``: a format of ``catalog.FORMATS`` (``avro``, ``protobuf``,
+  ``jsonschema``); unset, the column is written as bytes (a string or binary column, as Spark's
+  Kafka sink does).
 - ``value.schema`` / ``key.schema``: an explicit schema (Avro JSON, ``.proto`` text, or a JSON
   Schema); unset, the schema is derived from the column's Spark type (Avro as Spark's
   ``to_avro`` derives it, Protobuf as ``protobuf_schema`` and JSON Schema as ``json_schema``
   document).
 - ``recordName`` / ``recordNamespace``: the derived top-level record's name and namespace
   (Spark's ``to_avro`` options; defaults ``topLevelRecord`` and none); a derived JSON Schema's
-  ``title`` is ``recordName`` (JSON Schema has no namespace: ``recordNamespace`` with no Avro
-  or Protobuf column is refused).
+  ``title`` is ``recordName`` (JSON Schema has no namespace: ``recordNamespace`` with no
+  column of a format that takes one, Avro or Protobuf, is refused).
 - ``topics``: with a ``topic`` column, the comma-separated topics the column may hold, so that
   the driver resolves one subject per topic before any task runs (``plan.py``).
 - ``value.subject.name.strategy`` / ``key.subject.name.strategy``: ``topic`` (default),
@@ -25,8 +26,9 @@ Keys (Spark lower-cases them; names as documented in README.md and docs/formats.
   ``use.latest.version`` (default false): write with the subject's latest registered schema.
 - ``schema.registry.*``: the registry connection (``registry.py``'s
   :class:`SchemaRegistryConfig`); without ``schema.registry.url`` Avro is written as plain Avro
-  binary, with no wire-format header; ``protobuf`` and ``jsonschema`` are then refused unless
-  ``<side>.schema`` is given (then plain Protobuf or JSON payloads).
+  binary, with no wire-format header; ``protobuf`` and ``jsonschema`` (the formats whose
+  ``Format.plain_needs_schema`` is set) are then refused unless ``<side>.schema`` is given
+  (then plain Protobuf or JSON payloads).
 
 Invariants: every key here is applied or refused with a
 :class:`~kafka_sink.sink_errors.SinkOptionError` naming it and the fix: a side's options
@@ -42,6 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kafka_sink.errors import ConfigError
+from kafka_sink.formats import catalog
 from kafka_sink.formats.avro_schema import DEFAULT_RECORD_NAME
 from kafka_sink.formats.registry import PREFIX as REGISTRY_PREFIX
 from kafka_sink.formats.registry import SchemaRegistryConfig
@@ -54,7 +57,6 @@ from kafka_sink.formats.subjects import (
 from kafka_sink.sink_errors import SinkOptionError
 
 __all__ = [
-    "FORMATS",
     "FORMAT_OPTION_NAMES",
     "REGISTRY_PREFIX",
     "FormatOptions",
@@ -62,8 +64,6 @@ __all__ = [
     "is_format_key",
 ]
 
-#: The formats ``valueFormat`` / ``keyFormat`` take today.
-FORMATS = ("avro", "protobuf", "jsonschema")
 SIDES: tuple[Side, ...] = ("value", "key")
 
 #: This module's options, spelled as documented (``schema.registry.*`` aside).
@@ -132,8 +132,8 @@ class FormatOptions:
                 raise SinkOptionError(
                     f"option(s) {', '.join(sorted(given))} set but neither 'valueFormat' nor "
                     "'keyFormat' is: without a format the columns are written as bytes. Fix: "
-                    f".option('valueFormat', 'avro') (formats: {', '.join(FORMATS)}), or remove "
-                    "them"
+                    f".option('valueFormat', 'avro') (formats: {', '.join(catalog.names())}), "
+                    "or remove them"
                 )
             return cls()
         auto_register = _flag(given, "auto.register.schemas", default=True)
@@ -163,10 +163,13 @@ class FormatOptions:
             )
         _refuse_plain_derived(sides.values(), registry)
         namespace = given.get("recordnamespace", "").strip()
-        if namespace and not any(s and s.format in ("avro", "protobuf") for s in sides.values()):
+        if namespace and not any(
+            s and catalog.get(s.format).takes_namespace for s in sides.values()
+        ):
+            takers = " or ".join(f.name for f in catalog.FORMATS if f.takes_namespace)
             raise SinkOptionError(
                 "option 'recordNamespace' names an Avro record's namespace (a Protobuf "
-                "message's package), but no column is written as avro or protobuf (a JSON "
+                f"message's package), but no column is written as {takers} (a JSON "
                 "Schema's title is 'recordName' alone). Fix: remove it, or put the namespace "
                 "into recordName"
             )
@@ -196,14 +199,16 @@ def _side(given: Mapping[str, str], side: Side) -> SideFormat | None:
             )
         return None
     name = raw.strip().lower()
-    if name not in FORMATS:
+    described = catalog.named(name)
+    if described is None:
         raise SinkOptionError(
-            f"option '{option}': {raw.strip()!r} is not a format; supported: {', '.join(FORMATS)} "
-            f"(or leave '{option}' unset to write a string or binary column as bytes)"
+            f"option '{option}': {raw.strip()!r} is not a format; supported: "
+            f"{', '.join(catalog.names())} (or leave '{option}' unset to write a string or "
+            "binary column as bytes)"
         )
     if schema is not None and not schema.strip():
         raise SinkOptionError(
-            f"option '{side}.schema' is empty: give a schema ({_SCHEMA_KINDS[name]}), or "
+            f"option '{side}.schema' is empty: give a schema ({described.schema_kind}), or "
             "remove it to derive the schema from the column's Spark type"
         )
     with _as_option_error():
@@ -211,22 +216,21 @@ def _side(given: Mapping[str, str], side: Side) -> SideFormat | None:
     return SideFormat(side, name, schema, strategy)
 
 
-_SCHEMA_KINDS = {"avro": "Avro JSON", "protobuf": ".proto text", "jsonschema": "a JSON Schema"}
-# Formats whose payloads are unreadable without their schema at hand (unlike Avro, which
-# Spark's to_avro writes plain): with no registry to hold it, the schema must be given.
-_PLAIN = {"protobuf": "plain Protobuf", "jsonschema": "plain JSON"}
-
-
 def _refuse_plain_derived(
     sides: Iterable[SideFormat | None], registry: SchemaRegistryConfig | None
 ) -> None:
-    """A derived Protobuf or JSON schema written with no registry leaves readers with none."""
+    """A derived schema written with no registry leaves readers with none, for the formats
+    whose payloads are unreadable without their schema (``Format.plain_needs_schema``: Protobuf,
+    JSON; unlike Avro, which Spark's ``to_avro`` writes plain)."""
     for side in sides:
-        if side and side.format in _PLAIN and registry is None and side.schema is None:
+        if not side or registry is not None or side.schema is not None:
+            continue
+        described = catalog.get(side.format)
+        if described.plain_needs_schema is not None:
             raise SinkOptionError(
                 f"option '{side.side}Format={side.format}' needs '{REGISTRY_PREFIX}url' (the "
                 f"payloads are framed with the registered schema's id) or '{side.side}.schema' "
-                f"({_SCHEMA_KINDS[side.format]}; then {_PLAIN[side.format]} is written, as "
+                f"({described.schema_kind}; then {described.plain_needs_schema} is written, as "
                 "the schema given). Fix: set one of them"
             )
 

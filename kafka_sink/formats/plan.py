@@ -4,14 +4,14 @@ Role: from the parsed :class:`~kafka_sink.formats.options.FormatOptions` and the
 types of the ``value`` / ``key`` columns (their ``jsonValue()`` form), build the picklable
 :class:`FormatPlan` the tasks follow. Per column:
 
-1. the schema of the column's format (Avro, Protobuf or JSON Schema: ``_KINDS``; registered as
-   schemaType ``AVRO``, ``PROTOBUF``, ``JSON``): ``<side>.schema`` parsed, or derived from the
-   Spark type (Avro as ``to_avro`` derives it, with ``recordName`` / ``recordNamespace``;
-   Protobuf's message named likewise; JSON Schema titled ``recordName``), or, with
-   ``use.latest.version``, the subject's latest registered schema (of the same type);
-2. ``bind`` / ``bind_protobuf`` / ``bind_json``: the Spark type must be writable with it; a
-   mismatch names the
-   field path;
+1. the schema of the column's format (its :class:`~kafka_sink.formats.format.Format` in
+   ``catalog.FORMATS``: Avro, Protobuf or JSON Schema, registered as schemaType ``AVRO``,
+   ``PROTOBUF``, ``JSON``): ``<side>.schema`` parsed, or derived from the Spark type (Avro as
+   ``to_avro`` derives it, with ``recordName`` / ``recordNamespace``; Protobuf's message named
+   likewise; JSON Schema titled ``recordName``), or, with ``use.latest.version``, the
+   subject's latest registered schema (of the same type);
+2. the format's ``bind``: the Spark type must be writable with it; a mismatch names the field
+   path;
 3. with a registry: the subject under the column's strategy, then the id: the latest version's,
    or the schema checked against the subject's compatibility level and registered
    (``auto.register.schemas``), or looked up (and refused, naming the subject, when it is not
@@ -45,33 +45,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_sink.formats.avro_schema import (
-    AvroRecord,
-    AvroSchema,
-    bind,
-    derive_avro_schema,
-    parse_avro_schema,
-)
-from kafka_sink.formats.json_schema import (
-    JsonSchema,
-    bind_json,
-    derive_json_schema,
-    parse_json_schema,
-)
+from kafka_sink.formats import catalog
+from kafka_sink.formats.format import FormatSchema
 from kafka_sink.formats.options import FormatOptions, SideFormat
-from kafka_sink.formats.protobuf_schema import (
-    ProtoSchema,
-    bind_protobuf,
-    derive_protobuf_schema,
-)
 from kafka_sink.formats.registry import (
     Schema,
     SchemaNotFoundError,
     SchemaRegistryClient,
     SchemaRegistryConfig,
-    SchemaType,
 )
-from kafka_sink.formats.sql_types import SqlType, sql_type_from_json
+from kafka_sink.formats.sql_types import sql_type_from_json
 from kafka_sink.formats.subjects import Side, strategy_option, subject_name
 from kafka_sink.sink_errors import SinkOptionError, SinkSchemaError
 
@@ -82,55 +65,6 @@ ClientFactory = Callable[[SchemaRegistryConfig], SchemaRegistryClient]
 # (registry URLs, subject, schema text) -> schema id, for this driver process.
 _REGISTERED: dict[tuple[tuple[str, ...], str, str], int] = {}
 
-FormatSchema = AvroSchema | ProtoSchema | JsonSchema
-
-
-@dataclass(frozen=True)
-class _Kind:
-    """What differs between formats in the resolution: schema parsing, deriving, binding."""
-
-    schema_type: SchemaType
-    parse: Callable[[str, str], FormatSchema]
-    derive: Callable[[SqlType, FormatOptions, str], FormatSchema]
-    bind: Callable[[SqlType, Any, str], object]
-    record_name: Callable[[Any], str | None]
-
-
-def _avro_record_name(schema: AvroSchema) -> str | None:
-    return schema.root.name if isinstance(schema.root, AvroRecord) else None
-
-
-def _parse_proto(text: str, path: str) -> ProtoSchema:
-    # Imported here: protoc (grpcio-tools) is needed only to read a .proto text.
-    from kafka_sink.formats.protobuf_descriptor import parse_protobuf_schema
-
-    return parse_protobuf_schema(text, path)
-
-
-_KINDS: dict[str, _Kind] = {
-    "avro": _Kind(
-        "AVRO",
-        parse_avro_schema,
-        lambda t, f, path: derive_avro_schema(t, f.record_name, f.record_namespace, path=path),
-        bind,
-        _avro_record_name,
-    ),
-    "protobuf": _Kind(
-        "PROTOBUF",
-        _parse_proto,
-        lambda t, f, path: derive_protobuf_schema(t, f.record_name, f.record_namespace, path=path),
-        bind_protobuf,
-        lambda schema: schema.full_name,
-    ),
-    "jsonschema": _Kind(
-        "JSON",
-        parse_json_schema,
-        lambda t, f, path: derive_json_schema(t, f.record_name, path=path),
-        bind_json,
-        lambda schema: schema.title,
-    ),
-}
-
 
 @dataclass(frozen=True)
 class ColumnFormat:
@@ -140,7 +74,7 @@ class ColumnFormat:
     schema: FormatSchema
     schema_id: int | None = None
     subject: str | None = None
-    #: ``avro``, ``protobuf`` or ``jsonschema`` (``valueFormat`` / ``keyFormat``).
+    #: The format's name in ``catalog.FORMATS`` (``valueFormat`` / ``keyFormat``).
     format: str = "avro"
     #: With the ``topics`` option: (topic, that topic's format) per listed topic, in order.
     by_topic: tuple[tuple[str, ColumnFormat], ...] = ()
@@ -215,23 +149,23 @@ def _resolve(
 ) -> ColumnFormat:
     sql_type = sql_type_from_json(spark_type, side.side)
     path = side.side
-    kind = _KINDS[side.format]
+    described = catalog.get(side.format)
     schema: FormatSchema
     if formats.use_latest_version:
         assert client is not None  # FormatOptions refuses use.latest.version without a URL
         subject = _subject(side, topic, record_name=None)
         schema, schema_id = _latest(client, subject, side.format, path)
-        kind.bind(sql_type, schema, path)
+        described.bind(sql_type, schema, path)
         return ColumnFormat(side.side, schema, schema_id, subject, side.format)
     if side.schema is not None:
-        schema = kind.parse(side.schema, path)
+        schema = described.parse(side.schema, path)
     else:
-        schema = kind.derive(sql_type, formats, path)
-    kind.bind(sql_type, schema, path)
+        schema = described.derive(sql_type, formats.record_name, formats.record_namespace, path)
+    described.bind(sql_type, schema, path)
     if client is None:
         return ColumnFormat(side.side, schema, format=side.format)
-    subject = _subject(side, topic, kind.record_name(schema))
-    wanted = Schema(schema.text, kind.schema_type)
+    subject = _subject(side, topic, described.record_name(schema))
+    wanted = Schema(schema.text, described.schema_type)
     schema_id = _schema_id(formats, client, subject, wanted)
     return ColumnFormat(side.side, schema, schema_id, subject, side.format)
 
@@ -267,14 +201,14 @@ def _latest(
             f"Registry {', '.join(client.config.urls)}. Fix: register a schema under it, or "
             "remove use.latest.version (the schema is then derived and registered)"
         ) from None
-    kind = _KINDS[fmt]
-    if latest.schema.schema_type != kind.schema_type:
+    described = catalog.get(fmt)
+    if latest.schema.schema_type != described.schema_type:
         raise SinkSchemaError(
             f"the latest version of subject {subject!r} is a {latest.schema.schema_type} "
-            f"schema, not {kind.schema_type}. Fix: use the format of the subject, or another "
+            f"schema, not {described.schema_type}. Fix: use the format of the subject, or another "
             "subject"
         )
-    return kind.parse(latest.schema.schema_str, path), latest.schema_id
+    return described.parse(latest.schema.schema_str, path), latest.schema_id
 
 
 def _schema_id(
