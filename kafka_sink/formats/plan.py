@@ -66,14 +66,13 @@ from kafka_sink.formats.protobuf_schema import (
 )
 from kafka_sink.formats.registry import (
     Schema,
-    SchemaNotFoundError,
     SchemaRegistryClient,
     SchemaRegistryConfig,
     SchemaType,
 )
 from kafka_sink.formats.sql_types import SqlType, sql_type_from_json
 from kafka_sink.formats.subjects import Side, strategy_option, subject_name
-from kafka_sink.sink_errors import SinkOptionError, SinkSchemaError
+from kafka_sink.sink_errors import SchemaNotFoundError, SinkOptionError, SinkSchemaError
 
 __all__ = ["ColumnFormat", "FormatPlan", "resolve_formats"]
 

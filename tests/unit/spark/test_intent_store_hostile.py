@@ -26,9 +26,10 @@ from kafka_sink.errors import CorruptRecordError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.records.batch import SealedBatch, decode_batch
 from kafka_sink.records.compression import CompressionType
+from kafka_sink.sink_errors import IntentStoreError
 from kafka_sink.spark.driver.eos import kafka_intents
 from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord, record_to_json
-from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore, claim_key
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore, claim_key
 from tests.fakes.hostile import poisoned, zstd_bomb
 from tests.unit.admin.test_topic_log import TOPIC, ClusterMetadata, LeaderChangeCluster, Replica
 
