@@ -43,8 +43,8 @@ Invariants:
   its idle time (``producerIdleTimeoutMs``) runs.
 - A producer involved in a delivery failure is evicted from the cache and closed (which delivers
   or fails what it still holds, including rows a failed ``send_columns`` call had queued); a
-  data error (a :class:`SinkError` other than a delivery timeout, a registry's or a store's)
-  keeps an at-least-once producer, whose records stay in flight.
+  data error (a :class:`SinkError` other than :class:`SinkDeliveryTimeoutError`) keeps an
+  at-least-once producer, whose records stay in flight.
   A transactional producer is never reused after any failure.
 - A task of a batch job whose ``idempotencyKey`` an earlier run completed returns at once: no
   producer, no transaction, its input not read.
@@ -80,13 +80,7 @@ from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.sink_errors import (
-    CommitStoreError,
-    SchemaRegistryError,
-    SinkDataError,
-    SinkDeliveryTimeoutError,
-    SinkError,
-)
+from kafka_sink.sink_errors import SinkDataError, SinkDeliveryTimeoutError, SinkError
 from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
@@ -124,9 +118,6 @@ _ABORT_TIMEOUT_S = 10.0
 _STALL_SLACK_MS = 30_000
 # Partitions named in a timeout message; the count of the others is given.
 _MESSAGE_PARTITIONS = 12
-# Sink errors that say nothing against the rows (Kafka, a registry or a store failed): an
-# at-least-once task evicts its producer on these as on any other failure.
-_NOT_THE_ROWS = (SinkDeliveryTimeoutError, SchemaRegistryError, CommitStoreError)
 
 P = TypeVar("P", bound=BulkProducer)
 
@@ -285,9 +276,10 @@ class _AtLeastOnce:
         return None
 
     def fail(self, producer: BulkProducer, write: _TaskWrite, exc: BaseException) -> None:
-        if isinstance(exc, SinkError) and not isinstance(exc, _NOT_THE_ROWS):
+        if isinstance(exc, SinkError) and not isinstance(exc, SinkDeliveryTimeoutError):
             # Bad data, not a bad producer: what was already sent stays in flight and is
-            # delivered by the cached producer; the task fails with the data error.
+            # delivered by the cached producer; the task fails with the data error. (A task
+            # meets no registry nor commit store: the driver alone calls them.)
             return
         # Closing delivers (or fails) what is still queued, including the rows a failed
         # send_columns call queued before it raised. After a delivery timeout the producer has
