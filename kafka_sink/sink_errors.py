@@ -6,8 +6,9 @@ Role: one hierarchy under :class:`SinkError`, itself a :class:`~kafka_sink.error
 so ``except SinkError`` catches whatever the sink refuses or fails with, and ``except
 KafkaError`` whatever the package raises on purpose. Option and schema errors are raised on the
 driver, in ``writer()`` / ``streamWriter()``, before any task runs; data errors are raised inside
-a task and fail it; a mode error by the driver's first commit of a streaming query; the
-exactly-once errors by the driver's planning, commit or abort.
+a task and fail it; a mode error when a continuous query asks for its writer; the exactly-once
+errors by the driver's planning, commit or abort; registry errors by the driver's registry
+calls; store errors by the commit log's store.
 
 Invariants:
 - Every class is defined here, whatever module raises it: the formats (a layer below the Spark
