@@ -50,13 +50,12 @@ from kafka_sink.formats.format import FormatSchema
 from kafka_sink.formats.options import FormatOptions, SideFormat
 from kafka_sink.formats.registry import (
     Schema,
-    SchemaNotFoundError,
     SchemaRegistryClient,
     SchemaRegistryConfig,
 )
 from kafka_sink.formats.sql_types import sql_type_from_json
 from kafka_sink.formats.subjects import Side, strategy_option, subject_name
-from kafka_sink.sink_errors import SinkOptionError, SinkSchemaError
+from kafka_sink.sink_errors import SchemaNotFoundError, SinkOptionError, SinkSchemaError
 
 __all__ = ["ColumnFormat", "FormatPlan", "resolve_formats"]
 

@@ -85,6 +85,14 @@ from kafka_sink.net.http import (
     exchange,
 )
 from kafka_sink.net.user_info import UserInfoError, mask_url, shown_value, split_user_info
+from kafka_sink.sink_errors import (
+    IncompatibleSchemaError,
+    SchemaNotFoundError,
+    SchemaRegistryAnswerError,
+    SchemaRegistryAuthError,
+    SchemaRegistryError,
+    SchemaRegistryUnavailableError,
+)
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -151,64 +159,6 @@ _KEYS = (
     "retries.wait.ms",
     "retries.max.wait.ms",
 )
-
-
-# -- errors -------------------------------------------------------------------------------------
-
-
-class SchemaRegistryError(RuntimeError):
-    """The registry answered with an error (``status``, the registry's ``error_code`` and
-    ``reason``: its own ``message``, kept whole for errors built on this one)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        url: str = "",
-        status: int = 0,
-        error_code: int = 0,
-        reason: str = "",
-    ):
-        super().__init__(message)
-        self.url = url
-        self.status = status
-        self.error_code = error_code
-        self.reason = reason
-
-
-class SchemaRegistryUnavailableError(SchemaRegistryError):
-    """No URL gave an answer within the bounded tries."""
-
-
-class SchemaRegistryAnswerError(SchemaRegistryError):
-    """The registry's answer is not one its REST API gives: too large, not JSON, or a field
-    missing, of the wrong type or out of range."""
-
-
-class SchemaRegistryAuthError(SchemaRegistryError):
-    """The registry refused the credentials (401) or the permission (403)."""
-
-
-class SchemaNotFoundError(SchemaRegistryError):
-    """The subject, version or schema id is not in the registry."""
-
-
-class IncompatibleSchemaError(SchemaRegistryError):
-    """The schema breaks the subject's compatibility level; ``reasons`` are the registry's."""
-
-    def __init__(self, subject: str, reasons: Sequence[str], *, url: str, level: str | None):
-        under = f" under {level} compatibility" if level else ""
-        said = "; ".join(reasons) if reasons else "no reason given"
-        super().__init__(
-            f"the schema is incompatible with the latest version of subject {subject!r}{under} "
-            f"(registry {url}: {said}). Fix: make the change compatible (for example give a new "
-            "field a default, keep required fields), or change the subject's compatibility level "
-            "in the registry, or write under a new subject",
-            url=url,
-            status=409,
-        )
-        self.subject = subject
-        self.reasons = tuple(reasons)
 
 
 # -- schemas ------------------------------------------------------------------------------------

@@ -52,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from kafka_sink.report.plot import PlotUnavailableError, plot_rows
-    from kafka_sink.spark.commit_log.store import CommitStoreError, display_location
+    from kafka_sink.sink_errors import CommitStoreError
+    from kafka_sink.spark.commit_log.store import display_location
 
     try:
         log = load_commits(args.location)

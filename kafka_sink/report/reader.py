@@ -28,7 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from kafka_sink.spark.commit_log.store import CommitStoreError, join, open_store
+from kafka_sink.sink_errors import CommitStoreError
+from kafka_sink.spark.commit_log.store import join, open_store
 from kafka_sink.spark.options import COMMIT_LOG_DIRNAME
 
 __all__ = ["MAX_COMMITTED_AT_MS", "READ_VERSIONS", "CommitLog", "Skipped", "load_commits"]

@@ -57,6 +57,7 @@ from pyspark.sql.datasource import (
 )
 
 from kafka_sink.formats.plan import FormatPlan
+from kafka_sink.sink_errors import CommitStoreUnavailableError
 from kafka_sink.spark.commit_log.document import (
     PyKafkaCommitMessage,
     UnfinishedWrites,
@@ -65,7 +66,6 @@ from kafka_sink.spark.commit_log.document import (
     offsets_line,
     write_document,
 )
-from kafka_sink.spark.commit_log.store import CommitStoreUnavailableError
 from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction
 from kafka_sink.spark.driver.eos.idempotency import record_completion
 from kafka_sink.spark.driver.eos.plan_store import forget_batch_job

@@ -18,10 +18,10 @@ from collections.abc import Callable
 import pytest
 
 from kafka_sink.admin.transactions import describe_transactions
+from kafka_sink.sink_errors import SinkTransactionLostError
 from kafka_sink.spark.driver.eos.committer import (
     COMMITTED,
     EosCommitter,
-    SinkTransactionLostError,
     TaskTransaction,
     listing_ops,
 )

@@ -20,12 +20,11 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kafka_sink import KafkaProducer
 from kafka_sink.admin.transactions import describe_transactions
-from kafka_sink.sink_errors import SinkError, SinkOptionError
+from kafka_sink.sink_errors import SinkError, SinkFencedError, SinkOptionError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
 from kafka_sink.spark.driver.eos import fence, kafka_intents
 from kafka_sink.spark.driver.eos.committer import COMMITTED, EosCommitter, TaskTransaction
-from kafka_sink.spark.driver.eos.fence import SinkFencedError
 from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord
 from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from kafka_sink.spark.eos_plan import EosPlan, transactional_id

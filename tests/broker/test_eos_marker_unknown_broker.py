@@ -30,12 +30,8 @@ import pytest
 from kafka_sink.admin.transactions import list_transactions
 from kafka_sink.errors import KafkaConnectionError, KafkaError
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.spark.driver.eos.committer import (
-    EosCommitter,
-    SinkCommitOutcomeUnknownError,
-    TaskTransaction,
-    listing_ops,
-)
+from kafka_sink.sink_errors import SinkCommitOutcomeUnknownError
+from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction, listing_ops
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, MemoryIntentStore
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
 from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.sink_errors import IntentStoreError
 from kafka_sink.spark.driver.eos import kafka_intents
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, BatchRecord
-from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import import_kafka_python, read_all, wait_for_leaders
 from tests.conftest import TopicFactory

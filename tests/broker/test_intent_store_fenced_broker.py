@@ -13,12 +13,12 @@ import pytest
 
 from kafka_sink.admin.transactions import TransactionAdmin
 from kafka_sink.errors import KafkaConnectionError
-from kafka_sink.sink_errors import SinkOptionError
+from kafka_sink.sink_errors import IntentStoreError, SinkFencedError, SinkOptionError
 from kafka_sink.spark.driver.eos import fence, kafka_intents
 from kafka_sink.spark.driver.eos.claims import refuse_foreign_claim, take_claim
-from kafka_sink.spark.driver.eos.fence import DriverFence, SinkFencedError, open_fence
+from kafka_sink.spark.driver.eos.fence import DriverFence, open_fence
 from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord
-from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from kafka_sink.testing.oracle import read_all
 
 

@@ -41,7 +41,8 @@ BOMB_RECORDS = 2048  # of 1 MiB each: 2 GiB decoded
 _READER = textwrap.dedent(
     """
     import json, resource, sys
-    from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+    from kafka_sink.sink_errors import IntentStoreError
+    from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 
     bootstrap, topic = sys.argv[1:3]
     store = KafkaIntentStore.open({"bootstrap.servers": bootstrap}, topic, timeout_s=60)

@@ -18,10 +18,11 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_sink.admin.transactions import TransactionAdmin
+from kafka_sink.sink_errors import IntentStoreError
 from kafka_sink.spark.driver.eos import fence, kafka_intents
 from kafka_sink.spark.driver.eos.fence import DriverFence, open_fence
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, BatchRecord
-from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 
 
 @pytest.fixture(autouse=True)

@@ -15,11 +15,10 @@ import pytest
 from confluent_kafka.schema_registry import Schema as ConfluentSchema
 from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentClient
 
-from kafka_sink.formats.registry import (
+from kafka_sink.formats.registry import Schema, SchemaRegistryClient
+from kafka_sink.sink_errors import (
     IncompatibleSchemaError,
-    Schema,
     SchemaNotFoundError,
-    SchemaRegistryClient,
     SchemaRegistryUnavailableError,
 )
 from kafka_sink.testing import LocalSchemaRegistry

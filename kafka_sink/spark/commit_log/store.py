@@ -47,6 +47,8 @@ from datetime import timedelta
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from kafka_sink.sink_errors import CommitStoreError, CommitStoreUnavailableError
+
 __all__ = [
     "LOCAL_SCHEMES",
     "STORE_SCHEMES",
@@ -85,14 +87,6 @@ _USERINFO_SECRET = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@]*):.*@", re.IGNORECAS
 _REQUEST_TIMEOUT_S = 30.0
 # GCS retries failed requests for up to 15 minutes by default; a commit should fail sooner.
 _GCS_RETRY_LIMIT = timedelta(seconds=60)
-
-
-class CommitStoreError(OSError):
-    """The location cannot be written: the message says why (credentials masked)."""
-
-
-class CommitStoreUnavailableError(CommitStoreError):
-    """No client for this location here: unsupported scheme, or its library is missing."""
 
 
 class CommitStore(Protocol):

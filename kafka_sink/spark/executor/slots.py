@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 
 from kafka_sink.admin.transactions import TransactionAdmin
 from kafka_sink.errors import UnsupportedVersionError
-from kafka_sink.sink_errors import SinkError
+from kafka_sink.sink_errors import SlotsBusyError
 from kafka_sink.spark.eos_plan import SLOTS_PER_PARTITION, transactional_id
 from kafka_sink.spark.fault_hooks import every_slot_free
 from kafka_sink.spark.logs import ensure_logging, logger
@@ -75,10 +75,6 @@ ENDING_RECHECK_MS = (10, 20, 50, 100, 200)
 _MAX_ADMINS = 4
 _sleep = time.sleep  # tests step a manual clock instead
 _ConfigKey = tuple[tuple[str, str], ...]
-
-
-class SlotsBusyError(SinkError):
-    """Every transactional id of a task's Spark partition is held open by another attempt."""
 
 
 def slot_order(attempt_number: int) -> list[int]:

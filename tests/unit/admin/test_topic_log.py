@@ -24,9 +24,10 @@ from kafka_sink.net.metadata import Cluster, Node, PartitionInfo
 from kafka_sink.net.network_client import ClientRequest, ClientResponse
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.records.batch import RecordBatchBuilder
+from kafka_sink.sink_errors import IntentStoreError
 from kafka_sink.spark.driver.eos import kafka_intents
 from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord, record_to_json
-from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from kafka_sink.wire.api import ApiKey
 from kafka_sink.wire.messages import (
     FetchRequest,

@@ -23,13 +23,15 @@ from kafka_sink.errors import ConfigError
 from kafka_sink.formats.registry import (
     MAX_ANSWER_BYTES,
     Schema,
-    SchemaRegistryAnswerError,
     SchemaRegistryClient,
     SchemaRegistryConfig,
+)
+from kafka_sink.net.http import HttpResponse
+from kafka_sink.sink_errors import (
+    SchemaRegistryAnswerError,
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
 )
-from kafka_sink.net.http import HttpResponse
 from tests.fakes.http_peer import ENDLESS_HEAD, response_head, serving
 
 URL = "http://registry.example:8081"

@@ -25,12 +25,14 @@ import pytest
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import ConfigError
 from kafka_sink.formats.registry import (
-    IncompatibleSchemaError,
     Schema,
     SchemaReference,
-    SchemaRegistryAuthError,
     SchemaRegistryClient,
     SchemaRegistryConfig,
+)
+from kafka_sink.sink_errors import (
+    IncompatibleSchemaError,
+    SchemaRegistryAuthError,
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
 )

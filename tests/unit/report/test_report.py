@@ -230,7 +230,8 @@ def test_a_report_over_good_and_bad_documents_prints_the_good_and_a_line_per_ski
 def test_a_file_the_store_cannot_read_is_skipped_with_the_stores_reason(
     tmp_path, capsys, monkeypatch
 ) -> None:
-    from kafka_sink.spark.commit_log.store import CommitStoreError, LocalCommitStore
+    from kafka_sink.sink_errors import CommitStoreError
+    from kafka_sink.spark.commit_log.store import LocalCommitStore
 
     _log(tmp_path, [_document(i, 10, at_ms=(i + 1) * 1_000) for i in range(2)])
     real = LocalCommitStore.read

@@ -12,12 +12,10 @@ import os
 import pytest
 from pyarrow import fs as pafs
 
-from kafka_sink.sink_errors import SinkOptionError
+from kafka_sink.sink_errors import CommitStoreError, CommitStoreUnavailableError, SinkOptionError
 from kafka_sink.spark import logs
 from kafka_sink.spark.commit_log.store import (
     ArrowCommitStore,
-    CommitStoreError,
-    CommitStoreUnavailableError,
     LocalCommitStore,
     display_location,
     open_store,

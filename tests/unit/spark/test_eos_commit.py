@@ -10,13 +10,12 @@ import pytest
 from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.sink_errors import SinkCommitIncompleteError, SinkTransactionLostError
 from kafka_sink.spark.driver.eos.committer import (
     ALREADY_DONE,
     COMMITTED,
     ROLLED_FORWARD,
     EosCommitter,
-    SinkCommitIncompleteError,
-    SinkTransactionLostError,
     TaskTransaction,
     TransactionOps,
 )

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_sink.spark.driver.eos.committer import (
-    COMMITTED,
-    SinkCommitIncompleteError,
-    SinkTransactionLostError,
-)
+from kafka_sink.sink_errors import SinkCommitIncompleteError, SinkTransactionLostError
+from kafka_sink.spark.driver.eos.committer import COMMITTED
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT
 from tests.fakes.coordinator import (
     CONCURRENT_TRANSACTIONS,

@@ -16,14 +16,12 @@ from collections import Counter
 import pytest
 
 from kafka_sink.errors import UnsupportedVersionError
-from kafka_sink.spark.driver.eos.committer import (
-    ALREADY_DONE,
-    COMMITTED,
+from kafka_sink.sink_errors import (
     SinkCommitIncompleteError,
     SinkCommitOutcomeUnknownError,
     SinkTransactionLostError,
-    TransactionOps,
 )
+from kafka_sink.spark.driver.eos.committer import ALREADY_DONE, COMMITTED, TransactionOps
 from kafka_sink.spark.driver.eos.intents import (
     DONE,
     INTENT,

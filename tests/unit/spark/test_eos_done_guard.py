@@ -15,14 +15,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kafka_sink.prepared import PreparedTransaction
-from kafka_sink.sink_errors import SinkError
+from kafka_sink.sink_errors import DoneRecordReplacedError, SinkError
 from kafka_sink.spark.driver.eos import kafka_intents
 from kafka_sink.spark.driver.eos.intents import (
     DONE,
     INTENT,
     PARTIAL,
     BatchRecord,
-    DoneRecordReplacedError,
     FileIntentStore,
     IntentStore,
     MemoryIntentStore,

@@ -15,24 +15,24 @@ from typing import Any
 
 import pytest
 
-from kafka_sink.sink_errors import SinkOptionError
+from kafka_sink.sink_errors import (
+    IntentStoreError,
+    SinkCommitOutcomeUnknownError,
+    SinkFencedError,
+    SinkOptionError,
+    SinkTransactionLostError,
+)
 from kafka_sink.spark.driver.eos import committer as committer_module
 from kafka_sink.spark.driver.eos import fence
 from kafka_sink.spark.driver.eos.claims import refuse_foreign_claim
-from kafka_sink.spark.driver.eos.committer import (
-    COMMITTED,
-    EosCommitter,
-    SinkCommitOutcomeUnknownError,
-    SinkTransactionLostError,
-    TaskTransaction,
-)
-from kafka_sink.spark.driver.eos.fence import FencedStore, SinkFencedError, fence_id, open_fence
+from kafka_sink.spark.driver.eos.committer import COMMITTED, EosCommitter, TaskTransaction
+from kafka_sink.spark.driver.eos.fence import FencedStore, fence_id, open_fence
 from kafka_sink.spark.driver.eos.intents import (
     INTENT,
     BatchRecord,
     FileIntentStore,
 )
-from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from kafka_sink.spark.eos_plan import EosPlan, parse_transactional_id
 from tests.fakes.coordinator import ONGOING, FakeCoordinator, coordinator_ops
 from tests.fakes.topic_log import CoordinatedTopicLog

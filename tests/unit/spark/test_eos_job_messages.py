@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from kafka_sink.spark.driver.eos import committer as committer_module
-from kafka_sink.spark.driver.eos.committer import (
-    EosCommitter,
+from kafka_sink.sink_errors import (
     SinkCommitIncompleteError,
     SinkIntentUnknownError,
     SinkTransactionLostError,
 )
+from kafka_sink.spark.driver.eos import committer as committer_module
+from kafka_sink.spark.driver.eos.committer import EosCommitter
 from kafka_sink.spark.driver.eos.idempotency import job_identity
 from kafka_sink.spark.driver.eos.intents import MemoryIntentStore
 from kafka_sink.spark.eos_plan import EosPlan

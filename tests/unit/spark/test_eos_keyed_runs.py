@@ -28,14 +28,13 @@ import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kafka_sink.clock import ManualClock
-from kafka_sink.sink_errors import SinkError, SinkOptionError
+from kafka_sink.sink_errors import SinkError, SinkFencedError, SinkOptionError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
 from kafka_sink.spark.driver.eos import committer as committer_module
 from kafka_sink.spark.driver.eos import kafka_intents
 from kafka_sink.spark.driver.eos import timeout as eos_timeout
 from kafka_sink.spark.driver.eos.committer import EosCommitter
-from kafka_sink.spark.driver.eos.fence import SinkFencedError
 from kafka_sink.spark.driver.eos.idempotency import job_identity
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, BatchRecord, FileIntentStore
 from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore

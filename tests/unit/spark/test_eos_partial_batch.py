@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_sink.spark.driver.eos.committer import (
-    COMMITTED,
-    SinkPartlyCommittedError,
-    SinkTransactionLostError,
-    TaskTransaction,
-)
+from kafka_sink.sink_errors import SinkPartlyCommittedError, SinkTransactionLostError
+from kafka_sink.spark.driver.eos.committer import COMMITTED, TaskTransaction
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, PARTIAL, BatchRecord
 from kafka_sink.spark.fingerprint import Fingerprint
 from tests.fakes.coordinator import NONE, FakeCoordinator, coordinator_ops

@@ -15,12 +15,8 @@ import pytest
 
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaTimeoutError
-from kafka_sink.spark.driver.eos.committer import (
-    COMMITTED,
-    EosCommitter,
-    SinkTransactionLostError,
-    TaskTransaction,
-)
+from kafka_sink.sink_errors import SinkTransactionLostError
+from kafka_sink.spark.driver.eos.committer import COMMITTED, EosCommitter, TaskTransaction
 from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from tests.fakes.coordinator import FakeCoordinator, coordinator_ops
 from tests.fakes.topic_log import CoordinatedTopicLog
@@ -229,7 +225,7 @@ def _slot_tasks(
 def test_an_older_run_planning_again_does_not_fence_the_newer_driver(
     fence_cluster: FakeCoordinator, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from kafka_sink.spark.driver.eos.fence import SinkFencedError
+    from kafka_sink.sink_errors import SinkFencedError
     from tests.unit.spark.test_eos_fence import _in_driver, _planned
 
     cluster = fence_cluster

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.sink_errors import SinkPartlyCommittedError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
-from kafka_sink.spark.driver.eos.committer import SinkPartlyCommittedError
 from kafka_sink.spark.driver.eos.intents import DONE, PARTIAL, BatchRecord, FileIntentStore
 from kafka_sink.spark.eos_plan import EosPlan, PartialBatch
 from kafka_sink.spark.executor import task as task_module

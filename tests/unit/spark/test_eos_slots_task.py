@@ -18,11 +18,12 @@ from kafka_sink.admin.transactions import TransactionListing
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaTimeoutError, ProducerFencedError, UnsupportedVersionError
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.sink_errors import SlotsBusyError
 from kafka_sink.spark import fault_hooks
 from kafka_sink.spark.eos_plan import parse_transactional_id
 from kafka_sink.spark.executor import producer_cache, slots
 from kafka_sink.spark.executor import task as task_module
-from kafka_sink.spark.executor.slots import SLOTS_PER_PARTITION, SlotsBusyError
+from kafka_sink.spark.executor.slots import SLOTS_PER_PARTITION
 from kafka_sink.spark.options import SinkOptions
 from tests.fakes.coordinator import (
     CoordinatedProducer,

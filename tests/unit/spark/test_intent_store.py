@@ -11,13 +11,10 @@ import pytest
 
 from kafka_sink.admin.topic_log import Tail, TopicLog
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.sink_errors import IntentStoreError
 from kafka_sink.spark.driver.eos import kafka_intents
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, BatchRecord
-from kafka_sink.spark.driver.eos.kafka_intents import (
-    IntentStoreError,
-    KafkaIntentStore,
-    topic_settings,
-)
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore, topic_settings
 from kafka_sink.spark.driver.eos.plan_store import open_intent_store
 from kafka_sink.spark.eos_plan import EosPlan
 

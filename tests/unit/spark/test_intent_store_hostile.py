@@ -26,9 +26,10 @@ from kafka_sink.errors import CorruptRecordError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.records.batch import SealedBatch, decode_batch
 from kafka_sink.records.compression import CompressionType
+from kafka_sink.sink_errors import IntentStoreError
 from kafka_sink.spark.driver.eos import kafka_intents
 from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord, record_to_json
-from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore, claim_key
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore, claim_key
 from tests.fakes.hostile import poisoned, zstd_bomb
 from tests.unit.admin.test_topic_log import TOPIC, ClusterMetadata, LeaderChangeCluster, Replica
 
@@ -149,6 +150,9 @@ def test_a_batch_damaged_after_it_was_accepted_fails_the_read_naming_where(
     message = str(caught.value)
     assert f"cannot read {TOPIC}-0: batch at offset {at}: CRC-32C mismatch" in message
     assert "may hold this query's latest record" in message
+    # Said once, with its own fix: not wrapped again as a read failure whose fix is ACLs.
+    assert message.startswith(f"the exactly-once intent store cannot read topic {TOPIC!r}")
+    assert "READ, WRITE and DESCRIBE" not in message
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from kafka_sink.sink_errors import IntentStoreError
 from kafka_sink.spark.driver.eos import fence, kafka_intents
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, BatchRecord
-from kafka_sink.spark.driver.eos.kafka_intents import IntentStoreError, KafkaIntentStore
+from kafka_sink.spark.driver.eos.kafka_intents import KafkaIntentStore
 from tests.fakes.coordinator import FakeCoordinator
 from tests.fakes.topic_log import CoordinatedTopicLog
 

@@ -29,13 +29,16 @@ from kafka_sink.formats.options import FormatOptions
 from kafka_sink.formats.plan import FormatPlan, resolve_formats
 from kafka_sink.formats.registry import (
     CompatibilityResult,
-    IncompatibleSchemaError,
     RegisteredSchema,
     Schema,
-    SchemaNotFoundError,
     SchemaRegistryConfig,
 )
-from kafka_sink.sink_errors import SinkOptionError, SinkSchemaError
+from kafka_sink.sink_errors import (
+    IncompatibleSchemaError,
+    SchemaNotFoundError,
+    SinkOptionError,
+    SinkSchemaError,
+)
 from kafka_sink.spark.executor import producer_cache
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout, validate_schema

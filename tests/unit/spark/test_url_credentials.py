@@ -20,14 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_sink.errors import ConfigError
-from kafka_sink.formats.registry import (
-    SchemaRegistryClient,
-    SchemaRegistryConfig,
-    SchemaRegistryUnavailableError,
-)
+from kafka_sink.formats.registry import SchemaRegistryClient, SchemaRegistryConfig
 from kafka_sink.report.cli import main as report_main
-from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark.commit_log.store import CommitStoreError, display_location, open_store
+from kafka_sink.sink_errors import CommitStoreError, SchemaRegistryUnavailableError, SinkOptionError
+from kafka_sink.spark.commit_log.store import display_location, open_store
 from kafka_sink.spark.metrics.prometheus import gateway_url, push_batch
 from kafka_sink.spark.options import SinkOptions
 

@@ -33,8 +33,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark.driver.eos.fence import SinkFencedError
+from kafka_sink.sink_errors import SinkFencedError, SinkOptionError
 from kafka_sink.spark.driver.eos.intents import IntentStore
 
 __all__ = ["refuse_foreign_claim", "take_claim"]

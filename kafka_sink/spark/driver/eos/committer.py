@@ -118,11 +118,19 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import KafkaError, TransactionLostError, UnsupportedVersionError
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
-from kafka_sink.sink_errors import SinkError
+from kafka_sink.sink_errors import (
+    SinkCommitIncompleteError,
+    SinkCommitOutcomeUnknownError,
+    SinkError,
+    SinkFencedError,
+    SinkIntentUnknownError,
+    SinkPartlyCommittedError,
+    SinkTransactionLostError,
+)
 from kafka_sink.spark.commit_log.document import UnfinishedWrites
 from kafka_sink.spark.driver.eos.aborted import count_unfinished, not_known
 from kafka_sink.spark.driver.eos.claims import refuse_foreign_claim, take_claim
-from kafka_sink.spark.driver.eos.fence import DriverFence, SinkFencedError, open_fence
+from kafka_sink.spark.driver.eos.fence import DriverFence, open_fence
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
 from kafka_sink.spark.driver.eos.job_fence import job_fence
 from kafka_sink.spark.driver.eos.outcomes import OutcomeReader, marker_reader, settle_lost
@@ -184,37 +192,6 @@ _EXPIRY_MARGIN_MS = 15_000
 _NOT_KNOWN_MS = -1
 # How long an abort waits for the partition leaders' producer state (a count only).
 _COUNT_TIMEOUT_S = 10.0
-
-
-class SinkTransactionLostError(SinkError):
-    """A batch's transaction was aborted by Kafka before the driver could commit it."""
-
-
-class SinkPartlyCommittedError(SinkError):
-    """A partly committed batch's re-run did not hand its committed partitions the same rows,
-    so it cannot be completed exactly once; the message names the batch and the fix."""
-
-
-class SinkCommitIncompleteError(SinkError):
-    """A batch's intent is recorded but Kafka could not be told to commit all of it in time.
-
-    Nothing is lost: the intent stays, and the next commit, abort or planning finishes it."""
-
-
-class SinkCommitOutcomeUnknownError(SinkCommitIncompleteError):
-    """A batch's intent is recorded, the commit of some of its transactions was refused (their
-    ids moved on), and whether each had been applied cannot be read from its partitions.
-
-    Nothing is recorded lost and nothing of the batch is written again: the intent stays, and
-    the next planning (or commit, or abort) commits and reads their markers again."""
-
-
-class SinkIntentUnknownError(SinkCommitIncompleteError):
-    """A batch's intent write failed and the store could not be re-read: it may be recorded.
-
-    Nothing of the batch was aborted (the intent, if it landed, names its transactions): the next
-    commit, abort or planning that reads the store finishes it, or, when it is absent, the next
-    sweep ends its transactions."""
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from kafka_sink.errors import KafkaError, UnsupportedVersionError
-from kafka_sink.sink_errors import SinkError
+from kafka_sink.sink_errors import SinkError, SinkFencedError
 from kafka_sink.spark.driver.eos.intents import BatchRecord, IntentStore
 from kafka_sink.spark.eos_plan import FenceToken
 from kafka_sink.spark.logs import warn_once
@@ -124,10 +124,6 @@ _COMMIT_WORKER = "python_streaming_sink_runner"
 _HELD: dict[str, FenceToken] = {}
 # The coordinator's states of a transaction this fence's own EndTxn ended.
 _ENDED = frozenset({"PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"})
-
-
-class SinkFencedError(SinkError):
-    """A newer run of the query (or another query with the same prefix) holds the fence."""
 
 
 def fence_id(prefix: str) -> str:

@@ -56,7 +56,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kafka_sink.sink_errors import SinkError
+from kafka_sink.sink_errors import SinkError, SinkIdempotencyError
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, PARTIAL, BatchRecord, IntentStore
 from kafka_sink.spark.driver.eos.plan_store import with_last_record
 from kafka_sink.spark.eos_plan import CompletedJob, EosPlan, parse_transactional_id
@@ -86,10 +86,6 @@ _COMPLETED_AT_MS = "completed_at_ms"
 _LOST = "lost"
 # A keyed job is one atomic write: batch 0 of its record.
 JOB_BATCH_ID = 0
-
-
-class SinkIdempotencyError(SinkError):
-    """A key's earlier run left a commit Kafka lost part of: writing it again would duplicate."""
 
 
 @dataclass(frozen=True)

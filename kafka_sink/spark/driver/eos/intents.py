@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
-from kafka_sink.sink_errors import SinkError
+from kafka_sink.sink_errors import DoneRecordReplacedError
 from kafka_sink.spark.fingerprint import Fingerprint
 
 __all__ = [
@@ -92,10 +92,6 @@ class BatchRecord:
     def __post_init__(self) -> None:
         if self.state not in _STATES:
             raise ValueError(f"BatchRecord.state must be one of {_STATES}: {self.state!r}")
-
-
-class DoneRecordReplacedError(SinkError):
-    """A write would turn a batch recorded done back into an intent or a partial record."""
 
 
 def refuse_replacing_done(current: BatchRecord | None, record: BatchRecord) -> None:

@@ -57,7 +57,8 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
-from kafka_sink.spark.driver.eos.fence import DriverFence, FenceToken, SinkFencedError, fence_id
+from kafka_sink.sink_errors import SinkFencedError
+from kafka_sink.spark.driver.eos.fence import DriverFence, FenceToken, fence_id
 from kafka_sink.spark.eos_plan import EosPlan
 
 if TYPE_CHECKING:

@@ -118,7 +118,7 @@ from kafka_sink.errors import (
     TopicAuthorizationFailedError,
 )
 from kafka_sink.records.batch import Record
-from kafka_sink.sink_errors import SinkError
+from kafka_sink.sink_errors import IntentStoreError, SinkError
 from kafka_sink.spark.driver.eos.fence import DriverFence, FenceToken
 from kafka_sink.spark.driver.eos.intents import (
     DONE,
@@ -158,10 +158,6 @@ _FENCED = (ProducerFencedError, InvalidProducerEpochError, InvalidProducerIdMapp
 def claim_key(prefix: str) -> str:
     """The store key of ``prefix``'s claim (never a query id: those are UUIDs or write ids)."""
     return _CLAIM_HEAD + prefix
-
-
-class IntentStoreError(SinkError):
-    """The intent topic cannot be created, read or written: the message says why and the fix."""
 
 
 @dataclass(frozen=True)
@@ -380,6 +376,9 @@ class KafkaIntentStore:
         except OpenTransactionError as exc:
             self._healthy = False
             raise IntentStoreError(self._still_open(key_text, exc)) from exc
+        except SinkError:
+            # ``_unreadable``'s own refusal keeps its message (a SinkError is a KafkaError too).
+            raise
         except KafkaError as exc:
             self._healthy = False
             raise IntentStoreError(self._failure("read", exc)) from exc
