@@ -26,10 +26,13 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kafka_sink.errors import ConfigError, KafkaError, KafkaTimeoutError
 
 __all__ = [
+    "BadRecord",
+    "BadRecordError",
     "CommitStoreError",
     "CommitStoreUnavailableError",
     "DoneRecordReplacedError",
@@ -84,6 +87,29 @@ class SinkModeError(SinkError, ValueError):
 
 class SinkDataError(SinkError, ValueError):
     """A row cannot be written (null topic, partition out of range, null header key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BadRecord:
+    """One row a task cannot write."""
+
+    #: The row's index in the task's input (0 is the task's first row).
+    row: int
+    #: The topic the row was bound for; None when the topic itself is what is wrong.
+    topic: str | None
+    #: Why, naming the row and the fix: the message of the task's failure.
+    reason: str
+
+
+class BadRecordError(SinkDataError):
+    """A bad row, as a task detects it: a SinkDataError (its message is ``record.reason``) that
+    carries the :class:`BadRecord` for the write loop to hand to its record-error policy
+    (``spark/executor/record_errors.py``). The default policy fails the task with a plain
+    :class:`SinkDataError` of the same message."""
+
+    def __init__(self, row: int, topic: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.record = BadRecord(row, topic, reason)
 
 
 class SinkDeliveryTimeoutError(SinkError, KafkaTimeoutError):

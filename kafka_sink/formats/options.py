@@ -54,7 +54,7 @@ from kafka_sink.formats.subjects import (
     parse_strategy,
     strategy_option,
 )
-from kafka_sink.sink_errors import SinkOptionError
+from kafka_sink.sink_errors import SinkError, SinkOptionError
 
 __all__ = [
     "FORMAT_OPTION_NAMES",
@@ -249,10 +249,11 @@ def _topics(raw: str | None) -> tuple[str, ...] | None:
 
 @contextmanager
 def _as_option_error() -> Iterator[None]:
-    """The formats' own ConfigErrors as the data source's option errors (same text)."""
+    """The formats' own ConfigErrors as the data source's option errors (same text); the sink's
+    own errors (a schema error is a ConfigError too) pass as they are."""
     try:
         yield
-    except SinkOptionError:
+    except SinkError:
         raise
     except ConfigError as exc:
         raise SinkOptionError(str(exc)) from None

@@ -20,33 +20,11 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
-from kafka_sink.sink_errors import SinkDataError
+from kafka_sink.sink_errors import BadRecord, BadRecordError, SinkDataError
 
 __all__ = ["FAIL_TASK", "BadRecord", "BadRecordError", "FailTask", "RecordErrorPolicy"]
-
-
-@dataclass(frozen=True, slots=True)
-class BadRecord:
-    """One row the task cannot write."""
-
-    #: The row's index in the task's input (0 is the task's first row).
-    row: int
-    #: The topic the row was bound for; None when the topic itself is what is wrong.
-    topic: str | None
-    #: Why, naming the row and the fix: the message of the task's failure.
-    reason: str
-
-
-class BadRecordError(SinkDataError):
-    """A bad row, as detected: a SinkDataError (its message is ``record.reason``) that carries
-    the :class:`BadRecord` for the write loop to hand to its policy."""
-
-    def __init__(self, row: int, topic: str | None, reason: str) -> None:
-        super().__init__(reason)
-        self.record = BadRecord(row, topic, reason)
 
 
 class RecordErrorPolicy(Protocol):
