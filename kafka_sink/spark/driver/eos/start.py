@@ -72,10 +72,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kafka_sink.spark import fault_hooks
 from kafka_sink.spark.driver.eos.committer import EosCommitter
 from kafka_sink.spark.driver.eos.fence import PENDING, in_commit_worker, pending_path, take_id
 from kafka_sink.spark.eos_plan import EosPlan
-from kafka_sink.spark.fault_hooks import STARTED, pause_commit, start_sweep_disabled
+from kafka_sink.spark.fault_hooks import STARTED, pause_commit
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 
 __all__ = ["QueryStart"]
@@ -101,7 +102,7 @@ class QueryStart:
         if not first_on_driver("started", started) and not interrupted:
             return
         ensure_logging()
-        if not start_sweep_disabled():
+        if fault_hooks.safeguards.start_sweep:  # only a test leaves it out
             self._sweep()
         pause_commit(None, STARTED)  # test-only; see fault_hooks
 
