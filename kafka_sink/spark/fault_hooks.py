@@ -79,7 +79,7 @@ _PAUSE_LIMIT_S = 120.0
 class Safeguards:
     """Which safeguards run: all of them, unless a test installed a weaker instance."""
 
-    #: A streaming query's (or keyed job's) driver takes the prefix's fence (``fence.py``).
+    #: A fenced plan's driver takes the prefix's fence (``fence.py``, ``job_fence.py``).
     fence: bool = True
     #: A streaming query's start aborts what an earlier run left open (``start.py``).
     start_sweep: bool = True
