@@ -26,8 +26,9 @@ last batch ended partly committed, the plan tells its re-run's tasks which Spark
 Kafka already committed (``EosPlan.partial``). Then, when the planning starts the query on this
 driver (its first planning, or one that took the fence anew), the open transactions of the
 query's prefix that no unfinished intent names are aborted before the batch's tasks run
-(``eos/start.py``: the stream writer does it when the planning pickles it, which the commit call
-never does). A streaming query's planning first checks the prefix's fence, and takes it when
+(``eos/start.py``; ``streamWriter()`` runs the step explicitly,
+``PyKafkaStreamWriter.run_query_start``, and it works only in the planning call, never in the
+commit worker's). A streaming query's planning first checks the prefix's fence, and takes it when
 this driver holds none or another driver took it since and went on with nothing since
 (``eos/fence.py``: before the store is read; a planning refused so raises ``SinkFencedError``),
 and claims the prefix; each planning then tells the fence which record it read
@@ -166,9 +167,10 @@ class PyKafkaDataSource(DataSource):
             formats=plan,
         )
         if eos is not None:
-            # Runs only if this call is the planning (see eos/start.py), once per take of the
-            # query's fence on this driver.
             writer.start = QueryStart(eos, options.producer_config)
+            # The query's start work, before this batch's tasks: done only when this call is
+            # the planning (never the commit worker's call), once per start (eos/start.py).
+            writer.run_query_start()
         return writer
 
 

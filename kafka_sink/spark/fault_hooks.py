@@ -1,6 +1,6 @@
 """Test-only fault hooks: hold the driver at a chosen point so a test can fail brokers or kill
-the driver there, or leave out a safeguard (a streaming query's start sweep, an exactly-once
-task's slot choice) to show what it prevents.
+the driver there, and the safeguards a test may leave out (the fence, a streaming query's start
+sweep, an exactly-once task's slot choice) to show what each prevents.
 
 Role: when ``$PYKAFKA_TEST_COMMIT_PAUSE_DIR`` names a directory, :func:`pause_commit` creates
 ``paused-<name>`` there and waits (at most 120 s) for ``resume-<name>``, at the point that
@@ -29,52 +29,67 @@ topic, or a marker removed by retention, would: a test makes an outcome unknown 
 cannot otherwise deny a read, and removes the file to let the next run read the marker. It injects
 a failure; it leaves out no safeguard.
 
-``$PYKAFKA_TEST_NO_START_SWEEP`` set to ``1`` makes :func:`start_sweep_disabled` true.
-``$PYKAFKA_TEST_EVERY_SLOT_FREE`` set to ``1`` (in the executors' environment) makes
-:func:`every_slot_free` true: an exactly-once task sees every transactional id of its partition
-free (``eos/slots.py``), so it takes its attempt number's, as ids built from the attempt number
-alone did.
-``$PYKAFKA_TEST_NO_FENCE`` set to ``1`` makes :func:`fence_disabled` true (a streaming query's
-driver then takes no fence: what a zombie driver does without it).
+These pauses and the unreadable marker stay driven by the environment: they hold a step or fail
+a read the way a slow cluster or a missing ACL would, and never leave a safeguard out, so a
+process that has them set is held or failed, never left unprotected.
 
-Invariants: unset (as in any real deployment) each hook costs one environment lookup and does
-nothing; it imports nothing beyond the standard library (the driver's workers stay light).
+Safeguards. The fence (``driver/eos/fence.py``), a streaming query's start sweep
+(``driver/eos/start.py``) and an exactly-once task's slot choice (``executor/slots.py``) each
+consult :data:`safeguards`, a :class:`Safeguards` whose fields are all true. Nothing in the
+package assigns it, and no option, configuration key or environment variable changes it: only a
+test's fixture installs a weaker one (in the test's own process, or in Spark's Python workers
+through a test-only module put on their path) to show what a safeguard prevents.
+
+Invariants: unset (as in any real deployment) each pause hook costs one environment lookup and
+does nothing; :data:`safeguards` keeps every safeguard on unless a test replaced it; the module
+imports nothing beyond the standard library (the driver's workers stay light).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 __all__ = [
     "BEFORE_COMMIT",
     "COMMITTING",
-    "EVERY_SLOT_FREE_ENV",
     "MARKER_UNREADABLE",
-    "NO_FENCE_ENV",
-    "NO_START_SWEEP_ENV",
     "PAUSE_ENV",
     "POINT_ENV",
     "STARTED",
     "TASK_DONE",
-    "every_slot_free",
-    "fence_disabled",
+    "Safeguards",
     "marker_unreadable",
     "pause_commit",
-    "start_sweep_disabled",
+    "safeguards",
 ]
 
 PAUSE_ENV = "PYKAFKA_TEST_COMMIT_PAUSE_DIR"
 POINT_ENV = "PYKAFKA_TEST_PAUSE_AT"
-NO_START_SWEEP_ENV = "PYKAFKA_TEST_NO_START_SWEEP"
-EVERY_SLOT_FREE_ENV = "PYKAFKA_TEST_EVERY_SLOT_FREE"
-NO_FENCE_ENV = "PYKAFKA_TEST_NO_FENCE"
 COMMITTING = "committing"
 BEFORE_COMMIT = "before-commit"
 STARTED = "started"
 TASK_DONE = "task-done"
 MARKER_UNREADABLE = "marker-unreadable"
 _PAUSE_LIMIT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Safeguards:
+    """Which safeguards run: all of them, unless a test installed a weaker instance."""
+
+    #: A fenced plan's driver takes the prefix's fence (``fence.py``, ``job_fence.py``).
+    fence: bool = True
+    #: A streaming query's start aborts what an earlier run left open (``start.py``).
+    start_sweep: bool = True
+    #: An exactly-once task asks which of its partition's slots are free (``slots.py``);
+    #: without it every slot counts as free, so the task takes its attempt number's.
+    slot_choice: bool = True
+
+
+#: What the package consults; it never assigns it (see the module docstring).
+safeguards = Safeguards()
 
 
 def pause_commit(batch_id: int | None, point: str = COMMITTING, *, step: str | None = None) -> None:
@@ -100,21 +115,6 @@ def pause_commit(batch_id: int | None, point: str = COMMITTING, *, step: str | N
     deadline = time.monotonic() + _PAUSE_LIMIT_S
     while not os.path.exists(resume) and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def start_sweep_disabled() -> bool:
-    """True when a test asks a streaming query's start to leave leftovers open."""
-    return os.environ.get(NO_START_SWEEP_ENV) == "1"
-
-
-def every_slot_free() -> bool:
-    """True when a test asks exactly-once tasks to see every slot free (see above)."""
-    return os.environ.get(EVERY_SLOT_FREE_ENV) == "1"
-
-
-def fence_disabled() -> bool:
-    """True when a test asks a streaming query's driver to take no fence."""
-    return os.environ.get(NO_FENCE_ENV) == "1"
 
 
 def marker_unreadable() -> bool:

@@ -38,10 +38,11 @@ Invariants:
   measured their producers; ``commit_duration_ms`` runs from the start of ``commit()`` to the
   document (exactly-once: the transactions committed). With ``metricsPushGateway`` the section
   is then pushed (bounded; a failed push is a WARNING, never a failed batch).
-- Only the planning pickles a writer: an exactly-once stream writer runs its query's start work
-  (``eos/start.py``) then, and the pickled writer never carries it. Its ``commit()`` and
-  ``abort()`` tell the start work the planned batch ended (``QueryStart.batch_ended``), so that
-  a planning after an interrupted batch is known for a start.
+- An exactly-once stream writer carries its query's start work (``eos/start.py``) on the
+  driver only: ``streamWriter()`` runs it explicitly (:meth:`PyKafkaStreamWriter.run_query_start`)
+  and pickling leaves it out, doing nothing else. Its ``commit()`` and ``abort()`` tell the start
+  work the planned batch ended (``QueryStart.batch_ended``), so that a planning after an
+  interrupted batch is known for a start.
 """
 
 from __future__ import annotations
@@ -314,15 +315,24 @@ class PyKafkaBatchWriter(_WriterCore, DataSourceArrowWriter):
 class PyKafkaStreamWriter(_WriterCore, DataSourceStreamArrowWriter):
     """``df.writeStream.format("pykafka")``: one commit per micro-batch."""
 
-    #: An exactly-once query's start work, run when the planning first pickles the writer.
+    #: An exactly-once query's start work (``eos/start.py``), attached on the driver by
+    #: ``streamWriter()``; never pickled, so a task's writer carries none.
     start: QueryStart | None = None
 
+    def run_query_start(self) -> None:
+        """The query's start work, on the driver, before the batch's tasks are shipped.
+
+        ``streamWriter()`` calls it on the writer it built; the work is done only when the call
+        is a planning that starts the query (``QueryStart.run``: never in the commit worker,
+        once per start), and never raises. Nothing else runs it: pickling the writer does not.
+        """
+        if self.start is not None:
+            self.start.run()
+
     def __getstate__(self) -> dict[str, object]:
+        # The start work stays on the driver: it holds the producer config and is no task's.
         state = dict(self.__dict__)
-        start = state.pop("start", None)
-        if start is not None:
-            self.start = None  # once: the planning pickles the writer twice
-            start.run()
+        state.pop("start", None)
         return state
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:

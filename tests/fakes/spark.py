@@ -2,7 +2,9 @@
 
 ``FakeProducer`` records every ``send_columns`` call and completes its futures with chosen
 offsets or errors; ``FakeTxnProducer`` adds the transactional calls and records them in order.
-``spark_checkpoint`` lays out a streaming checkpoint as Spark has it when it plans a batch.
+``spark_checkpoint`` lays out a streaming checkpoint as Spark has it when it plans a batch;
+``from_commit_worker`` calls a function from a frame of pyspark's commit worker's file, as Spark's
+commit call of a streaming batch builds its writer (``streamWriter()``: no start work there).
 Tests install them with ``monkeypatch.setattr(producer_cache, "_create", FakeProducer)`` and
 ``monkeypatch.setattr(task, "_create_transactional", FakeTxnProducer)``.
 """
@@ -10,11 +12,24 @@ Tests install them with ``monkeypatch.setattr(producer_cache, "_create", FakePro
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.futures import PartitionOffsets
+
+_T = TypeVar("_T")
+# The commit worker's file, as pyspark names it (what eos/fence.in_commit_worker looks for).
+COMMIT_WORKER_FILE = "/site-packages/pyspark/sql/worker/python_streaming_sink_runner.py"
+
+
+def from_commit_worker(call: Callable[[], _T]) -> _T:
+    """``call()`` made from a frame of the commit worker's file, as Spark's commit call is."""
+    scope: dict[str, Any] = {"call": call}
+    exec(compile("result = call()", COMMIT_WORKER_FILE, "exec"), scope)
+    result: _T = scope["result"]
+    return result
 
 
 class FakeFuture:

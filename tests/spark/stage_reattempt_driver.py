@@ -82,14 +82,9 @@ def main() -> int:
     from pyspark.sql import SparkSession
 
     from kafka_sink.spark.datasource import PyKafkaDataSource
-    from kafka_sink.spark.fault_hooks import EVERY_SLOT_FREE_ENV
 
-    builder = SparkSession.builder
-    switch = os.environ.get(EVERY_SLOT_FREE_ENV)
-    if switch is not None:  # the executors' Python workers read it, not this process
-        builder = builder.config(f"spark.executorEnv.{EVERY_SLOT_FREE_ENV}", switch)
     spark = (
-        builder.master(f"local-cluster[{EXECUTORS},1,1024]")
+        SparkSession.builder.master(f"local-cluster[{EXECUTORS},1,1024]")
         .appName("pykafka-stage-reattempt")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -14,8 +14,9 @@ whose new tasks write the same rows again in new transactions of the same ids.
   crash are read twice (the test's contrast, so it can fail).
 
 Spark writes its checkpoint through Hadoop, which has no s3a client here, so the driver-side
-calls are made as Spark makes them (plan, then commit with the tasks' messages), and the tasks'
-transactions are prepared by real transactional producers, each writing its own partition.
+calls are made as Spark makes them (plan, then commit with the tasks' messages, from a frame of
+pyspark's commit worker's file as Spark's commit call runs), and the tasks' transactions are
+prepared by real transactional producers, each writing its own partition.
 """
 
 from __future__ import annotations
@@ -37,11 +38,18 @@ from kafka_sink.spark.datasource import INTENTS_DIRNAME, PyKafkaDataSource
 from kafka_sink.spark.driver.eos import committer, kafka_intents
 from kafka_sink.spark.driver.eos.committer import TransactionOps, listing_ops
 from kafka_sink.spark.eos_plan import transactional_id
+from kafka_sink.spark.writer import PyKafkaStreamWriter
 from kafka_sink.testing.oracle import read_all
 from kafka_sink.testing.s3 import LocalS3
 from tests.conftest import TopicFactory
+from tests.fakes.spark import from_commit_worker
 
 ROWS = 5
+
+
+def _commit_call(options: dict[str, str]) -> PyKafkaStreamWriter:
+    """The writer Spark's commit worker builds to commit the batch (no start work there)."""
+    return from_commit_worker(lambda: PyKafkaDataSource(options).streamWriter(_schema(), False))
 
 
 class _DriverDied(BaseException):
@@ -150,7 +158,7 @@ def test_the_driver_host_is_lost_between_two_end_txns(
         with monkeypatch.context() as patch:
             _die_after_the_first_end_txn(patch)
             with pytest.raises(_DriverDied):
-                PyKafkaDataSource(options).streamWriter(_schema(), False).commit(first, 0)
+                _commit_call(options).commit(first, 0)
 
         # The host is gone: nothing in memory, and its local files with it.
         _forget_everything_in_memory()
@@ -159,7 +167,7 @@ def test_the_driver_host_is_lost_between_two_end_txns(
         # A new driver plans the restarted query; Spark re-runs batch 0 and commits it.
         writer = PyKafkaDataSource(options).streamWriter(_schema(), False)
         rerun = _prepare_tasks(kafka_bootstrap, topic, prefix, producers)
-        PyKafkaDataSource(options).streamWriter(_schema(), False).commit(rerun, 0)
+        _commit_call(options).commit(rerun, 0)
     finally:
         for producer in producers:
             producer.close(5)

@@ -19,7 +19,7 @@ a ``mapInArrow`` holding the first run of each write task -> ``format("pykafka")
 With the slot choice (``eos/slots.py``) the zombie sees slot 0 held open and takes slot 1: the
 job succeeds, the driver's sweep aborts the zombie's transaction, a read_committed consumer
 (kafka-python) reads every row once and nothing is left open. With the choice disabled
-(``$PYKAFKA_TEST_EVERY_SLOT_FREE``), the zombie's InitProducerId on slot 0 aborts the prepared
+(left out by the test, ``weakened.py``), the zombie's InitProducerId on slot 0 aborts the prepared
 transaction of the re-attempt: the driver's check before the first commit finds it fenced, the
 job fails naming that cause and nothing is visible.
 
@@ -44,9 +44,9 @@ from pathlib import Path
 import pytest
 from sparkutil import assert_nothing_left_open
 from standalone import ROOT, SPARK_HOME
+from weakened import weakened_env
 
 from kafka_sink.admin.transactions import list_transactions
-from kafka_sink.spark.fault_hooks import EVERY_SLOT_FREE_ENV
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import read_all
 from tests.conftest import TopicFactory
@@ -165,9 +165,8 @@ def _run_scenario(
             "PYSPARK_DRIVER_PYTHON": sys.executable,
         }
     )
-    env.pop(EVERY_SLOT_FREE_ENV, None)
-    if every_slot_free:
-        env[EVERY_SLOT_FREE_ENV] = "1"
+    if every_slot_free:  # the executors' Python workers (spark.executorEnv.PYTHONPATH)
+        env = weakened_env(env, markers.parent / "every-slot-free-path", slot_choice=False)
     run = _Run(markers, [bootstrap, topic, prefix, str(ROWS)], env)
     try:
         # 1. Both write tasks of the first stage attempt hold their fetched input.

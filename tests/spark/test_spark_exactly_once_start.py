@@ -2,8 +2,8 @@
 tasks run, the transactions its killed driver left open (prepared by the tasks, never committed,
 named by no intent), so read_committed readers are not held back for ``transaction.timeout.ms``
 (10 minutes here). The driver is SIGKILLed inside ``commit()`` before anything is recorded; a
-restart with the start sweep left out (test-only switch) still holds the last stable offset
-behind; a restart with it brings the last stable offset to the log end within seconds, and an
+restart with the start sweep left out (by the test, ``weakened.py``) still holds the last stable
+offset behind; a restart with it brings the last stable offset to the log end within seconds, and an
 independent read_committed consumer (kafka-python) reads every row exactly once.
 """
 
@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from eos_driver import Driver, drop_cut_metadata_writes, wait_for
 from sparkutil import assert_nothing_left_open, stable_offsets
+from weakened import weakened_env
 
-from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, NO_START_SWEEP_ENV, PAUSE_ENV, POINT_ENV
+from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, PAUSE_ENV, POINT_ENV
 from kafka_sink.spark.fault_hooks import STARTED as STARTED_POINT
 from kafka_sink.testing.oracle import end_offsets, read_all
 
@@ -52,9 +53,11 @@ def test_a_restart_ends_what_the_killed_driver_left_open_before_its_first_batch(
     args = [kafka_bootstrap, topic, str(inputs), str(checkpoint), "exactly-once", prefix]
     args.append("kafka.transaction.timeout.ms=600000")
 
-    def run(name: str, point: str, **extra: str) -> Driver:
+    def run(name: str, point: str, *, start_sweep: bool = True) -> Driver:
         drop_cut_metadata_writes(checkpoint)
-        env = {**os.environ, PAUSE_ENV: str(pause), POINT_ENV: point, **extra}
+        env = {**os.environ, PAUSE_ENV: str(pause), POINT_ENV: point}
+        if not start_sweep:  # the driver and its Python workers leave the sweep out
+            env = weakened_env(env, tmp_path / "unswept-path", start_sweep=False)
         driver = Driver(args, tmp_path / f"{name}.log", env)
         assert driver.wait_started(), driver.tail()
         return driver
@@ -66,7 +69,7 @@ def test_a_restart_ends_what_the_killed_driver_left_open_before_its_first_batch(
     assert _behind(kafka_bootstrap, topic), "the killed run left nothing open"
 
     # 2. Without the start sweep, a restart held before its tasks leaves readers held back.
-    unswept = run("unswept", STARTED_POINT, **{NO_START_SWEEP_ENV: "1"})
+    unswept = run("unswept", STARTED_POINT, start_sweep=False)
     wait_for(pause / f"paused-{STARTED_POINT}", unswept)
     time.sleep(QUICK_S)
     still = _behind(kafka_bootstrap, topic)

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 from eos_driver import Driver, wait_for
 from sparkutil import assert_nothing_left_open
+from weakened import weakened_env
 
-from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, NO_FENCE_ENV, PAUSE_ENV, POINT_ENV
+from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, PAUSE_ENV, POINT_ENV
 from kafka_sink.testing.oracle import read_all
 
 # A fault proof: `-m "not slow"` leaves it out, CI runs it.
@@ -65,8 +66,8 @@ def test_a_resumed_old_driver_is_fenced_while_the_new_one_commits(
     args = [kafka_bootstrap, topic, str(inputs), str(checkpoint), "exactly-once", prefix]
     args.append("kafka.transaction.timeout.ms=600000")
     env = {**os.environ, PAUSE_ENV: str(pause), POINT_ENV: BEFORE_COMMIT}
-    if not fenced:
-        env[NO_FENCE_ENV] = "1"
+    if not fenced:  # both drivers and their Python workers take no fence
+        env = weakened_env(env, tmp_path / "unfenced-path", fence=False)
 
     # 1. The old driver's tasks prepared batch 0; the driver is stopped inside commit().
     old = Driver(args, tmp_path / "old.log", env)

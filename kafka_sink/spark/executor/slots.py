@@ -29,8 +29,8 @@ Invariants:
   cluster config (at most ``_MAX_ADMINS``, least recently used closed first), kept open between
   tasks like the producer cache keeps producers; closed at exit, and dropped after a failed
   round so the next task starts afresh. The key holds secrets; it is never logged.
-- With the test-only switch ``fault_hooks.every_slot_free`` on, every slot counts as free
-  without asking (a test shows what the choice prevents); unset, it costs one lookup.
+- Only a test leaves the choice out (``fault_hooks.safeguards``, never changed by the package):
+  every slot then counts as free without asking, to show what the choice prevents.
 - Against brokers without DescribeTransactions (before Kafka 3.0) every slot counts as free
   (the attempt number's slot is taken, as before slots existed), with one warning.
 """
@@ -46,8 +46,8 @@ from collections.abc import Mapping, Sequence
 from kafka_sink.admin.transactions import TransactionAdmin
 from kafka_sink.errors import UnsupportedVersionError
 from kafka_sink.sink_errors import SlotsBusyError
+from kafka_sink.spark import fault_hooks
 from kafka_sink.spark.eos_plan import SLOTS_PER_PARTITION, transactional_id
-from kafka_sink.spark.fault_hooks import every_slot_free
 from kafka_sink.spark.logs import ensure_logging, logger
 
 __all__ = [
@@ -134,7 +134,7 @@ def describe_states(config: Mapping[str, str], ids: Sequence[str]) -> list[str |
 
     ``config`` is the write's producer config; the call is bounded by its ``max.block.ms``.
     """
-    if every_slot_free():  # test-only; see fault_hooks
+    if not fault_hooks.safeguards.slot_choice:  # only a test leaves it out; see fault_hooks
         return [None] * len(ids)
     key = tuple(sorted((k, v) for k, v in config.items() if k != "transactional.id"))
     admin, in_use = _admin(key)

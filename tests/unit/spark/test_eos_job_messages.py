@@ -19,6 +19,7 @@ from kafka_sink.sink_errors import (
     SinkIntentUnknownError,
     SinkTransactionLostError,
 )
+from kafka_sink.spark import fault_hooks
 from kafka_sink.spark.driver.eos import committer as committer_module
 from kafka_sink.spark.driver.eos.committer import EosCommitter
 from kafka_sink.spark.driver.eos.idempotency import job_identity
@@ -54,7 +55,7 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Model]:
         "listing_ops",
         lambda config, timeout_s=None: coordinator_ops(m.coordinator),
     )
-    monkeypatch.setattr(committer_module, "fence_disabled", lambda: True)
+    monkeypatch.setattr(fault_hooks, "safeguards", fault_hooks.Safeguards(fence=False))
     monkeypatch.setattr(
         committer_module, "open_intent_store", lambda plan, config, fence=None: MemoryIntentStore()
     )

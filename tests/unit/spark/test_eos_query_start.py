@@ -1,9 +1,11 @@
 """A streaming exactly-once query's start aborts what a killed driver left open, on the fake
-coordinator: only in the planning call of ``streamWriter()`` (whose writer Spark pickles for the
-tasks), never in the commit call, once per driver, keeping what an unfinished intent names."""
+coordinator: run explicitly by ``streamWriter()`` in its planning call, never in the commit call
+(the commit worker's), never by pickling the writer, once per driver, keeping what an unfinished
+intent names."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import pickle
 from collections.abc import Iterator, Sequence
@@ -17,6 +19,8 @@ from kafka_sink.errors import KafkaConnectionError
 from kafka_sink.spark import logs
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
+from kafka_sink.spark.driver.eos import fence
+from kafka_sink.spark.driver.eos import start as start_module
 from kafka_sink.spark.driver.eos import timeout as eos_timeout
 from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction
 from kafka_sink.spark.driver.eos.intents import INTENT, BatchRecord, MemoryIntentStore
@@ -24,12 +28,10 @@ from kafka_sink.spark.driver.eos.start import QueryStart
 from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.writer import PyKafkaStreamWriter
 from tests.fakes.coordinator import FakeCoordinator
-from tests.fakes.spark import spark_checkpoint
+from tests.fakes.spark import COMMIT_WORKER_FILE, from_commit_worker, spark_checkpoint
 from tests.unit.spark.eos_support import PREFIX, committer, expected_rows, run_tasks, visible_counts
 
 SCHEMA = StructType([StructField("value", BinaryType())])
-# The commit worker's file, as pyspark names it (the start work's second guard looks for it).
-COMMIT_WORKER_FILE = "/site-packages/pyspark/sql/worker/python_streaming_sink_runner.py"
 
 
 class _Driver:
@@ -40,11 +42,8 @@ class _Driver:
         self.store = MemoryIntentStore()
         self.checkpoint = spark_checkpoint(tmp_path / "checkpoint")
         self.opened = 0
-        self.fail_with: Exception | None = None
 
     def for_plan(self, plan: EosPlan, producer_config: Any) -> EosCommitter:
-        if self.fail_with is not None:
-            raise self.fail_with
         self.opened += 1
         return committer(self.coordinator, self.store)
 
@@ -60,10 +59,15 @@ class _Driver:
         return PyKafkaDataSource(options).streamWriter(SCHEMA, False)
 
     def plan(self) -> PyKafkaStreamWriter:
-        """The planning worker: build the writer and pickle it for the tasks."""
+        """The planning worker: build the writer (its start work run) and pickle it for the
+        tasks."""
         writer = self.stream_writer()
         pickle.loads(pickle.dumps(writer))
         return writer
+
+    def commit_writer(self) -> PyKafkaStreamWriter:
+        """The commit worker's writer, built the same way from its own file."""
+        return from_commit_worker(self.stream_writer)
 
     def commit(self, batch_id: int, tasks: Sequence[TaskTransaction]) -> None:
         """The commit worker: build the writer again and commit the tasks' messages."""
@@ -71,7 +75,7 @@ class _Driver:
             PyKafkaCommitMessage(t.partition_id, 0, t.partition_id, batch_id, (), t.transaction)
             for t in tasks
         ]
-        self.stream_writer().commit(list(messages), batch_id)
+        self.commit_writer().commit(list(messages), batch_id)
 
     def list_calls(self) -> int:
         return sum(1 for operation, _ in self.coordinator.calls if operation == "list")
@@ -122,26 +126,58 @@ def test_a_restart_aborts_what_the_killed_driver_left_open_before_the_first_batc
 def test_the_commit_call_never_sweeps_the_batch_it_commits(
     driver: _Driver, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The commit worker builds the writer (start work attached, never pickled) and commits.
+    # The commit worker builds the writer (start work attached, not run) and commits.
     tasks = run_tasks(driver.coordinator, 0)
-    writer = driver.stream_writer()
+    writer = driver.commit_writer()
     assert writer.start is not None
-    driver.commit(0, tasks)
-    assert visible_counts(driver.coordinator) == expected_rows([0])
-    assert _start_lines(caplog) == []
-
-
-def test_a_writer_pickled_on_the_commit_workers_stack_does_not_sweep(
-    driver: _Driver, caplog: pytest.LogCaptureFixture
-) -> None:
-    # Were a pyspark release to pickle the writer while committing, the frame guard holds.
-    tasks = run_tasks(driver.coordinator, 0)
-    code = compile("pickle.dumps(build())", COMMIT_WORKER_FILE, "exec")
-    exec(code, {"pickle": pickle, "build": driver.stream_writer})
     assert len(driver.coordinator.open_transactions()) == 3
     driver.commit(0, tasks)
     assert visible_counts(driver.coordinator) == expected_rows([0])
     assert _start_lines(caplog) == []
+
+
+def test_pickling_the_writer_does_no_start_work_the_explicit_step_does(
+    driver: _Driver, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A killed run left batch 0's transactions open; a writer carries the query's start work.
+    run_tasks(driver.coordinator, 0)
+    writer = driver.commit_writer()
+    assert writer.start is not None
+    caplog.set_level(logging.INFO, logger="kafka_sink.spark")
+    # Pickled as often as anything likes (here outside the commit worker): nothing is swept,
+    # the start work stays with the driver's writer and no copy carries it.
+    for _ in range(3):
+        assert pickle.loads(pickle.dumps(writer)).start is None
+    assert writer.start is not None
+    assert driver.list_calls() == 0 and len(driver.coordinator.open_transactions()) == 3
+    assert _start_lines(caplog) == []
+    # The named step, as streamWriter() runs it in the planning call, does the work.
+    writer.run_query_start()
+    assert driver.list_calls() == 1 and driver.coordinator.open_transactions() == []
+    assert len(_start_lines(caplog)) == 1
+
+
+def test_the_planning_call_of_stream_writer_runs_the_start_before_anything_is_pickled(
+    driver: _Driver,
+) -> None:
+    run_tasks(driver.coordinator, 0)
+    writer = driver.stream_writer()  # the planning worker, before it pickles the writer
+    assert driver.list_calls() == 1 and driver.coordinator.open_transactions() == []
+    assert writer.start is not None
+
+
+def test_the_commit_worker_is_the_installed_pyspark_file_that_builds_the_writer_to_commit() -> None:
+    # What the start work tells the commit call by: the file Spark's commit call runs from, and
+    # not the planning worker's.
+    commit = importlib.util.find_spec("pyspark.sql.worker.python_streaming_sink_runner")
+    planning = importlib.util.find_spec("pyspark.sql.worker.write_into_data_source")
+    assert commit is not None and commit.origin is not None
+    assert planning is not None and planning.origin is not None
+    assert fence._COMMIT_WORKER in commit.origin and fence._COMMIT_WORKER not in planning.origin
+    assert COMMIT_WORKER_FILE.endswith(Path(commit.origin).name)
+    source = Path(commit.origin).read_text(encoding="utf-8")
+    assert ".streamWriter(" in source and ".commit(" in source and ".abort(" in source
+    assert ".streamWriter(" in Path(planning.origin).read_text(encoding="utf-8")
 
 
 def test_the_sweep_keeps_what_an_unfinished_intent_names(driver: _Driver) -> None:
@@ -165,7 +201,7 @@ def test_once_per_driver_and_query_though_each_batch_is_planned_and_pickled_twic
     pickle.dumps(writer)  # the planning pickles the writer twice (alone, in the write function)
     assert driver.list_calls() == 1
     # The batch ends in the commit worker (its commit or abort).
-    driver.stream_writer()._batch_ended()
+    driver.commit_writer()._batch_ended()
     # Another planning worker of the same driver (the markers in the local dir) does not sweep.
     logs._WARNED.clear()
     run_tasks(driver.coordinator, 2)
@@ -173,14 +209,20 @@ def test_once_per_driver_and_query_though_each_batch_is_planned_and_pickled_twic
     assert driver.list_calls() == 1
     assert len(driver.coordinator.open_transactions()) == 3
     # The restored writer (what a task runs) carries no start work.
-    assert pickle.loads(pickle.dumps(driver.stream_writer())).start is None
+    assert pickle.loads(pickle.dumps(driver.commit_writer())).start is None
 
 
 def test_a_start_that_cannot_reach_kafka_warns_and_the_planning_goes_on(
-    driver: _Driver, caplog: pytest.LogCaptureFixture
+    driver: _Driver, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    class _Unreachable:
+        @staticmethod
+        def for_plan(plan: EosPlan, producer_config: Any) -> EosCommitter:
+            raise KafkaConnectionError("no broker answered")
+
+    # Only the start work's committer fails: the planning's own recovery reached Kafka.
+    monkeypatch.setattr(start_module, "EosCommitter", _Unreachable)
     writer = driver.stream_writer()
-    driver.fail_with = KafkaConnectionError("no broker answered")
     assert isinstance(pickle.loads(pickle.dumps(writer)), PyKafkaStreamWriter)
     [line] = [r for r in caplog.records if "query start" in r.getMessage()]
     assert line.levelno == logging.WARNING
@@ -188,8 +230,6 @@ def test_a_start_that_cannot_reach_kafka_warns_and_the_planning_goes_on(
 
 
 def test_the_start_runs_again_when_the_planning_took_the_fence_anew(driver: _Driver) -> None:
-    from kafka_sink.spark.driver.eos import fence
-
     # The query's first planning on this driver took the fence (take "a") and swept.
     key = f"{PREFIX}\0q1"
     fence._HELD[key] = fence.FenceToken(fence.fence_id(PREFIX), 7, 0, taken="a")

@@ -256,13 +256,13 @@ def test_brokers_without_describe_transactions_fall_back_to_the_attempt_number(
     assert len(warnings) == 1
 
 
-def test_the_test_only_switch_makes_every_slot_look_free_without_asking(
+def test_a_test_installed_weakening_makes_every_slot_look_free_without_asking(
     fake_admin: type[_FakeAdmin], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(fault_hooks.EVERY_SLOT_FREE_ENV, "1")
+    monkeypatch.setattr(fault_hooks, "safeguards", fault_hooks.Safeguards(slot_choice=False))
     assert slots.describe_states({"bootstrap.servers": "h:1"}, ["p-0-0", "p-0-1"]) == [None] * 2
     assert fake_admin.made == []
-    monkeypatch.setenv(fault_hooks.EVERY_SLOT_FREE_ENV, "0")
+    monkeypatch.setattr(fault_hooks, "safeguards", fault_hooks.Safeguards())
     assert slots.describe_states({"bootstrap.servers": "h:1"}, ["p-0-0", "p-0-1"]) == [
         None,
         "Ongoing",

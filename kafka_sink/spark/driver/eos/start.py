@@ -36,20 +36,25 @@ workers on the driver, with the same arguments: ``pyspark.sql.worker.write_into_
 plans the batch and returns the writer pickled (alone, and inside the write function the tasks
 run); ``pyspark.sql.worker.python_streaming_sink_runner`` builds it again right before
 ``commit()`` / ``abort()``, when the batch's prepared transactions are open and must not be
-aborted. Nothing tells the data source which call it serves. The ways weighed:
+aborted. Neither the arguments nor the checkpoint tell the data source which call it serves (the
+re-planning of an interrupted batch and the commit call of a batch see the same state). The ways
+weighed:
 
-- the caller's frame (the worker's module): tied to pyspark's private layout, and to how the
-  worker runs (imported by the daemon, or as ``__main__`` with ``spark.python.use.daemon``
-  off), either of which a 4.x release may change;
+- pickling: only the planning pickles the writer; but the start work, which aborts
+  transactions, would then be a side effect of serialisation, run by whatever pickles the writer
+  and invisible where the writer is built;
 - keywords versus positional arguments: an accident of the current code;
-- pickling: the planning must ship the writer to the executors, so it pickles it in every
-  pyspark version and under Spark Connect (whose server runs the same workers), while the
-  commit call builds the writer only to call ``commit()`` / ``abort()`` on it.
+- the caller's frames: the commit worker's file on the stack (``fence.in_commit_worker``),
+  whether the daemon imported the worker or it runs as ``__main__`` (a frame names its file
+  either way), under Spark Connect too (its server runs the same workers). The fence already
+  tells the commit call so (``fence.py``). Were a pyspark release to rename the file, every
+  exactly-once commit would fail before committing anything (its batch's transactions found
+  aborted), never commit twice; a unit test pins the file's name against the installed pyspark.
 
-So ``streamWriter()`` attaches a :class:`QueryStart` to the writer, and the writer runs it when
-it is first pickled, leaving it out of the pickled state (tasks never carry it). As a second
-guard, a stack that holds a frame of the commit worker's file skips the sweep: were a later
-pyspark to pickle the writer on the commit path, the sweep would still not run there.
+So ``streamWriter()`` attaches a :class:`QueryStart` to the writer and runs it explicitly
+(``PyKafkaStreamWriter.run_query_start``), and :meth:`QueryStart.run` returns at once inside the
+commit worker. Pickling the writer does no start work and leaves it out of the pickled state
+(tasks never carry it).
 
 Invariants:
 - The sweep runs once per driver, query key and take of the fence (``logs.first_on_driver``
@@ -60,7 +65,8 @@ Invariants:
 - The driver took the query's fence before (``fence.py``, in the planning's
   ``EosCommitter.for_plan``); the sweep aborts only while the fence is still this driver's.
 - It never fails the planning: an error is logged as a warning (the first commit's sweep then
-  ends the leftovers), since pickling would turn it into an unrelated serialisation error.
+  ends the leftovers), since the batch can run without it.
+- It runs only on the driver: ``streamWriter()`` runs it, and no task's writer carries it.
 - A query restarted with nothing to process plans no batch, so it sweeps with its first batch;
   one whose driver died before commit always re-runs that batch first.
 """
@@ -72,10 +78,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kafka_sink.spark import fault_hooks
 from kafka_sink.spark.driver.eos.committer import EosCommitter
 from kafka_sink.spark.driver.eos.fence import PENDING, in_commit_worker, pending_path, take_id
 from kafka_sink.spark.eos_plan import EosPlan
-from kafka_sink.spark.fault_hooks import STARTED, pause_commit, start_sweep_disabled
+from kafka_sink.spark.fault_hooks import STARTED, pause_commit
 from kafka_sink.spark.logs import ensure_logging, first_on_driver, logger
 
 __all__ = ["QueryStart"]
@@ -89,8 +96,8 @@ class QueryStart:
     producer_config: Mapping[str, str] = field(repr=False)  # may carry credentials
 
     def run(self) -> None:
-        """Sweep the prefix once per driver and take of the fence; never raises (see the
-        module docstring)."""
+        """Sweep the prefix once per driver and take of the fence, in a planning call only;
+        never raises (see the module docstring)."""
         if in_commit_worker():
             return
         started = self.plan.query_key
@@ -101,7 +108,7 @@ class QueryStart:
         if not first_on_driver("started", started) and not interrupted:
             return
         ensure_logging()
-        if not start_sweep_disabled():
+        if fault_hooks.safeguards.start_sweep:  # only a test leaves it out
             self._sweep()
         pause_commit(None, STARTED)  # test-only; see fault_hooks
 
