@@ -165,6 +165,7 @@ class PyKafkaDataSource(DataSource):
             write_id=write_id,
             eos=eos,
             formats=plan,
+            input_schema=schema,
         )
         if eos is not None:
             writer.start = QueryStart(eos, options.producer_config)

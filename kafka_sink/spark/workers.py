@@ -14,6 +14,9 @@ Invariants:
 - Works on a classic and a Spark Connect session (a DataFrame job, no ``SparkContext``).
 - The message is one line and names the interpreter the worker reported (or, when no worker
   could run the job, the one the session is configured with) and the settings to change.
+- Registering where Spark already holds the discovered ``pyspark_pykafka`` source succeeds:
+  PySpark 4.0 refuses to replace a discovered source (``DATA_SOURCE_ALREADY_EXISTS``) where
+  4.1 and later let a registration take its place, and both are this package's source.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from kafka_sink.sink_errors import SinkWorkerError
 from kafka_sink.spark import worker_probe
 from kafka_sink.spark.datasource import PyKafkaDataSource
 
-__all__ = ["check_workers", "register"]
+__all__ = ["check_workers", "register", "register_source"]
 
 _SETTINGS = "PYSPARK_PYTHON (or spark.pyspark.python; on a cluster, the nodes' Python)"
 
@@ -38,8 +41,30 @@ def register(spark: Any) -> None:
     Raises :class:`~kafka_sink.sink_errors.SinkWorkerError` when the Python Spark starts for
     its workers cannot import the sink.
     """
-    spark.dataSource.register(PyKafkaDataSource)
+    register_source(spark)
     check_workers(spark)
+
+
+def register_source(spark: Any) -> None:
+    """``spark.dataSource.register(PyKafkaDataSource)``, or nothing where Spark already has the
+    discovered source under the name and keeps it (PySpark 4.0)."""
+    try:
+        spark.dataSource.register(PyKafkaDataSource)
+    except Exception as exc:
+        if _error_class(exc) != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
+
+
+def _error_class(exc: BaseException) -> str | None:
+    # PySpark's errors name their class; a classic session's and a Connect client's alike.
+    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    if get is None:
+        return None
+    try:
+        condition = get()
+    except Exception:
+        return None
+    return condition if isinstance(condition, str) else None
 
 
 def check_workers(spark: Any) -> None:

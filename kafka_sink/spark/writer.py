@@ -51,11 +51,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
 
 from kafka_sink.formats.plan import FormatPlan
 from kafka_sink.sink_errors import CommitStoreUnavailableError
@@ -77,6 +74,7 @@ from kafka_sink.spark.logs import apply_level, logger
 from kafka_sink.spark.metrics import batch_metrics
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
+from kafka_sink.spark.spark_api import StreamWriterBase
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,6 +97,7 @@ class _WriterCore:
         write_id: str,
         eos: EosPlan | None = None,
         formats: FormatPlan | None = None,
+        input_schema: StructType | None = None,
     ) -> None:
         self.options = options
         self.layout = layout
@@ -108,14 +107,19 @@ class _WriterCore:
         self.eos = eos
         #: The serialized columns' schemas and ids (``formats/plan.py``); None: bytes as given.
         self.formats = formats
+        #: The DataFrame's schema: what rows become should Spark hand ``Row`` s (``spark_api.py``).
+        self.input_schema = input_schema
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
         """The executor side: one task's rows (``task.py``)."""
         # Imported here, on the executor, and nowhere else: the driver's workers that plan and
         # commit every micro-batch import this module and must not load the producer, numpy
         # and pyarrow.compute that task.py brings.
+        from kafka_sink.spark.executor.rows import arrow_batches
         from kafka_sink.spark.executor.task import write_task
 
+        if self.input_schema is not None:
+            batches = arrow_batches(batches, self.input_schema)
         return write_task(
             self.options,
             self.layout,
@@ -312,7 +316,7 @@ class PyKafkaBatchWriter(_WriterCore, DataSourceArrowWriter):
         self._record(messages, None, ok=False)
 
 
-class PyKafkaStreamWriter(_WriterCore, DataSourceStreamArrowWriter):
+class PyKafkaStreamWriter(_WriterCore, StreamWriterBase):
     """``df.writeStream.format("pykafka")``: one commit per micro-batch."""
 
     #: An exactly-once query's start work (``eos/start.py``), attached on the driver by

@@ -81,7 +81,7 @@ def child_session(app_name: str, master: str = "local[2]") -> Any:
     ``local-cluster[...]`` (executors of 512 MiB)."""
     from pyspark.sql import SparkSession
 
-    from kafka_sink.spark.datasource import PyKafkaDataSource
+    from kafka_sink.spark.workers import register_source
 
     spark = (
         SparkSession.builder.master(master)
@@ -94,7 +94,7 @@ def child_session(app_name: str, master: str = "local[2]") -> Any:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(PyKafkaDataSource)
+    register_source(spark)
     return spark
 
 

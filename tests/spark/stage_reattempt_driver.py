@@ -81,7 +81,7 @@ def main() -> int:
     markers, bootstrap, topic, prefix, rows = sys.argv[1:6]
     from pyspark.sql import SparkSession
 
-    from kafka_sink.spark.datasource import PyKafkaDataSource
+    from kafka_sink.spark.workers import register_source
 
     spark = (
         SparkSession.builder.master(f"local-cluster[{EXECUTORS},1,1024]")
@@ -94,7 +94,7 @@ def main() -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
-    spark.dataSource.register(PyKafkaDataSource)
+    register_source(spark)
     sc = spark.sparkContext
     deadline = time.monotonic() + 120
     # Both executors hold map outputs only when both run map tasks: wait for them first.
