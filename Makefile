@@ -3,7 +3,9 @@
 #   make demo       start a local Kafka, stream into it exactly-once, kill the driver mid-batch,
 #                   restart it, and compare what read_committed and read_uncommitted consumers read
 #   make test-unit  the fast loop: tests/unit alone, no broker and no jars (the virtualenv only)
-#   make test       lint, then the whole test suite against a real Kafka broker
+#   make test       lint, then the whole test suite against a real Kafka broker, and the Spark
+#                   suites again on PySpark 4.0 (.venv-spark40)
+#   make test-spark40  the Spark suites on PySpark 4.0 alone
 #   make chaos      the exactly-once chaos run alone (make test runs it too)
 #   make lint       ruff (format + lint), mypy --strict, import layering; make fmt fixes formatting
 #   make broker     run a local Kafka for manual use (Ctrl-C stops it); NODES=3 for a cluster
@@ -13,9 +15,14 @@
 PYTHON       ?= python3
 VENV         := .venv
 PY           := $(VENV)/bin/python
+# The second environment: the same checkout on the PySpark 4.0 line (conf/pyspark-4.0.txt).
+VENV40       := .venv-spark40
+PY40         := $(VENV40)/bin/python
 CACHE        := .cache
 KAFKA_LIB    := $(CACHE)/kafka/lib
 SPARK_KAFKA  := $(CACHE)/spark-kafka/lib
+# Spark's Kafka connector for the PySpark 4.0 environment's benchmarks (its JVM sink peer).
+SPARK_KAFKA40 := $(CACHE)/spark-kafka-4.0/lib
 S3PROXY      := $(CACHE)/s3proxy
 REGISTRY     := $(CACHE)/schema-registry
 MVN          := mvn -B -q
@@ -29,19 +36,27 @@ export SCHEMA_REGISTRY_DIR := $(abspath $(REGISTRY))
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test test-unit lint fmt demo broker chaos clean \
+.PHONY: setup test test-unit test-spark40 lint fmt demo broker chaos clean \
 	bench bench-records bench-producer bench-transactions bench-spark bench-microbatch \
 	bench-spark-eos bench-microbatch-eos bench-eos-commit bench-eos-acquire bench-eos-scale \
 	bench-formats bench-fingerprint bench-producer-metrics bench-spark-formats \
-	bench-metrics-recording
+	bench-metrics-recording bench-spark-stream
 
-setup: $(VENV)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched $(REGISTRY)/.fetched \
-	$(SPARK_KAFKA)/.fetched
+setup: $(VENV)/.installed $(VENV40)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched \
+	$(REGISTRY)/.fetched $(SPARK_KAFKA)/.fetched
 
-$(VENV)/.installed: pyproject.toml
+# One virtualenv per supported PySpark line, the same checkout installed in each; the PySpark
+# of each comes from its constraints file.
+$(VENV)/.installed: pyproject.toml conf/pyspark-4.3.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -c conf/pyspark-4.3.txt
+	touch $@
+
+$(VENV40)/.installed: pyproject.toml conf/pyspark-4.0.txt
+	test -x $(PY40) || $(PYTHON) -m venv $(VENV40)
+	$(PY40) -m pip install -q --upgrade pip
+	$(PY40) -m pip install -q -e '.[dev]' -c conf/pyspark-4.0.txt
 	touch $@
 
 # The broker POM is package data; the same command fetches the jars for an installed wheel.
@@ -62,6 +77,15 @@ $(S3PROXY)/.fetched: conf/maven/s3proxy.pom.xml
 		-DoutputDirectory=$(abspath $(S3PROXY))
 	touch $@
 
+# The same POM at the 4.0 line's connector (Maven Central has 4.0.0 of all three Spark jars).
+$(SPARK_KAFKA40)/.fetched: conf/maven/spark-sql-kafka.pom.xml
+	rm -rf $(SPARK_KAFKA40)
+	$(MVN) -f conf/maven/spark-sql-kafka.pom.xml $(MVN_COPY) -DincludeScope=runtime \
+		-Dspark.version=4.0.0 -Dtoken-provider.version=4.0.0 \
+		-DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-avro_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2 \
+		-DoutputDirectory=$(abspath $(SPARK_KAFKA40))
+	touch $@
+
 $(SPARK_KAFKA)/.fetched: conf/maven/spark-sql-kafka.pom.xml
 	rm -rf $(SPARK_KAFKA)
 	$(MVN) -f conf/maven/spark-sql-kafka.pom.xml $(MVN_COPY) -DincludeScope=runtime \
@@ -79,21 +103,47 @@ fmt: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# The Spark suites that cover every writer path (batch, streaming, both guarantees, a driver
+# killed and restarted, a stage re-attempt, keyed batch re-runs, registry formats, discovery,
+# Spark Connect, metrics) and the installed wheel, on PySpark 4.0. The unit and broker tiers do
+# not depend on PySpark's version and run once, on the main environment.
+SPARK40_TESTS := tests/spark/test_spark_batch.py tests/spark/test_spark_stream.py \
+	tests/spark/test_spark_exactly_once.py tests/spark/test_spark_exactly_once_restarts.py \
+	tests/spark/test_spark_exactly_once_stage_reattempt.py tests/spark/test_spark_idempotent_jobs.py \
+	tests/spark/test_spark_formats_avro.py tests/spark/test_spark_discovery.py \
+	tests/spark/test_spark_connect.py tests/spark/test_spark_metrics.py \
+	tests/unit/spark/test_spark_api.py tests/packaging/test_installed_wheel.py
+# The weakened-safeguard half of the stage re-attempt proof shows what the slot choice (our code,
+# not PySpark's) prevents; the main environment runs it, and the re-attempt itself runs here.
+SPARK40_DESELECT := --deselect \
+	tests/spark/test_spark_exactly_once_stage_reattempt.py::test_without_the_slot_choice_the_zombie_aborts_the_re_attempts_prepared_transaction
+SPARK40_ENV := PYSPARK_PYTHON=$(abspath $(PY40)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY40))
+test-spark40: setup
+	$(SPARK40_ENV) $(PY40) -m pytest -p no:cacheprovider --basetemp=$(CACHE)/spark40-tmp \
+		$(SPARK40_TESTS) $(SPARK40_DESELECT) $(PYTEST_ARGS)
+
 # pytest exits 5 when it collected nothing: that is a failure here, never a silent pass.
 # The whole suite runs the chaos run (on its own 3-node Kafka, mostly waiting between its
-# faults; how long it takes: docs/testing.md) in a second pytest beside the rest rather than
-# after it; its output, seed and summary included, is printed at the end. With PYTEST_ARGS, one
-# pytest runs what they select.
+# faults; how long it takes: docs/testing.md) and then the Spark suites on PySpark 4.0
+# (SPARK40_TESTS) in a second chain beside the rest rather than after it; their output, the chaos
+# run's seed and summary included, is printed at the end. With PYTEST_ARGS, one pytest runs what
+# they select, on the main environment.
 CHAOS_TEST := tests/spark/test_spark_exactly_once_chaos.py
 test: setup lint
 ifeq ($(strip $(PYTEST_ARGS)),)
-	$(PY) -m pytest -p no:cacheprovider -s --basetemp=$(CACHE)/chaos-tmp $(CHAOS_TEST) \
-		> $(CACHE)/chaos-run.log 2>&1 & chaos=$$!; \
+	( $(PY) -m pytest -p no:cacheprovider -s --basetemp=$(CACHE)/chaos-tmp $(CHAOS_TEST) \
+		> $(CACHE)/chaos-run.log 2>&1; echo $$? > $(CACHE)/chaos-run.rc; \
+	  $(SPARK40_ENV) $(PY40) -m pytest -p no:cacheprovider --basetemp=$(CACHE)/spark40-tmp \
+		$(SPARK40_TESTS) $(SPARK40_DESELECT) > $(CACHE)/spark40-run.log 2>&1; echo $$? > $(CACHE)/spark40-run.rc ) & \
+	side=$$!; \
 	$(PY) -m pytest --deselect $(CHAOS_TEST)::test_streaming_exactly_once_under_chaos; rc=$$?; \
-	wait $$chaos; chaos_rc=$$?; \
+	wait $$side; chaos_rc=$$(cat $(CACHE)/chaos-run.rc); spark40_rc=$$(cat $(CACHE)/spark40-run.rc); \
 	echo "---- the chaos run (exit $$chaos_rc) ----"; tail -n 60 $(CACHE)/chaos-run.log; \
+	echo "---- the Spark suites on PySpark 4.0 (exit $$spark40_rc) ----"; \
+	tail -n 40 $(CACHE)/spark40-run.log; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; \
-	if [ $$chaos_rc -ne 0 ]; then exit $$chaos_rc; fi; exit $$rc
+	if [ $$chaos_rc -ne 0 ]; then exit $$chaos_rc; fi; \
+	if [ $$spark40_rc -ne 0 ]; then exit $$spark40_rc; fi; exit $$rc
 else
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; exit $$rc
@@ -126,6 +176,16 @@ bench-transactions: setup
 # BENCH_REPEAT=N for best of N, BENCH_OUT=dir for where the table and plot go.
 bench-spark: setup $(SPARK_KAFKA)/.fetched
 	$(PY) benchmarks/bench_spark.py
+
+# The streaming path on every PySpark line set up (4.3 and 4.0), each against Spark's JVM sink on
+# the same PySpark and the foreachBatch + confluent-kafka loop (results/bench_spark_stream*).
+BENCH_STREAM_ARGS ?= --workloads json200,json1k --codecs lz4 --repeat 3 \
+	--writers ceiling,jvm-default,jvm-tuned,pykafka,confluent-fp
+bench-spark-stream: setup $(SPARK_KAFKA)/.fetched $(SPARK_KAFKA40)/.fetched
+	$(PY) benchmarks/bench_spark.py --streaming $(BENCH_STREAM_ARGS) \
+		--out benchmarks/results --stem bench_spark_stream
+	$(SPARK40_ENV) $(PY40) benchmarks/bench_spark.py --streaming $(BENCH_STREAM_ARGS) \
+		--jars-dir $(abspath $(SPARK_KAFKA40)) --out benchmarks/results --stem bench_spark_stream_4.0
 
 # Median addBatch of a small streaming query (rate source, 2,000 rows/s) per sink.
 bench-microbatch: setup $(SPARK_KAFKA)/.fetched
