@@ -39,6 +39,12 @@ sampled every 50 ms. Records written are checked against the topic's end offsets
     python benchmarks/bench_spark.py --workloads hex100 --codecs lz4 \\
         --writers ceiling,jvm-default,pykafka --rows 2000000   # the former single workload
 
+``--streaming`` times streaming queries instead (``make bench-spark-stream``, on every PySpark
+line the Makefile sets up): each cell's rows are written once as Parquet files, and every run is
+one ``trigger(availableNow=True)`` query reading them as a file stream into the writer, from
+``start()`` to the end of its micro-batch; the ceiling is then a discarding stream writer on the
+same base as pykafka's, and the hand-written baseline ``foreachBatch`` + ``foreachPartition``.
+
 ``--out DIR`` writes ``bench_spark.md`` (the table), ``bench_spark.png`` (the plot, needs
 matplotlib) and ``bench_spark.json`` there; the full matrix writes to ``benchmarks/results`` by
 default. Without --bootstrap (or KAFKA_BOOTSTRAP_SERVERS) a LocalKafka with the "bench" JVM
@@ -54,8 +60,10 @@ import json
 import os
 import pkgutil
 import platform
+import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -64,6 +72,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+from kafka_sink.spark.spark_api import StreamWriterBase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTITIONS = 6
@@ -138,6 +148,19 @@ class _DiscardWriter(DataSourceArrowWriter):
         return _Count(sum(batch.num_rows for batch in iterator))
 
 
+class _DiscardStreamWriter(StreamWriterBase):
+    """The streaming ceiling, on the same base as pykafka's stream writer on this PySpark."""
+
+    def write(self, iterator: Iterator[Any]) -> _Count:
+        return _Count(sum(batch.num_rows for batch in iterator))
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        pass
+
+
 class DiscardDataSource(DataSource):
     """The ceiling: an Arrow writer that receives every batch and keeps nothing."""
 
@@ -147,6 +170,9 @@ class DiscardDataSource(DataSource):
 
     def writer(self, schema: Any, overwrite: bool) -> _DiscardWriter:
         return _DiscardWriter()
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> _DiscardStreamWriter:
+        return _DiscardStreamWriter()
 
 
 def confluent_partition(
@@ -173,7 +199,14 @@ def confluent_partition(
         for row in rows:
             while True:
                 try:
-                    producer.produce(topic, value=value(row), key=row.key, on_delivery=on_delivery)
+                    # A row read back from files carries binary columns as bytearray, which
+                    # produce() refuses; bytes() of bytes is the same object, no copy.
+                    producer.produce(
+                        topic,
+                        value=bytes(value(row)),
+                        key=None if row.key is None else bytes(row.key),
+                        on_delivery=on_delivery,
+                    )
                     break
                 except BufferError:  # local queue full: serve callbacks and try again
                     producer.poll(0.1)
@@ -381,8 +414,10 @@ def kafka_options(bootstrap: str, topic: str, codec: str, extra: dict[str, str])
     }
 
 
-def write(df: Any, writer: str, options: dict[str, str]) -> None:
-    if writer == "ceiling":
+def write(df: Any, writer: str, options: dict[str, str], stream: Stream | None = None) -> None:
+    if stream is not None:
+        stream_write(stream, writer, options)
+    elif writer == "ceiling":
         df.write.format("bench_discard").mode("append").save()
     elif writer == "confluent-fp":
         conf = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
@@ -391,6 +426,52 @@ def write(df: Any, writer: str, options: dict[str, str]) -> None:
         fmt = "pykafka" if writer.startswith("pykafka") else "kafka"
         extra = TUNED if writer == "jvm-tuned" else EOS if writer == "pykafka-eos" else {}
         df.write.format(fmt).mode("append").options(**{**options, **extra}).save()
+
+
+@dataclass
+class Stream:
+    """A streaming run's input: the cell's rows as Parquet files, read by a file stream in one
+    ``availableNow`` micro-batch per run (its own checkpoint each time)."""
+
+    spark: Any
+    schema: Any
+    path: str
+    checkpoints: str
+
+    def source(self) -> Any:
+        return self.spark.readStream.schema(self.schema).parquet(self.path)
+
+
+def stream_write(stream: Stream, writer: str, options: dict[str, str]) -> None:
+    """One streaming query over the whole input: start() to the end of its last micro-batch."""
+    checkpoint = os.path.join(stream.checkpoints, uuid.uuid4().hex)
+    out = stream.source().writeStream.option("checkpointLocation", checkpoint)
+    if writer == "ceiling":
+        out = out.format("bench_discard")
+    elif writer == "confluent-fp":
+        # What a PySpark 4.0 user writes by hand today: foreachBatch, then one confluent-kafka
+        # producer per partition of the micro-batch.
+        conf = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
+        send = confluent_partition(conf, options["topic"])
+        out = out.foreachBatch(lambda batch, _id: batch.foreachPartition(send))
+    else:
+        fmt = "pykafka" if writer.startswith("pykafka") else "kafka"
+        extra = TUNED if writer == "jvm-tuned" else EOS if writer == "pykafka-eos" else {}
+        out = out.format(fmt).options(**{**options, **extra})
+    query = out.trigger(availableNow=True).start()
+    query.awaitTermination(600)
+    if query.isActive:
+        query.stop()
+        raise RuntimeError(f"{writer}: the streaming query did not finish in 600 s")
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+
+
+def stream_of(spark: Any, df: Any, directory: str) -> Stream:
+    """The cell's cached rows written once as Parquet (not timed), one file per task."""
+    path = os.path.join(directory, "input")
+    df.write.mode("overwrite").parquet(path)
+    return Stream(spark, df.schema, path, os.path.join(directory, "checkpoints"))
 
 
 def delete_topics(bootstrap: str, names: list[str]) -> None:
@@ -422,6 +503,7 @@ def run_cell(
     writers: list[str],
     args: argparse.Namespace,
     extra: dict[str, str],
+    stream: Stream | None = None,
 ) -> list[Result]:
     from kafka_sink.testing.oracle import create_topic, end_offsets
 
@@ -444,7 +526,7 @@ def run_cell(
             tag = "warm-up" if run < 0 else f"run {run + 1}  "
             try:
                 with meter.measure() as m:
-                    write(df, writer, options)
+                    write(df, writer, options, stream)
             except Exception as exc:  # report it and go on: one bad run must not hide the rest
                 first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
                 print(f"    {tag} {writer:<12} FAILED: {type(exc).__name__}: {first}", flush=True)
@@ -726,12 +808,20 @@ def parse_args() -> argparse.Namespace:
         "full default matrix, nowhere otherwise)",
     )
     parser.add_argument(
+        "--streaming",
+        action="store_true",
+        help="time streaming queries instead of batch writes: the cell's rows as Parquet files "
+        "read by a file stream, one availableNow query per run (make bench-spark-stream)",
+    )
+    parser.add_argument(
         "--stem",
-        default="bench_spark",
+        default=None,
         help="file names under --out: STEM.md, STEM.json, STEM.png (e.g. bench_spark_eos)",
     )
     args = parser.parse_args()
     args.quick = quick
+    if args.stem is None:
+        args.stem = "bench_spark_stream" if args.streaming else "bench_spark"
     return args
 
 
@@ -756,6 +846,7 @@ def main() -> int:
         and not args.quick
         and args.rows is None
         and not args.spark_conf
+        and not args.streaming
     )
     out = args.out or (os.path.join(ROOT, "benchmarks", "results") if default_matrix else None)
 
@@ -767,8 +858,9 @@ def main() -> int:
         spark = spark_session(args.jars_dir, need_jars, conf=spark_conf)
         meter = ClientMeter(jvm_pid())
         settings = "".join(f", {k}={v}" for k, v in sorted(spark_conf.items()))
+        kind = "streaming (availableNow over Parquet files)" if args.streaming else "batch"
         header = (
-            f"bench_spark: local[2]{settings}, pyspark {spark.version}, Python "
+            f"bench_spark, {kind}: local[2]{settings}, pyspark {spark.version}, Python "
             f"{platform.python_version()}, {PARTITIONS} partitions, acks=all, linger.ms=5, "
             f"{KEY_SIZE}-byte keys; best of {args.repeat} after {args.warmup} warm-up; "
             f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
@@ -794,6 +886,11 @@ def main() -> int:
                         f"{cost.sample_rows:,} rows)",
                         flush=True,
                     )
+                stream = (
+                    stream_of(spark, df, tempfile.mkdtemp(prefix="bench-spark-stream-"))
+                    if args.streaming
+                    else None
+                )
                 results += run_cell(
                     meter,
                     bootstrap,
@@ -805,7 +902,10 @@ def main() -> int:
                     writers=writers,
                     args=args,
                     extra=extra,
+                    stream=stream,
                 )
+                if stream is not None:
+                    shutil.rmtree(os.path.dirname(stream.path), ignore_errors=True)
             df.unpersist(blocking=True)
         load = os.getloadavg()[0]
         spark.stop()
