@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSource, WriterCommitMessage
+
+from kafka_sink.spark.spark_api import StreamWriterBase
 
 
 @dataclass
@@ -17,7 +19,7 @@ class NoopCount(WriterCommitMessage):
     rows: int
 
 
-class NoopStreamWriter(DataSourceStreamArrowWriter):
+class NoopStreamWriter(StreamWriterBase):
     def write(self, iterator: Iterator[Any]) -> NoopCount:
         return NoopCount(sum(batch.num_rows for batch in iterator))
 

@@ -14,15 +14,18 @@ Invariants:
 - Works on a classic and a Spark Connect session (a DataFrame job, no ``SparkContext``).
 - The message is one line and names the interpreter the worker reported (or, when no worker
   could run the job, the one the session is configured with) and the settings to change.
-- Registering where Spark already holds the discovered ``pyspark_pykafka`` source succeeds:
-  PySpark 4.0 refuses to replace a discovered source (``DATA_SOURCE_ALREADY_EXISTS``) where
-  4.1 and later let a registration take its place, and both are this package's source.
+- Registering where Spark already holds the discovered ``pyspark_pykafka`` source succeeds
+  when that source runs where the workers do: PySpark 4.0 refuses to replace a discovered
+  source (``DATA_SOURCE_ALREADY_EXISTS``) where 4.1 and later let a registration take its
+  place, and a discovered source is bound to the interpreter of the driver's environment
+  variables, so ``register`` fails, naming both, when that is not the workers' interpreter.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from typing import Any
 
@@ -41,18 +44,57 @@ def register(spark: Any) -> None:
     Raises :class:`~kafka_sink.sink_errors.SinkWorkerError` when the Python Spark starts for
     its workers cannot import the sink.
     """
-    register_source(spark)
-    check_workers(spark)
+    kept = not register_source(spark)
+    workers_python = check_workers(spark)
+    if kept:
+        _refuse_other_interpreter(spark, workers_python)
 
 
-def register_source(spark: Any) -> None:
-    """``spark.dataSource.register(PyKafkaDataSource)``, or nothing where Spark already has the
-    discovered source under the name and keeps it (PySpark 4.0)."""
+def register_source(spark: Any) -> bool:
+    """``spark.dataSource.register(PyKafkaDataSource)``; False, registering nothing, where Spark
+    already has the discovered source under the name and keeps it (PySpark 4.0)."""
     try:
         spark.dataSource.register(PyKafkaDataSource)
     except Exception as exc:
         if _error_class(exc) != "DATA_SOURCE_ALREADY_EXISTS":
             raise
+        return False
+    return True
+
+
+def _refuse_other_interpreter(spark: Any, workers_python: str) -> None:
+    """PySpark 4.0 binds a discovered source to the interpreter of ``PYSPARK_DRIVER_PYTHON``,
+    else ``PYSPARK_PYTHON``, else ``python3``, as the session started, and a registration cannot
+    rebind it: when that is not the Python this session's workers run, the sink's planning,
+    commits and tasks would run elsewhere than ``register`` checked."""
+    bound = _discovered_python(spark)
+    if bound is None or _same_interpreter(bound, workers_python):
+        return
+    raise SinkWorkerError(
+        f"format('pykafka') was discovered by Spark with {bound} (PYSPARK_DRIVER_PYTHON, else "
+        f"PYSPARK_PYTHON, else python3, when the session started), and PySpark 4.0 cannot "
+        f"register it again for this session's workers, which run {workers_python}. Fix: set "
+        f"PYSPARK_DRIVER_PYTHON and PYSPARK_PYTHON to {workers_python} before the session "
+        f"starts (PySpark 4.1 and later rebind the source on register)"
+    )
+
+
+def _discovered_python(spark: Any) -> str | None:
+    """The interpreter a classic session's ``pykafka`` source is bound to; None when the session
+    cannot say (Spark Connect: the server holds it)."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        source = manager.lookupDataSource(PyKafkaDataSource.name())
+        return str(source.dataSourceCls().pythonExec())
+    except Exception:
+        return None
+
+
+def _same_interpreter(a: str, b: str) -> bool:
+    def resolved(path: str) -> str:
+        return os.path.realpath(shutil.which(path) or path)
+
+    return resolved(a) == resolved(b)
 
 
 def _error_class(exc: BaseException) -> str | None:
@@ -67,8 +109,9 @@ def _error_class(exc: BaseException) -> str | None:
     return condition if isinstance(condition, str) else None
 
 
-def check_workers(spark: Any) -> None:
-    """Run a one-row job; raise :class:`SinkWorkerError` if its worker cannot run the sink."""
+def check_workers(spark: Any) -> str:
+    """Run a one-row job; raise :class:`SinkWorkerError` if its worker cannot run the sink, else
+    return the worker's interpreter."""
     try:
         report = json.loads(_ask_a_worker(spark))
     except Exception as exc:
@@ -81,7 +124,7 @@ def check_workers(spark: Any) -> None:
         ) from exc
     missing: list[str] = report["missing"]
     if not missing:
-        return
+        return str(report["executable"])
     raise SinkWorkerError(
         f"format('pykafka') cannot run in this session's workers: Spark starts them with "
         f"{report['executable']} (Python {report['version']}), which cannot import "

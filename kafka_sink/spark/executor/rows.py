@@ -9,8 +9,9 @@ batches of the input's own Arrow schema, so every feature of the loop works unch
 Invariants:
 - Batches pass through untouched; the first item decides which kind the whole input is.
 - A row's values are converted as Spark's own Arrow hand-off converts them: a naive timestamp
-  (Spark gives a ``TimestampType`` column as local wall-clock time) is read in the worker's
-  local time zone, so it names the same instant as the batch Spark would have handed.
+  (Spark gives a ``TimestampType`` value as local wall-clock time, in a column or nested in a
+  struct, an array or a map) is read in the worker's local time zone, so it names the same
+  instant as the batch Spark would have handed.
 - A batch holds at most :data:`ROWS_PER_BATCH` rows: memory stays bounded by the batch, not by
   the task.
 """
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 import datetime
 import inspect
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.types import StructType, TimestampType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType, TimestampType
 
 __all__ = ["ROWS_PER_BATCH", "arrow_batches"]
 
@@ -46,7 +47,11 @@ def arrow_batches(
         yield from iterator
         return
     arrow_schema = _arrow_schema(schema)
-    local_times = [i for i, f in enumerate(schema.fields) if isinstance(f.dataType, TimestampType)]
+    local_times = {
+        i: convert
+        for i, f in enumerate(schema.fields)
+        if (convert := _local_time_converter(f.dataType)) is not None
+    }
     chunk: list[Sequence[Any]] = [first]
     for row in iterator:
         chunk.append(row)
@@ -68,15 +73,48 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def _batch(
-    rows: Sequence[Sequence[Any]], schema: pa.Schema, local_times: Sequence[int]
+    rows: Sequence[Sequence[Any]], schema: pa.Schema, local_times: Mapping[int, Converter]
 ) -> pa.RecordBatch:
     columns: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)]
-    for index in local_times:
-        columns[index] = [_aware(value) for value in columns[index]]
+    for index, convert in local_times.items():
+        columns[index] = [convert(value) for value in columns[index]]
     arrays = [
         pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+Converter = Callable[[Any], Any]
+
+
+def _local_time_converter(data_type: DataType) -> Converter | None:
+    """What makes every naive timestamp in a value of ``data_type`` an aware one (at any depth:
+    a struct's field, an array's element, a map's key or value); None when it holds none."""
+    if isinstance(data_type, TimestampType):
+        return _aware
+    if isinstance(data_type, ArrayType):
+        element = _local_time_converter(data_type.elementType)
+        if element is None:
+            return None
+        return lambda value: None if value is None else [element(v) for v in value]
+    if isinstance(data_type, MapType):
+        key = _local_time_converter(data_type.keyType) or _same
+        item = _local_time_converter(data_type.valueType) or _same
+        if key is _same and item is _same:
+            return None
+        return lambda value: None if value is None else {key(k): item(v) for k, v in value.items()}
+    if isinstance(data_type, StructType):
+        fields = [_local_time_converter(f.dataType) or _same for f in data_type.fields]
+        if all(f is _same for f in fields):
+            return None
+        return lambda value: (
+            None if value is None else tuple(f(v) for f, v in zip(fields, value, strict=True))
+        )
+    return None
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _aware(value: datetime.datetime | None) -> datetime.datetime | None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -58,8 +60,8 @@ def test_on_this_pyspark_the_stream_writer_is_its_streaming_arrow_writer() -> No
 def test_without_a_streaming_arrow_writer_the_stream_writer_is_an_arrow_writer(
     pyspark_4_0: object,
 ) -> None:
-    # PySpark 4.0's write function hands Arrow batches to any DataSourceArrowWriter, and Spark
-    # checks a stream writer against DataSourceStreamWriter: the base must be both.
+    # PySpark 4.0's write function hands Arrow batches to any DataSourceArrowWriter, streaming
+    # or not; the stream writer API is DataSourceStreamWriter's: the base is both.
     assert spark_api.ARROW_STREAM_WRITER is False
     base = spark_api.StreamWriterBase
     assert issubclass(base, spark_datasource.DataSourceStreamWriter)
@@ -153,3 +155,88 @@ def test_any_other_refusal_of_the_registration_is_raised() -> None:
         register_source(_Session(_RefusedError("DATA_SOURCE_TYPE_MISMATCH")))
     with pytest.raises(RuntimeError):
         register_source(_Session(RuntimeError("no condition")))
+
+
+class _BoundSource:
+    """What a classic session's data source manager answers for the discovered source."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+
+    def sessionState(self) -> _BoundSource:
+        return self
+
+    def dataSourceManager(self) -> _BoundSource:
+        return self
+
+    def lookupDataSource(self, name: str) -> _BoundSource:
+        assert name == "pykafka"
+        return self
+
+    def dataSourceCls(self) -> _BoundSource:
+        return self
+
+    def pythonExec(self) -> str:
+        return self.python
+
+
+def _discovered_session(bound: str) -> _Session:
+    session = _Session(_RefusedError("DATA_SOURCE_ALREADY_EXISTS"))
+    session._jsparkSession = _BoundSource(bound)  # type: ignore[attr-defined]
+    return session
+
+
+def test_register_refuses_a_discovered_source_bound_to_another_interpreter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from kafka_sink.sink_errors import SinkWorkerError
+    from kafka_sink.spark import workers
+
+    workers_python = str(tmp_path / "cluster-env" / "python")
+    monkeypatch.setattr(workers, "check_workers", lambda spark: workers_python)
+    with pytest.raises(SinkWorkerError) as info:
+        workers.register(_discovered_session("/usr/bin/python3"))
+    message = str(info.value)
+    assert "/usr/bin/python3" in message and workers_python in message
+    assert "PYSPARK_DRIVER_PYTHON" in message
+
+
+def test_register_accepts_a_discovered_source_bound_to_the_workers_interpreter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kafka_sink.spark import workers
+
+    monkeypatch.setattr(workers, "check_workers", lambda spark: sys.executable)
+    workers.register(_discovered_session(sys.executable))
+    # A session that cannot say what the source is bound to (Spark Connect) is not refused.
+    workers.register(_Session(_RefusedError("DATA_SOURCE_ALREADY_EXISTS")))
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The worker's local time zone is not UTC."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_nested_naive_timestamps_name_the_same_instant_as_top_level_ones(new_york: None) -> None:
+    schema = StructType(
+        [
+            StructField("value", StringType()),
+            StructField("timestamp", TimestampType()),
+            StructField("event", StructType([StructField("at", TimestampType())])),
+            StructField("times", ArrayType(TimestampType())),
+        ]
+    )
+    noon = datetime.datetime(2024, 1, 1, 12, 0)  # local wall time, as Spark gives it
+    row = Row(value="v", timestamp=noon, event=Row(at=noon), times=[noon, None])
+    table = pa.Table.from_batches(list(arrow_batches(iter([row]), schema)))
+    instant = datetime.datetime(2024, 1, 1, 17, 0, tzinfo=datetime.UTC)
+    assert table.column("timestamp").to_pylist() == [instant]
+    assert table.column("event").to_pylist() == [{"at": instant}]
+    assert table.column("times").to_pylist() == [[instant, None]]
