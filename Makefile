@@ -118,9 +118,12 @@ SPARK40_TESTS := tests/spark/test_spark_batch.py tests/spark/test_spark_stream.p
 SPARK40_DESELECT := --deselect \
 	tests/spark/test_spark_exactly_once_stage_reattempt.py::test_without_the_slot_choice_the_zombie_aborts_the_re_attempts_prepared_transaction
 SPARK40_ENV := PYSPARK_PYTHON=$(abspath $(PY40)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY40))
+# Its temporary directory lies outside the checkout: the installed-wheel test's user must not
+# find the checkout (nor its .cache) from where it runs.
 test-spark40: setup
-	$(SPARK40_ENV) $(PY40) -m pytest -p no:cacheprovider --basetemp=$(CACHE)/spark40-tmp \
-		$(SPARK40_TESTS) $(SPARK40_DESELECT) $(PYTEST_ARGS)
+	tmp=$$(mktemp -d -t pykafka-spark40-XXXXXX); \
+	$(SPARK40_ENV) $(PY40) -m pytest -p no:cacheprovider --basetemp=$$tmp/t \
+		$(SPARK40_TESTS) $(SPARK40_DESELECT) $(PYTEST_ARGS); rc=$$?; rm -rf $$tmp; exit $$rc
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a silent pass.
 # The whole suite runs the chaos run (on its own 3-node Kafka, mostly waiting between its
@@ -133,8 +136,10 @@ test: setup lint
 ifeq ($(strip $(PYTEST_ARGS)),)
 	( $(PY) -m pytest -p no:cacheprovider -s --basetemp=$(CACHE)/chaos-tmp $(CHAOS_TEST) \
 		> $(CACHE)/chaos-run.log 2>&1; echo $$? > $(CACHE)/chaos-run.rc; \
-	  $(SPARK40_ENV) $(PY40) -m pytest -p no:cacheprovider --basetemp=$(CACHE)/spark40-tmp \
-		$(SPARK40_TESTS) $(SPARK40_DESELECT) > $(CACHE)/spark40-run.log 2>&1; echo $$? > $(CACHE)/spark40-run.rc ) & \
+	  tmp=$$(mktemp -d -t pykafka-spark40-XXXXXX); \
+	  $(SPARK40_ENV) $(PY40) -m pytest -p no:cacheprovider --basetemp=$$tmp/t \
+		$(SPARK40_TESTS) $(SPARK40_DESELECT) > $(CACHE)/spark40-run.log 2>&1; \
+	  echo $$? > $(CACHE)/spark40-run.rc; rm -rf $$tmp ) & \
 	side=$$!; \
 	$(PY) -m pytest --deselect $(CHAOS_TEST)::test_streaming_exactly_once_under_chaos; rc=$$?; \
 	wait $$side; chaos_rc=$$(cat $(CACHE)/chaos-run.rc); spark40_rc=$$(cat $(CACHE)/spark40-run.rc); \
