@@ -21,6 +21,7 @@ from typing import Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from kafka_sink.prepared import PreparedTransaction
+from kafka_sink.spark.bad_records import BadRecordCounts
 from kafka_sink.spark.fingerprint import Fingerprint
 from kafka_sink.spark.metrics import TaskMetrics
 
@@ -91,6 +92,9 @@ class PyKafkaCommitMessage(WriterCommitMessage):
     conf_log_level: int | None = None
     #: What the task's producer did for it (``spark/metrics``); None when not measured.
     metrics: TaskMetrics | None = None
+    #: ``onRecordError`` deadLetter / skip: the rows the task read and the bad ones among them
+    #: (``bad_records.py``); None under ``fail`` and when the task wrote nothing.
+    bad_records: BadRecordCounts | None = None
 
     @property
     def record_count(self) -> int:
@@ -111,6 +115,8 @@ class PyKafkaCommitMessage(WriterCommitMessage):
             out["skipped"] = True
         if self.metrics is not None:
             out["duration_ms"] = self.metrics.duration_ms
+        if self.bad_records is not None and self.bad_records.total:
+            out["bad_records"] = self.bad_records.total
         return out
 
 

@@ -49,6 +49,10 @@ __all__ = [
     "INTENT_STORES",
     "INTENT_STORE_CHECKPOINT",
     "INTENT_STORE_KAFKA",
+    "ON_RECORD_ERRORS",
+    "ON_RECORD_ERROR_DEAD_LETTER",
+    "ON_RECORD_ERROR_FAIL",
+    "ON_RECORD_ERROR_SKIP",
     "OPTIONS_BY_KEY",
     "SINK_OPTIONS",
     "Applies",
@@ -68,6 +72,12 @@ INTENT_STORE_KAFKA = "kafka"
 INTENT_STORE_CHECKPOINT = "checkpoint"
 INTENT_STORES = (INTENT_STORE_KAFKA, INTENT_STORE_CHECKPOINT)
 DEFAULT_INTENT_TOPIC = "pykafka-commit-intents"
+#: ``onRecordError``'s values: a bad row fails its task (the default), goes to the dead-letter
+#: topic, or is left out (counted and logged).
+ON_RECORD_ERROR_FAIL = "fail"
+ON_RECORD_ERROR_DEAD_LETTER = "deadLetter"
+ON_RECORD_ERROR_SKIP = "skip"
+ON_RECORD_ERRORS = (ON_RECORD_ERROR_FAIL, ON_RECORD_ERROR_DEAD_LETTER, ON_RECORD_ERROR_SKIP)
 
 
 class Applies(StrEnum):

@@ -100,6 +100,7 @@ from kafka_sink.spark.option_table import (
     INTENT_STORE_CHECKPOINT,
     INTENT_STORE_KAFKA,
     INTENT_STORES,
+    ON_RECORD_ERROR_FAIL,
     OPTIONS_BY_KEY,
     SINK_OPTIONS,
     Applies,
@@ -193,6 +194,14 @@ class SinkOptions:
     metrics_push_gateway: str | None = None
     #: ``metricsJob``: the Pushgateway job name.
     metrics_job: str = DEFAULT_JOB
+    #: ``onRecordError``: ``fail`` (a bad row fails its task), ``deadLetter`` or ``skip``.
+    on_record_error: str = ON_RECORD_ERROR_FAIL
+    #: ``deadLetterTopic``: where ``deadLetter`` writes bad rows (required for it).
+    dead_letter_topic: str | None = None
+    #: ``deadLetterMaxRecords``: more bad rows than this in one batch fail it; None: no bound.
+    dead_letter_max_records: int | None = None
+    #: ``deadLetterMaxRatio``: a larger share of a batch's rows bad fails it; None: no bound.
+    dead_letter_max_ratio: float | None = None
 
     @property
     def exactly_once(self) -> bool:
