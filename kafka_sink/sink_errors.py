@@ -33,6 +33,7 @@ from kafka_sink.errors import ConfigError, KafkaError, KafkaTimeoutError
 __all__ = [
     "BadRecord",
     "BadRecordError",
+    "ColumnSerializationError",
     "CommitStoreError",
     "CommitStoreUnavailableError",
     "DoneRecordReplacedError",
@@ -99,6 +100,13 @@ class BadRecord:
     topic: str | None
     #: Why, naming the row and the fix: the message of the task's failure.
     reason: str
+    #: The reason code (``spark/bad_records.py``'s ``REASONS``).
+    code: str = "invalid_record"
+    #: Where it failed, in Kafka Connect's stage names: ``KEY_CONVERTER``, ``VALUE_CONVERTER``,
+    #: ``HEADER_CONVERTER`` or ``KAFKA_PRODUCE``.
+    stage: str = "KAFKA_PRODUCE"
+    #: The qualified name of the exception class that says what was wrong.
+    error_class: str = "kafka_sink.sink_errors.BadRecordError"
 
 
 class BadRecordError(SinkDataError):
@@ -107,9 +115,32 @@ class BadRecordError(SinkDataError):
     (``spark/executor/record_errors.py``). The default policy fails the task with a plain
     :class:`SinkDataError` of the same message."""
 
-    def __init__(self, row: int, topic: str | None, reason: str) -> None:
+    def __init__(  # noqa: PLR0913 - a BadRecord's fields
+        self,
+        row: int,
+        topic: str | None,
+        reason: str,
+        *,
+        code: str = "invalid_record",
+        stage: str = "KAFKA_PRODUCE",
+        error_class: str = "kafka_sink.sink_errors.BadRecordError",
+    ) -> None:
         super().__init__(reason)
-        self.record = BadRecord(row, topic, reason)
+        self.record = BadRecord(row, topic, reason, code, stage, error_class)
+
+
+class ColumnSerializationError(SinkDataError):
+    """A format could not serialize a row of the ``key`` or ``value`` column (it does not bind to
+    the schema), or a row's topic has no planned schema (``code`` ``unlisted_topic``).
+
+    ``column`` is ``key`` or ``value``. A task whose record error policy takes bad rows out
+    narrows such a failure down to its rows (``spark/executor/task.py``).
+    """
+
+    def __init__(self, message: str, *, column: str, code: str = "serialization") -> None:
+        super().__init__(message)
+        self.column = column
+        self.code = code
 
 
 class SinkDeliveryTimeoutError(SinkError, KafkaTimeoutError):

@@ -53,7 +53,7 @@ from kafka_sink.wire.messages import (
     DescribeConfigsRequest,
     FindCoordinatorRequest,
 )
-from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_BROKER
+from kafka_sink.wire.messages.describe_configs import RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC
 
 __all__ = ["RETRIABLE", "AdminClient", "AdminConfig", "Deadline"]
 
@@ -397,11 +397,29 @@ class AdminClient:
         broker answers for the resource is raised (retriable ones are retried).
         """
 
+        return self._configs(node_id, RESOURCE_TYPE_BROKER, str(node_id), keys, deadline)
+
+    def topic_configs(
+        self, node_id: int, topic: str, keys: Sequence[str], deadline: Deadline
+    ) -> dict[str, str | None]:
+        """The values of ``keys`` in ``topic``'s configuration (its own or the broker default),
+        asked of broker ``node_id`` (DescribeConfigs; needs DESCRIBE_CONFIGS on the topic)."""
+        return self._configs(node_id, RESOURCE_TYPE_TOPIC, topic, keys, deadline)
+
+    def _configs(
+        self,
+        node_id: int,
+        resource_type: int,
+        name: str,
+        keys: Sequence[str],
+        deadline: Deadline,
+    ) -> dict[str, str | None]:
         def attempt() -> dict[str, str | None]:
-            deadline.waiting_for = f"the configuration of broker {node_id}"
+            what = "broker" if resource_type == RESOURCE_TYPE_BROKER else "topic"
+            deadline.waiting_for = f"the configuration of {what} {name}"
             resource = DescribeConfigsRequest.DescribeConfigsResource(
-                resource_type=RESOURCE_TYPE_BROKER,
-                resource_name=str(node_id),
+                resource_type=resource_type,
+                resource_name=name,
                 configuration_keys=list(keys),
             )
             request = DescribeConfigsRequest(

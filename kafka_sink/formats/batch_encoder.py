@@ -33,7 +33,7 @@ from kafka_sink.formats import catalog
 from kafka_sink.formats.base import ColumnEncoder
 from kafka_sink.formats.plan import ColumnFormat, FormatPlan
 from kafka_sink.formats.wire_format import frame_column
-from kafka_sink.sink_errors import SinkDataError
+from kafka_sink.sink_errors import ColumnSerializationError, SinkDataError
 
 __all__ = ["BatchEncoder"]
 
@@ -78,10 +78,12 @@ class _ColumnEncoder:
         unlisted = pc.and_(pc.invert(listed), pc.is_valid(topics))
         if pc.any(unlisted).as_py():
             topic = pc.filter(topics, unlisted)[0].as_py()
-            raise SinkDataError(
+            raise ColumnSerializationError(
                 f"a row's topic {topic!r} is not in option 'topics' ({', '.join(self._topics)}): "
                 f"the {self.name} schema ids were resolved on the driver for those topics "
-                "only. Fix: add the topic to 'topics', or filter such rows out"
+                "only. Fix: add the topic to 'topics', or filter such rows out",
+                column=self.name,
+                code="unlisted_topic",
             )
         if len(self._groups) == 1:
             return self._groups[0][0].encode(array)
@@ -113,6 +115,12 @@ class BatchEncoder:
         topics = batch.column(topic_index) if topic_index >= 0 else None
         for column in self._columns:
             index = batch.schema.get_field_index(column.name)
-            encoded = column.encode(batch.column(index), topics)
+            try:
+                encoded = column.encode(batch.column(index), topics)
+            except ColumnSerializationError:
+                raise
+            except SinkDataError as exc:
+                # Which column failed is what a dead letter's stage says (key or value).
+                raise ColumnSerializationError(str(exc), column=column.name) from exc
             batch = batch.set_column(index, pa.field(column.name, encoded.type), encoded)
         return batch

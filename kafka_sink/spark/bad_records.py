@@ -38,6 +38,8 @@ REASONS: dict[str, str] = {
     "serialization": "the row's key or value does not bind to its format's schema or cannot be "
     "encoded",
     "null_topic": "null or empty topic in the 'topic' column",
+    "unlisted_topic": "the 'topic' column names a topic not in option 'topics' (no schema was "
+    "planned for it)",
     "unknown_topic": "the 'topic' column names a topic that does not exist",
     "topic_authorization": "the 'topic' column names a topic the principal may not write",
     "partition_out_of_range": "the 'partition' column names a partition the topic does not have",

@@ -61,8 +61,18 @@ class FakeProducer:
         FakeProducer.instances.append(self)
 
     def send_columns(self, topic, values, keys=None, *, partitions=None, headers=None,
-                     timestamps_ms=None):  # fmt: skip
-        self.calls.append({"topic": topic, "values": values.to_pylist(), "partitions": partitions})
+                     timestamps_ms=None, track_rows=False):  # fmt: skip
+        self.calls.append(
+            {
+                "topic": topic,
+                "values": values.to_pylist(),
+                "partitions": partitions,
+                "keys": None if keys is None else keys.to_pylist(),
+                "headers": headers,
+                "timestamps_ms": timestamps_ms,
+                "track_rows": track_rows,
+            }
+        )
         if self.fail_with is not None:
             return FakeFuture(None, self.fail_with)
         p = len(values) % 2

@@ -33,7 +33,7 @@ from kafka_sink.sink_errors import SinkDataError
 from kafka_sink.spark.executor.record_errors import BadRecordError
 from kafka_sink.spark.schema import InputLayout
 
-__all__ = ["TopicColumns", "check_partitions", "topic_columns"]
+__all__ = ["TopicColumns", "check_partitions", "timestamps_ms", "topic_columns"]
 
 Header = tuple[str, bytes | None]
 
@@ -67,7 +67,7 @@ class TopicColumns:
         return self.row_base + int(self.source_rows[index].as_py())
 
 
-def _timestamps_ms(array: pa.Array, now_ms: int) -> npt.NDArray[np.int64]:
+def timestamps_ms(array: pa.Array, now_ms: int) -> npt.NDArray[np.int64]:
     """Epoch milliseconds from a timestamp (any unit) or int64-millis column; nulls -> now."""
     millis: npt.NDArray[np.int64]
     if pa.types.is_timestamp(array.type):
@@ -104,6 +104,8 @@ def _headers(
                     f"row {row_number(index)} has a null header (or a null header key) in column "
                     "'headers'. Fix: filter such entries out, e.g. filter(headers, h -> h.key IS "
                     "NOT NULL).",
+                    code="invalid_header",
+                    stage="HEADER_CONVERTER",
                 )
             out.append((item["key"], item["value"]))
         rows.append(out)
@@ -143,6 +145,7 @@ def topic_columns(
             f"row {row} has a null 'topic' and no 'topic' option is set. Fix: set "
             ".option('topic', 'name') as a default, or fill the column, e.g. "
             "coalesce(topic, 'name').",
+            code="null_topic",
         )
     distinct = pc.unique(topics).to_pylist()
     if len(distinct) == 1:
@@ -183,6 +186,7 @@ def _columns(
             None,
             f"row {row_number(0)} has an empty 'topic'. Fix: filter such rows out, or set "
             ".option('topic', 'name').",
+            code="null_topic",
         )
     values = binary_column(batch.column("value"), "value")
     keys = binary_column(batch.column("key"), "key") if layout.key_column else None
@@ -194,7 +198,7 @@ def _columns(
         if column.null_count < len(column):
             partitions = column if column.type == pa.int32() else column.cast(pa.int32())
     timestamps = (
-        _timestamps_ms(batch.column("timestamp"), now_ms) if layout.timestamp is not None else None
+        timestamps_ms(batch.column("timestamp"), now_ms) if layout.timestamp is not None else None
     )
     if timestamps is not None and len(timestamps) and int(timestamps.min()) < 0:
         index = int(np.argmax(timestamps < 0))
@@ -205,6 +209,7 @@ def _columns(
             f"({int(timestamps[index])} ms): Kafka record timestamps are non-negative epoch "
             "milliseconds (-1 means 'no timestamp'). Fix: filter such rows out, set their "
             "timestamp to null (null means the current time), or drop the 'timestamp' column.",
+            code="invalid_timestamp",
         )
     headers = (
         _headers(batch.column("headers"), topic, row_number) if layout.headers_column else None
@@ -232,4 +237,5 @@ def check_partitions(columns: TopicColumns, num_partitions: int) -> None:
         f"which is out of range: the topic has {num_partitions} partitions "
         f"(0..{num_partitions - 1}). Fix: use a partition that exists (or null to let the "
         "partitioner choose), or add partitions to the topic.",
+        code="partition_out_of_range",
     )

@@ -96,7 +96,8 @@ class BulkProducer(Protocol):
         *,
         partitions: pa.Int32Array | None = None,
         headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
-        timestamps_ms: npt.NDArray[np.int64] | None = None,
+        timestamps_ms: npt.NDArray[np.int64] | pa.Int64Array | None = None,
+        track_rows: bool = False,
     ) -> BulkSendFuture: ...
 
     def flush(self, timeout: float | None = None) -> None: ...

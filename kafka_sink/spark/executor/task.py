@@ -67,15 +67,21 @@ Invariants:
 from __future__ import annotations
 
 import functools
+import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pyspark import TaskContext
 
 from kafka_sink.clock import SYSTEM_CLOCK
-from kafka_sink.errors import KafkaError, KafkaTimeoutError
+from kafka_sink.errors import (
+    InvalidTopicError,
+    KafkaError,
+    KafkaTimeoutError,
+    TopicAuthorizationFailedError,
+)
 from kafka_sink.formats.batch_encoder import BatchEncoder
 from kafka_sink.formats.plan import FormatPlan
 from kafka_sink.prepared import PreparedTransaction
@@ -83,7 +89,13 @@ from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.producer.config import ProducerConfig
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.producer.producer import KafkaProducer
-from kafka_sink.sink_errors import SinkDataError, SinkDeliveryTimeoutError, SinkError
+from kafka_sink.sink_errors import (
+    BadRecord,
+    ColumnSerializationError,
+    SinkDataError,
+    SinkDeliveryTimeoutError,
+    SinkError,
+)
 from kafka_sink.spark.commit_log.document import (
     PartitionRange,
     PyKafkaCommitMessage,
@@ -91,9 +103,23 @@ from kafka_sink.spark.commit_log.document import (
 )
 from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.executor import producer_cache, slots
-from kafka_sink.spark.executor.columns import TopicColumns, check_partitions, topic_columns
+from kafka_sink.spark.executor.columns import (
+    TopicColumns,
+    check_partitions,
+    timestamps_ms,
+    topic_columns,
+)
 from kafka_sink.spark.executor.producer_cache import BulkProducer
-from kafka_sink.spark.executor.record_errors import FAIL_TASK, BadRecordError, RecordErrorPolicy
+from kafka_sink.spark.executor import record_errors
+from kafka_sink.spark.executor.record_errors import (
+    FAIL_TASK,
+    BadRecordError,
+    RecordErrorPolicy,
+    RowContents,
+    SkipRecords,
+    row_contents,
+)
+from kafka_sink.spark.executor.topic_rules import refused_rows, topic_rules
 from kafka_sink.spark.executor.row_fingerprint import batch_fingerprint
 from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
@@ -211,14 +237,23 @@ def write_task(
             task.batch_id,
             conf_log_level=task.conf_log_level,
         )
+    policy = record_errors.policy_for(
+        options,
+        partition_id=task.partition_id,
+        attempt_number=task.attempt_number,
+        batch_id=task.batch_id,
+    )
     if eos is None:
-        return _TaskWrite(options, layout, task, encoder).run(_AtLeastOnce(options), batches)
+        write = _TaskWrite(options, layout, task, encoder, record_errors=policy)
+        return write.run(_AtLeastOnce(options), batches)
     if streaming and task.batch_id is None and _in_spark_task():
         raise SinkError(
             "exactly-once: this task has no streaming batch id (Spark's local property "
             "streaming.sql.batchId is not set); the sink cannot tell its batch"
         )
-    write = _TaskWrite(options, layout, task, encoder, fingerprinted=True)
+    write = _TaskWrite(
+        options, layout, task, encoder, fingerprinted=True, record_errors=policy, transactional=True
+    )
     # A batch job is batch 0 of its own write, as the driver commits it.
     if eos.committed_partition(task.batch_id or 0, task.partition_id):
         return write.skip(batches)
@@ -370,10 +405,28 @@ class _ExactlyOnce:
         producer_cache.evict(producer, timeout_s=0.0)
 
 
+class _BadRows(Exception):
+    """Rows of a piece of a batch that cannot be written (task-input rows), found together."""
+
+    def __init__(self, records: list[BadRecord]) -> None:
+        super().__init__(f"{len(records)} bad row(s)")
+        self.records = records
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What a tracked bulk send came from: its group, and the piece (and its first row) the
+    group's rows were taken from, for the rows the broker refuses."""
+
+    group: TopicColumns
+    piece: pa.RecordBatch
+    base: int
+
+
 class _TaskWrite:
     """One task's rows on their way to Kafka: what was sent, what is pending, what was acked."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the write's parts, each named
         self,
         options: SinkOptions,
         layout: InputLayout,
@@ -382,6 +435,7 @@ class _TaskWrite:
         *,
         fingerprinted: bool = False,
         record_errors: RecordErrorPolicy = FAIL_TASK,
+        transactional: bool = False,
     ) -> None:
         self.options = options
         self.layout = layout
@@ -389,6 +443,8 @@ class _TaskWrite:
         self.encoder = encoder
         #: What becomes of a row that can never be written (``record_errors``).
         self.record_errors = record_errors
+        #: The rows go into one transaction (exactly-once): a refused batch fails all of it.
+        self.transactional = transactional
         #: The fingerprint of the rows seen so far; None when the write does not keep one.
         self.fingerprint: Fingerprint | None = EMPTY_FINGERPRINT if fingerprinted else None
         #: Futures not yet folded into ``offsets`` (topic, future).
@@ -397,6 +453,16 @@ class _TaskWrite:
         self.sent: list[tuple[str, BulkSendFuture]] = []
         self.offsets = _Offsets()
         self._partition_counts: dict[str, int] = {}
+        #: Bulk sends whose refused rows go to the policy (``onRecordError`` other than fail).
+        self._tracked: dict[int, _Sent] = {}
+        #: Column topics that could be written (checked once per task).
+        self._writable: set[str] = set()
+        self._acquire: Callable[[], BulkProducer] | None = None
+        self.rows_read = 0
+
+    @property
+    def _takes_rows_out(self) -> bool:
+        return self.record_errors.action is not None
 
     def run(
         self, guarantee: _Guarantee[P], batches: Iterator[pa.RecordBatch]
@@ -405,37 +471,29 @@ class _TaskWrite:
         transaction: PreparedTransaction | None = None
         metrics: TaskMetrics | None = None
         meter = TaskMeter()
-        rows_seen = 0
+
+        def acquire() -> P:
+            nonlocal producer
+            if producer is None:
+                producer = guarantee.acquire(self.task)
+                meter.lease(producer)
+            return producer
+
+        self._acquire = acquire
         try:
-            for batch in self._serialized(batches):
-                self._fold_fingerprint(batch)
-                try:
-                    groups = topic_columns(
-                        batch,
-                        self.layout,
-                        self.options.topic,
-                        now_ms=SYSTEM_CLOCK.wall_ms(),
-                        row_base=rows_seen,
-                    )
-                except BadRecordError as exc:
-                    self._reject(exc)
-                rows_seen += batch.num_rows
-                if not groups:
-                    continue
-                if producer is None:
-                    producer = guarantee.acquire(self.task)
-                    meter.lease(producer)
-                for group in groups:
-                    try:
-                        self._check_partitions(producer, group)
-                        future = _send(producer, group)
-                    except BadRecordError as exc:
-                        self._reject(exc)
+            for piece, base in self._serialized(batches, self.record_errors):
+                self._fold_fingerprint(piece)
+                for group in self._groups(piece, base):
+                    future = self._send(acquire(), group, piece, base)
                     self.pending.append((group.topic, future))
                     self.sent.append((group.topic, future))
+                self._send_dead_letters()
                 self._collect_done()
             if producer is not None:
                 self._await_acks(producer)
+                # Rows the broker refused became dead letters only now: send and await them too.
+                if self._send_dead_letters():
+                    self._await_acks(producer)
                 transaction = guarantee.finish(producer, self._wait_bound()[0] / 1000)
                 metrics = meter.result(producer, transactional=transaction is not None)
             pause_commit(self.task.batch_id, TASK_DONE)  # test-only; see fault_hooks
@@ -457,13 +515,17 @@ class _TaskWrite:
             fingerprint=self.fingerprint,
             conf_log_level=self.task.conf_log_level,
             metrics=metrics,
+            bad_records=self.record_errors.counts(self.rows_read),
         )
 
     def skip(self, batches: Iterator[pa.RecordBatch]) -> PyKafkaCommitMessage:
         """Write nothing: Kafka committed this partition of the batch in an earlier run. The
         rows are read (Spark reuses the worker only once they are) for their fingerprint."""
-        for batch in self._serialized(batches):
-            self._fold_fingerprint(batch)
+        # The rows the first run could not serialize were left out of its fingerprint: leave
+        # them out again, without sending or counting them a second time.
+        quiet = SkipRecords(self.task.partition_id, None) if self._takes_rows_out else None
+        for piece, _base in self._serialized(batches, quiet or self.record_errors):
+            self._fold_fingerprint(piece)
         ensure_logging()
         logger.info(
             "task %d (attempt %d) of batch %s: skipped, an earlier run of the batch committed "
@@ -483,14 +545,182 @@ class _TaskWrite:
             conf_log_level=self.task.conf_log_level,
         )
 
-    def _serialized(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def _serialized(
+        self, batches: Iterator[pa.RecordBatch], policy: RecordErrorPolicy
+    ) -> Iterator[tuple[pa.RecordBatch, int]]:
         """The batches with their formatted columns serialized (a skipping task too, so its
-        fingerprint is of the bytes the first run wrote)."""
-        if self.encoder is None:
-            yield from batches
-            return
+        fingerprint is of the bytes the first run wrote), each with the task-input row of its
+        first row. A row the format cannot serialize goes to ``policy``; the rows around it
+        come as pieces of their own."""
         for batch in batches:
-            yield self.encoder.encode(batch)
+            base = self.rows_read
+            self.rows_read += batch.num_rows
+            if self.encoder is None:
+                yield batch, base
+            else:
+                yield from self._encoded(batch, base, policy)
+
+    def _encoded(
+        self, batch: pa.RecordBatch, base: int, policy: RecordErrorPolicy
+    ) -> Iterator[tuple[pa.RecordBatch, int]]:
+        assert self.encoder is not None
+        try:
+            yield self.encoder.encode(batch), base
+            return
+        except ColumnSerializationError as exc:
+            if policy.action is None:
+                raise
+            if batch.num_rows > 1:
+                # Halve until the failing rows stand alone: O(bad rows x log rows) encodes,
+                # on the failure path only.
+                middle = batch.num_rows // 2
+                yield from self._encoded(batch.slice(0, middle), base, policy)
+                yield from self._encoded(batch.slice(middle), base + middle, policy)
+                return
+            failure = exc
+        topic = self.options.topic
+        if topic is None and "topic" in batch.schema.names:
+            topic = batch.column("topic")[0].as_py()
+        stage = "KEY_CONVERTER" if failure.column == "key" else "VALUE_CONVERTER"
+        record = BadRecord(
+            base,
+            topic,
+            f"row {base} ({failure.column}): {failure}",
+            code=failure.code,
+            stage=stage,
+            error_class=record_errors.error_class_name(failure.__cause__ or failure),
+        )
+        policy.reject(record, lambda: self._contents(batch, 0))
+
+    def _contents(self, piece: pa.RecordBatch, index: int) -> RowContents:
+        return row_contents(piece, index, timestamp_ms=self._timestamp_of)
+
+    @staticmethod
+    def _timestamp_of(column: pa.Array) -> int | None:
+        if column.null_count:
+            return None
+        return int(timestamps_ms(column, 0)[0])
+
+    def _groups(self, piece: pa.RecordBatch, base: int) -> list[TopicColumns]:
+        """The piece's rows by topic, checked; bad rows go to the policy and the rows around
+        them are grouped again (contiguous runs, so every row keeps its task-input number)."""
+        out: list[TopicColumns] = []
+        work = [(0, piece.num_rows)]
+        while work:
+            start, stop = work.pop()
+            if start >= stop:
+                continue
+            try:
+                out.extend(self._checked_groups(piece.slice(start, stop - start), base + start))
+            except BadRecordError as exc:
+                bad = [exc.record]
+            except _BadRows as exc:
+                bad = exc.records
+            else:
+                continue
+            locals_ = sorted({record.row - base for record in bad})
+            for record in sorted(bad, key=lambda r: r.row):
+                self._reject(record, piece, record.row - base)
+            # The runs between the bad rows, pushed so the first run is processed first.
+            bounds = [start - 1, *locals_, stop]
+            work.extend(reversed([(lo + 1, hi) for lo, hi in itertools.pairwise(bounds)]))
+        return out
+
+    def _checked_groups(self, piece: pa.RecordBatch, base: int) -> list[TopicColumns]:
+        groups = topic_columns(
+            piece,
+            self.layout,
+            self.options.topic,
+            now_ms=SYSTEM_CLOCK.wall_ms(),
+            row_base=base,
+        )
+        if not groups:
+            return groups
+        assert self._acquire is not None
+        producer = self._acquire()
+        for group in groups:
+            if self._takes_rows_out:
+                self._check_topic(producer, group)
+            self._check_partitions(producer, group)
+            if self._takes_rows_out:
+                cfg = _producer_config(self.options.producer_items)
+                rules = topic_rules(self.options.producer_items, group.topic)
+                refused = refused_rows(group, rules, cfg)
+                if refused:
+                    raise _BadRows(refused)
+        return groups
+
+    def _check_topic(self, producer: BulkProducer, group: TopicColumns) -> None:
+        """A topic the ``topic`` column names that cannot be written makes its rows bad."""
+        if self.options.topic is not None or group.topic in self._writable:
+            return
+        try:
+            count = len(producer.partitions_for(group.topic))
+        except (TopicAuthorizationFailedError, InvalidTopicError) as exc:
+            code = record_errors.reason_of(exc)
+            assert code is not None
+            raise _BadRows(
+                [
+                    BadRecord(
+                        group.row_number(i),
+                        group.topic,
+                        f"row {group.row_number(i)} names topic {group.topic!r} in its 'topic' "
+                        f"column, which cannot be written: {exc}",
+                        code=code,
+                        error_class=record_errors.error_class_name(exc),
+                    )
+                    for i in range(group.num_rows)
+                ]
+            ) from None
+        self._partition_counts[group.topic] = count
+        self._writable.add(group.topic)
+
+    def _reject(self, record: BadRecord, piece: pa.RecordBatch, index: int) -> None:
+        """Hand a row that can never be written to the record error policy (raising fails
+        the task); ``piece``'s row ``index`` is its contents."""
+        self.record_errors.reject(record, lambda: self._contents(piece, index))
+
+    def _send(
+        self, producer: BulkProducer, group: TopicColumns, piece: pa.RecordBatch, base: int
+    ) -> BulkSendFuture:
+        track = self._takes_rows_out and not self.transactional
+        try:
+            future = _send(producer, group, track_rows=track)
+        except BadRecordError as exc:
+            # Policies that take rows out checked sizes before: only FailTask gets here.
+            self.record_errors.reject(exc.record, lambda: self._contents(piece, 0))
+            raise SinkDataError(exc.record.reason) from None
+        if track:
+            self._tracked[id(future)] = _Sent(group, piece, base)
+        return future
+
+    def _send_dead_letters(self) -> bool:
+        """Queue the dead letters made so far; True if there were any."""
+        letters = self.record_errors.take_dead_letters()
+        if not letters:
+            return False
+        topic = self.options.dead_letter_topic
+        assert topic is not None and self._acquire is not None
+        producer = self._acquire()
+        values = pa.array([d.value for d in letters], pa.binary())
+        keys = pa.array([d.key for d in letters], pa.binary())
+        stamps = pa.array([d.timestamp_ms for d in letters], pa.int64())
+        try:
+            future = producer.send_columns(
+                topic,
+                values,
+                keys if keys.null_count < len(keys) else None,
+                headers=[list(d.headers) for d in letters],
+                timestamps_ms=stamps,
+            )
+        except KafkaError as exc:
+            raise SinkError(
+                f"{len(letters)} dead letter(s) for topic {topic!r} (option 'deadLetterTopic') "
+                f"could not be queued, so the task fails rather than lose them: {exc}"
+            ) from exc
+        self.pending.append((topic, future))
+        self.sent.append((topic, future))
+        return True
 
     def _fold_fingerprint(self, batch: pa.RecordBatch) -> None:
         if self.fingerprint is not None:
@@ -506,13 +736,6 @@ class _TaskWrite:
             f"({cfg.request_timeout_ms} ms) + {_STALL_SLACK_MS // 1000} s"
         )
         return bound_ms, how
-
-    def _reject(self, exc: BadRecordError) -> NoReturn:
-        """Hand a row that can never be written to the record error policy, then fail."""
-        self.record_errors.reject(exc.record)
-        # Taking a row out of the write is not supported yet: a policy that returns does not
-        # change what is written, the task fails as under FailTask.
-        raise SinkDataError(exc.record.reason) from None
 
     def _check_partitions(self, producer: BulkProducer, group: TopicColumns) -> None:
         if group.partitions is None:
@@ -530,7 +753,7 @@ class _TaskWrite:
                 still.append((topic, future))
                 continue
             try:
-                self.offsets.add(topic, future.get(0))
+                self._fold(topic, future, 0.0)
             except KafkaTimeoutError as exc:  # the producer gave up on a batch
                 raise self._delivery_timeout(exc, stalled_s=None) from exc
         self.pending = still
@@ -551,12 +774,54 @@ class _TaskWrite:
             raise stalled() from exc
         for topic, future in self.pending:
             try:
-                result = future.get(max(deadline - time.monotonic(), 0.0))
+                self._fold(topic, future, max(deadline - time.monotonic(), 0.0))
             except KafkaTimeoutError as exc:
                 if not future.done():
                     raise stalled() from exc
                 raise self._delivery_timeout(exc, stalled_s=None) from exc
-            self.offsets.add(topic, result)
+        self.pending = []
+
+    def _fold(self, topic: str, future: BulkSendFuture, timeout_s: float) -> None:
+        """Add a future's offsets. Under a policy that takes rows out (at-least-once), the
+        records the broker refused one by one go to the policy and the rest count; any other
+        failure raises (a dead letter's, named as such)."""
+        try:
+            result = future.get(timeout_s)
+        except KafkaTimeoutError:
+            raise
+        except KafkaError as exc:
+            sent = self._tracked.pop(id(future), None)
+            if sent is None or not self._refused_rows_taken_out(future, sent):
+                if topic == self.options.dead_letter_topic and self._takes_rows_out:
+                    raise SinkError(
+                        f"dead letters for topic {topic!r} (option 'deadLetterTopic') could not "
+                        f"be written, so the task fails rather than lose them: {exc}"
+                    ) from exc
+                raise
+            result = future.offsets()
+        self._tracked.pop(id(future), None)
+        self.offsets.add(topic, result)
+
+    def _refused_rows_taken_out(self, future: BulkSendFuture, sent: _Sent) -> bool:
+        """Hand the rows the broker refused to the policy; False (nothing handed) when any
+        failure is not a record's own."""
+        failed = future.failed_rows()
+        codes = [record_errors.reason_of(error) for _row, error in failed]
+        if not failed or any(code is None for code in codes):
+            return False
+        group = sent.group
+        for (index, error), code in zip(failed, codes, strict=True):
+            assert code is not None
+            row = group.row_number(index)
+            record = BadRecord(
+                row,
+                group.topic,
+                f"row {row} (topic {group.topic!r}) was refused by the broker: {error}",
+                code=code,
+                error_class=record_errors.error_class_name(error),
+            )
+            self._reject(record, sent.piece, row - sent.base)
+        return True
 
     def _delivery_timeout(
         self, cause: BaseException | None, *, stalled_s: float | None
@@ -627,10 +892,20 @@ class _TaskWrite:
         )
 
 
-def _send(producer: BulkProducer, group: TopicColumns) -> BulkSendFuture:
+def _send(producer: BulkProducer, group: TopicColumns, *, track_rows: bool) -> BulkSendFuture:
     """Queue one topic's rows; a row too large to ever send is a ``BadRecordError`` naming
-    its task-input row."""
+    its task-input row. ``track_rows``: the future can name the rows the broker refused."""
     try:
+        if track_rows:
+            return producer.send_columns(
+                group.topic,
+                group.values,
+                group.keys,
+                partitions=group.partitions,
+                headers=group.headers,
+                timestamps_ms=group.timestamps_ms,
+                track_rows=True,
+            )
         return producer.send_columns(
             group.topic,
             group.values,
@@ -647,4 +922,6 @@ def _send(producer: BulkProducer, group: TopicColumns) -> BulkSendFuture:
             f"row {row} (topic {exc.topic!r}) is "
             f"{exc.size} bytes when serialized, larger than {exc.setting}={exc.limit}. "
             f"Fix: {exc.fix(prefix='option kafka.')}",
+            code="record_too_large",
+            error_class="kafka_sink.errors.RecordTooLargeError",
         ) from None
