@@ -33,6 +33,7 @@ from kafka_sink.errors import ConfigError, KafkaError, KafkaTimeoutError
 __all__ = [
     "BadRecord",
     "BadRecordError",
+    "BadRecordsLimitError",
     "CommitStoreError",
     "CommitStoreUnavailableError",
     "DoneRecordReplacedError",
@@ -110,6 +111,12 @@ class BadRecordError(SinkDataError):
     def __init__(self, row: int, topic: str | None, reason: str) -> None:
         super().__init__(reason)
         self.record = BadRecord(row, topic, reason)
+
+
+class BadRecordsLimitError(SinkDataError):
+    """A batch had more bad rows than ``deadLetterMaxRecords`` or ``deadLetterMaxRatio`` allow
+    (``onRecordError`` deadLetter or skip): the driver's commit fails it before anything of it is
+    committed."""
 
 
 class SinkDeliveryTimeoutError(SinkError, KafkaTimeoutError):
