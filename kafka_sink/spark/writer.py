@@ -226,8 +226,9 @@ class _WriterCore:
                     raise
         # An abort is not the error: Spark raises the failure that caused it (a stopped query
         # raises nothing), so the abort line only says what was rolled back.
-        # Bad rows make the line a WARNING: under skip it is the batch's one report of them.
-        level = logging.WARNING if bad is not None and bad.total else logging.INFO
+        # Bad rows make a commit's line a WARNING: under skip it is the batch's one report of
+        # them (an abort's line does not list them: its document has them).
+        level = logging.WARNING if ok and bad is not None and bad.total else logging.INFO
         logger.log(level, log_line(document, path))
         logger.debug(offsets_line(document))
         if metrics is not None and self.options.metrics_push_gateway is not None:
