@@ -33,6 +33,7 @@ from kafka_sink.errors import ConfigError, KafkaError, KafkaTimeoutError
 __all__ = [
     "BadRecord",
     "BadRecordError",
+    "BadRecordsLimitError",
     "ColumnSerializationError",
     "CommitStoreError",
     "CommitStoreUnavailableError",
@@ -141,6 +142,12 @@ class ColumnSerializationError(SinkDataError):
         super().__init__(message)
         self.column = column
         self.code = code
+
+
+class BadRecordsLimitError(SinkDataError):
+    """A batch had more bad rows than ``deadLetterMaxRecords`` or ``deadLetterMaxRatio`` allow
+    (``onRecordError`` deadLetter or skip): the driver's commit fails it before anything of it is
+    committed."""
 
 
 class SinkDeliveryTimeoutError(SinkError, KafkaTimeoutError):

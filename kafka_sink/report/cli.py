@@ -1,7 +1,8 @@
 """The command line of ``python -m kafka_sink report``.
 
 Role: parse the arguments, read the commit log (``reader.py``), print the table and totals
-(``table.py``) and, with ``--plot FILE.png``, write the picture (``plot.py``).
+(``table.py``), then one line per batch that had bad rows (``onRecordError`` deadLetter / skip:
+how many, per reason) and, with ``--plot FILE.png``, write the picture (``plot.py``).
 
 Invariants:
 - Exit status 0 on success; 2 with a one-line message (no traceback) when the location cannot be
@@ -23,7 +24,14 @@ import sys
 from collections.abc import Sequence
 
 from kafka_sink.report.reader import load_commits
-from kafka_sink.report.table import AUTO_BATCH_ROWS, printable, render, report_rows, totals
+from kafka_sink.report.table import (
+    AUTO_BATCH_ROWS,
+    bad_record_lines,
+    printable,
+    render,
+    report_rows,
+    totals,
+)
 
 __all__ = ["main"]
 
@@ -77,6 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = report_rows(documents, "minute" if per_minute else "batch")
     print(f"pykafka commit log {where}: {len(documents)} batches")
     print(render(rows, totals(documents), per_minute=per_minute))
+    bad = bad_record_lines(documents)
+    if bad:
+        print(f"bad records ({len(bad)} batch(es)):")
+        for line in bad:
+            print(f"  {line}")
     if args.plot:
         try:
             plot_rows(

@@ -16,7 +16,8 @@ Invariants:
   is of a version this reader does not know (:data:`READ_VERSIONS`; the writer's
   ``COMMIT_FORMAT_VERSION``), or has a field the table reads with the wrong type or out of
   range (a ``committed_at_ms`` beyond what a date can hold, a count that is not a
-  non-negative integer). One bad file never stops the others.
+  non-negative integer, a ``bad_records`` section whose counts are not). One bad file never
+  stops the others.
 - A returned document has every field the table reads, of the right type: ``table.py`` needs
   no checks of its own.
 """
@@ -146,6 +147,9 @@ def _check(d: dict[str, Any]) -> str | None:
         return f"write_id {_show(write_id)} is not a string"
     if not _count(d.get("record_count", 0)):
         return f"record_count {_show(d.get('record_count'))} is not a non-negative integer"
+    bad = _check_bad_records(d.get("bad_records"))
+    if bad is not None:
+        return bad
     metrics = d.get("metrics")
     if not metrics:
         return None
@@ -162,6 +166,23 @@ def _check(d: dict[str, Any]) -> str | None:
             f"metrics.produce_latency_ms_max {_show(metrics.get('produce_latency_ms_max'))} is "
             "not a non-negative number"
         )
+    return None
+
+
+def _check_bad_records(bad: Any) -> str | None:
+    """Why the ``bad_records`` section (``onRecordError`` deadLetter / skip) cannot be used."""
+    if bad is None:
+        return None
+    if not isinstance(bad, dict):
+        return "bad_records is not an object"
+    if not isinstance(bad.get("action"), str):
+        return f"bad_records.action {_show(bad.get('action'))} is not a string"
+    for key in ("bad_records", "rows_read"):
+        if not _count(bad.get(key)):
+            return f"bad_records.{key} {_show(bad.get(key))} is not a non-negative integer"
+    by_reason = bad.get("by_reason")
+    if not isinstance(by_reason, dict) or not all(_count(n) for n in by_reason.values()):
+        return "bad_records.by_reason is not an object of non-negative integer counts"
     return None
 
 

@@ -14,6 +14,9 @@ Invariants:
 - A batch whose document has no ``metrics`` section counts its ``record_count`` and leaves the
   rest empty (None), as does a row with no measured batch.
 - The totals row sums every batch; its time span is the first batch's start to the last commit.
+- The ``bad`` column sums the batches' bad rows (``onRecordError`` deadLetter / skip, the
+  documents' ``bad_records``); ``-`` where no batch counted them. :func:`bad_record_lines` gives
+  the batches that had any, per reason.
 - Nothing read from the log reaches the terminal raw: every cell goes through
   :func:`printable`, which strips terminal escape sequences and C0/C1 control characters.
 """
@@ -26,7 +29,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["AUTO_BATCH_ROWS", "Row", "printable", "render", "report_rows", "totals"]
+__all__ = [
+    "AUTO_BATCH_ROWS",
+    "Row",
+    "bad_record_lines",
+    "printable",
+    "render",
+    "report_rows",
+    "totals",
+]
 
 AUTO_BATCH_ROWS = 60
 _MB = 1_000_000
@@ -66,6 +77,9 @@ class Row:
     errors: int
     commit_ms_max: float | None
     compression_ratio: float | None
+    #: Bad rows (``onRecordError`` deadLetter / skip) dead-lettered or skipped; None when no
+    #: batch of the row counted them (``onRecordError=fail``).
+    bad_records: int | None
     #: Where the row sits on a plot's x axis: the batch id, or the minute's epoch seconds.
     x: float
 
@@ -92,8 +106,33 @@ def _row(label: str, x: float, documents: Sequence[dict[str, Any]]) -> Row:
         errors=sum(m["errors"] for m in measured),
         commit_ms_max=max((m["commit_duration_ms"] for m in measured), default=None),
         compression_ratio=uncompressed / compressed if compressed else None,
+        bad_records=(
+            sum(b["bad_records"] for b in bad) if (bad := _bad_sections(documents)) else None
+        ),
         x=x,
     )
+
+
+def _bad_sections(documents: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d["bad_records"] for d in documents if d.get("bad_records") is not None]
+
+
+_ACTIONS = {"deadLetter": "dead-lettered", "skip": "skipped"}
+
+
+def bad_record_lines(documents: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per batch that had bad rows: how many, what became of them, per reason."""
+    out = []
+    for d in documents:
+        bad = d.get("bad_records")
+        if not bad or not bad["bad_records"]:
+            continue
+        label = str(d["batch_id"]) if d.get("batch_id") is not None else str(d.get("write_id"))
+        reasons = ", ".join(f"{r} {n}" for r, n in sorted(bad["by_reason"].items()))
+        share = f" of {bad['rows_read']} rows" if bad["rows_read"] else ""
+        action = _ACTIONS.get(bad["action"], bad["action"])
+        out.append(printable(f"batch {label}: {bad['bad_records']}{share} {action} ({reasons})"))
+    return out
 
 
 def _minute(document: dict[str, Any]) -> int:
@@ -142,6 +181,7 @@ _COLUMNS = (
     ("errors", "errors", "{}"),
     ("commit ms", "commit_ms_max", "{:.0f}"),
     ("ratio", "compression_ratio", "{:.2f}"),
+    ("bad", "bad_records", "{}"),
 )
 
 

@@ -31,6 +31,12 @@ Invariants:
 - A batch job whose key an earlier run completed (its plan's ``completed``) ends no transaction:
   its commit writes nothing to Kafka, and its commit-log document and line say it was already
   completed.
+- Under ``onRecordError`` deadLetter or skip, a commit adds its tasks' bad-row counts up
+  (``bad_records.merge_counts``) and refuses a batch over ``deadLetterMaxRecords`` /
+  ``deadLetterMaxRatio`` (``driver/record_bounds.py``) before anything is recorded: exactly-once
+  inside ``EosCommitter.commit`` before the intent, so its transactions are aborted and nothing
+  of it becomes visible; at-least-once before the commit document. A batch with bad rows logs
+  its line at WARNING (under skip, the batch's one report of them).
 - A streaming commit none of whose tasks ran ``write()`` (``trigger(continuous=...)``) raises
   before anything is recorded (``triggers.py``), so Spark never marks the epoch done with its
   rows unwritten.
@@ -47,8 +53,10 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -56,6 +64,7 @@ from pyspark.sql.types import StructType
 
 from kafka_sink.formats.plan import FormatPlan
 from kafka_sink.sink_errors import CommitStoreUnavailableError
+from kafka_sink.spark.bad_records import BadRecordCounts, merge_counts
 from kafka_sink.spark.commit_log.document import (
     PyKafkaCommitMessage,
     UnfinishedWrites,
@@ -67,6 +76,7 @@ from kafka_sink.spark.commit_log.document import (
 from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction
 from kafka_sink.spark.driver.eos.idempotency import record_completion
 from kafka_sink.spark.driver.eos.plan_store import forget_batch_job
+from kafka_sink.spark.driver.record_bounds import check_bounds
 from kafka_sink.spark.driver.triggers import refuse_unwritten_commit
 from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, pause_commit
@@ -152,13 +162,16 @@ class _WriterCore:
         if ok:
             pause_commit(batch_id, BEFORE_COMMIT)  # test-only; see fault_hooks
         completed = self.eos.completed if self.eos is not None else None
+        bad = merge_counts(m.bad_records for m in messages if isinstance(m, PyKafkaCommitMessage))
+        check = functools.partial(self._check_bad_records, bad, batch_id)
         end_transactions_ms: int | None = None
         unfinished: UnfinishedWrites | None = None
         if self.eos is not None and completed is None:
             started = time.monotonic()
-            unfinished = self._end_transactions(messages, batch_id, ok=ok)
+            unfinished = self._end_transactions(messages, batch_id, ok=ok, check=check)
             end_transactions_ms = round((time.monotonic() - started) * 1000)
         elif ok and self.eos is None:
+            check()  # before the commit document: a batch over its bounds is not recorded
             pause_commit(batch_id)  # test-only; see fault_hooks
         now_ms = int(time.time() * 1000)
         document = build_document(
@@ -213,7 +226,10 @@ class _WriterCore:
                     raise
         # An abort is not the error: Spark raises the failure that caused it (a stopped query
         # raises nothing), so the abort line only says what was rolled back.
-        logger.info(log_line(document, path))
+        # Bad rows make a commit's line a WARNING: under skip it is the batch's one report of
+        # them (an abort's line does not list them: its document has them).
+        level = logging.WARNING if ok and bad is not None and bad.total else logging.INFO
+        logger.log(level, log_line(document, path))
         logger.debug(offsets_line(document))
         if metrics is not None and self.options.metrics_push_gateway is not None:
             from kafka_sink.spark.metrics.prometheus import push_batch
@@ -224,7 +240,18 @@ class _WriterCore:
                 job=self.options.metrics_job,
                 query=self.options.query_name or self.write_id,
                 batch_id=batch_id,
+                bad_records=document.get("bad_records"),
             )
+
+    def _check_bad_records(self, bad: BadRecordCounts | None, batch_id: int | None) -> None:
+        """Fail the batch when its bad rows exceed ``deadLetterMaxRecords`` / ``Ratio``."""
+        check_bounds(
+            bad,
+            max_records=self.options.dead_letter_max_records,
+            max_ratio=self.options.dead_letter_max_ratio,
+            batch_id=batch_id,
+            guarantee=self.options.delivery_guarantee,
+        )
 
     def _visible_anyway(self, directory: str, name: str, batch_id: int | None, *, ok: bool) -> bool:
         """Whether a commit file that could not be written is logged instead of failing.
@@ -245,10 +272,17 @@ class _WriterCore:
         return True
 
     def _end_transactions(
-        self, messages: Sequence[WriterCommitMessage | None], batch_id: int | None, *, ok: bool
+        self,
+        messages: Sequence[WriterCommitMessage | None],
+        batch_id: int | None,
+        *,
+        ok: bool,
+        check: Callable[[], None] | None = None,
     ) -> UnfinishedWrites | None:
         """Exactly-once: commit (or abort) every transaction the batch's tasks prepared; an
-        abort returns what the unfinished tasks' transactions had written."""
+        abort returns what the unfinished tasks' transactions had written. ``check`` (the
+        bad-row bounds) runs inside the commit, before its intent: refusing there aborts the
+        batch's transactions (``EosCommitter.commit``)."""
         assert self.eos is not None
         written = [m for m in messages if isinstance(m, PyKafkaCommitMessage)]
         tasks = [
@@ -274,7 +308,7 @@ class _WriterCore:
             if ok:
                 if batch_id is None:
                     pause_commit(number, step="before-intent")  # test-only; see fault_hooks
-                committer.commit(number, tasks, skipped)
+                committer.commit(number, tasks, skipped, check=check)
                 if batch_id is None and self.eos.idempotency_key is not None:
                     # Kept, so that a re-run of the key finds the job done.
                     record_completion(

@@ -38,6 +38,10 @@ Invariants:
   ``already_completed`` (who completed it and when) and its line says this run wrote nothing.
 - A commit document whose tasks measured their producers (``spark/metrics``) carries the batch's
   ``metrics`` section, and its line the few numbers of :func:`metrics_summary`.
+- A document whose tasks carried bad-row counts (``onRecordError`` deadLetter or skip) has the
+  batch's ``bad_records`` (``bad_records.BadRecordCounts.to_json``: action, rows read, total, per
+  reason, the first rows), and a commit's line, when there were any, says how many, per reason,
+  and the first one (:func:`bad_records_summary`).
 - Only this module writes commit files; it never touches Kafka.
 """
 
@@ -50,6 +54,7 @@ from typing import Any, Literal
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from kafka_sink.spark.bad_records import merge_counts
 from kafka_sink.spark.commit_log.store import open_store
 from kafka_sink.spark.commit_message import (
     PartitionRange,
@@ -64,6 +69,7 @@ __all__ = [
     "PartitionRange",
     "PyKafkaCommitMessage",
     "UnfinishedWrites",
+    "bad_records_summary",
     "build_document",
     "gather",
     "log_line",
@@ -153,6 +159,9 @@ def build_document(
             doc["unfinished_tasks_records"] = unfinished.note
             doc["unfinished_tasks_record_count"] = written
             doc["aborted_offsets"] = [r.to_json() for r in aborted]
+    bad = merge_counts(m.bad_records for m in ours)
+    if bad is not None:
+        doc["bad_records"] = bad.to_json()
     doc["tasks"] = [m.to_json() for m in ours]
     return doc
 
@@ -209,6 +218,27 @@ def offsets_line(document: dict[str, Any]) -> str:
     return f"pykafka {document['kind']} ({_what(document)}): offsets {_ranges_text(ranges)}"
 
 
+_ACTIONS = {"deadLetter": "dead-lettered", "skip": "skipped"}
+
+
+def bad_records_summary(section: dict[str, Any] | None) -> str:
+    """The bad rows of a document's ``bad_records`` section in a few words ("" when none):
+    ``3 bad record(s) dead-lettered (record_too_large 2, serialization 1); first: ...``."""
+    if not section or not section.get("bad_records"):
+        return ""
+    action = _ACTIONS.get(section.get("action", ""), str(section.get("action")))
+    reasons = ", ".join(f"{r} {n}" for r, n in section.get("by_reason", {}).items())
+    text = f"{section['bad_records']} bad record(s) {action} ({reasons})"
+    first = section.get("first") or []
+    if first:
+        s = first[0]
+        text += (
+            f"; first: {s['reason']} (Spark partition {s['spark_partition']}, row {s['row']}): "
+            f"{s['message']}"
+        )
+    return text
+
+
 def log_line(document: dict[str, Any], path: str | None) -> str:
     """The short one-line summary of a commit or abort document (no offset ranges)."""
     what = _what(document)
@@ -223,9 +253,12 @@ def log_line(document: dict[str, Any], path: str | None) -> str:
         offsets = document["offsets"]
         metrics = document.get("metrics")
         measured = f"; {metrics_summary(metrics)}" if metrics else ""
+        bad = bad_records_summary(document.get("bad_records"))
+        bad = f"; {bad}" if bad else ""
         return (
             f"pykafka commit ({what}, {how}): {document['record_count']} records "
-            f"to {len(offsets)} partitions from {document['task_count']} tasks{measured}{where}"
+            f"to {len(offsets)} partitions from {document['task_count']} tasks{measured}{bad}"
+            f"{where}"
         )
     acked = document["acknowledged_offsets"]
     fate = (

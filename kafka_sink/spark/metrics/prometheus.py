@@ -22,7 +22,8 @@ Invariants:
   ``rate()`` and ``increase()`` read as a counter reset. Gauges describe the last batch.
 - Label sets are bounded: ``topic`` and ``partition`` for at most :data:`MAX_PARTITION_SERIES`
   topic-partitions per query; the records and bytes of any further ones are summed under
-  ``partition="other"`` of their topic.
+  ``partition="other"`` of their topic. ``pykafka_bad_records_total``'s ``reason`` is one of the
+  record-level reason codes (``bad_records.REASONS``) and ``action`` deadLetter or skip.
 - The gateway URL is shown without its user info in every message. ``USER:PASSWORD@`` in it is
   sent as HTTP basic auth, never in the URL; a password with an unencoded ``/``, ``?`` or ``#``
   (which a client would read as part of the host) is refused when the option is parsed.
@@ -133,6 +134,15 @@ class _Totals:
     latency_ms_sum: float = 0.0
     throttle_ms_sum: float = 0.0
     batches: int = 0
+    #: Bad rows (``onRecordError`` deadLetter / skip) per (reason, action).
+    bad_records: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def add_bad_records(self, bad: Mapping[str, Any] | None) -> None:
+        if not bad:
+            return
+        for reason, n in bad["by_reason"].items():
+            key = (reason, bad["action"])
+            self.bad_records[key] = self.bad_records.get(key, 0) + n
 
     def add(self, section: Mapping[str, Any]) -> None:
         for p in section["partitions"]:
@@ -160,10 +170,17 @@ _TOTALS: dict[tuple[str, str, str], _Totals] = {}
 class _BatchCollector:
     """The families of one push: the query's totals and its last batch's gauges."""
 
-    def __init__(self, totals: _Totals, section: Mapping[str, Any], batch_id: int | None) -> None:
+    def __init__(
+        self,
+        totals: _Totals,
+        section: Mapping[str, Any],
+        batch_id: int | None,
+        bad_records: Mapping[str, Any] | None = None,
+    ) -> None:
         self._totals = totals
         self._section = section
         self._batch_id = batch_id
+        self._bad_records = bad_records
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import (
@@ -188,6 +205,15 @@ class _BatchCollector:
             "pykafka_throttle_time_seconds", "Broker throttle time", value=t.throttle_ms_sum / 1e3
         )
         yield CounterMetricFamily("pykafka_batches", "Batches committed", value=t.batches)
+        if t.bad_records:
+            bad = CounterMetricFamily(
+                "pykafka_bad_records",
+                "Rows not written to their topic (onRecordError), by reason and action",
+                labels=["reason", "action"],
+            )
+            for (reason, action), value in sorted(t.bad_records.items()):
+                bad.add_metric([reason, action], value)
+            yield bad
         yield SummaryMetricFamily(
             "pykafka_produce_latency_seconds",
             "Produce request latency",
@@ -210,6 +236,14 @@ class _BatchCollector:
                 s["commit_duration_ms"] / 1e3,
             ),
         ]
+        if self._bad_records is not None:
+            gauges.append(
+                (
+                    "pykafka_batch_bad_records",
+                    "The last batch's bad rows (onRecordError deadLetter / skip)",
+                    self._bad_records["bad_records"],
+                )
+            )
         transactions = s.get("transactions")
         if transactions is not None:
             gauges.append(
@@ -267,14 +301,20 @@ def push_batch(
     query: str,
     batch_id: int | None,
     timeout_s: float = PUSH_TIMEOUT_S,
+    bad_records: Mapping[str, Any] | None = None,
 ) -> bool:
-    """Push a batch's metrics; False (and a WARNING) when the push failed."""
+    """Push a batch's metrics; False (and a WARNING) when the push failed.
+
+    ``bad_records``: the commit document's section of that name (``onRecordError`` deadLetter
+    or skip), counted into ``pykafka_bad_records_total`` and ``pykafka_batch_bad_records``.
+    """
     from prometheus_client import CollectorRegistry, push_to_gateway
 
     totals = _TOTALS.setdefault((gateway, job, query), _Totals())
     totals.add(section)
+    totals.add_bad_records(bad_records)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_BatchCollector(totals, section, batch_id))
+    registry.register(_BatchCollector(totals, section, batch_id, bad_records))
     try:
         split = split_user_info(gateway)  # gateway_url refused what would raise here
         push_to_gateway(

@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 from kafka_sink.__main__ import main as kafka_sink_main
 from kafka_sink.report.plot import SERIES, PlotUnavailableError, plot_rows
 from kafka_sink.report.reader import READ_VERSIONS, load_commits
-from kafka_sink.report.table import AUTO_BATCH_ROWS, printable, render, report_rows, totals
+from kafka_sink.report.table import (
+    AUTO_BATCH_ROWS,
+    bad_record_lines,
+    printable,
+    render,
+    report_rows,
+    totals,
+)
 from kafka_sink.spark.commit_log.store import ArrowCommitStore
 from kafka_sink.spark.metrics import PartitionMetrics, TaskMetrics, batch_metrics
 
@@ -310,7 +317,9 @@ def test_the_reader_reads_the_version_the_sink_writes() -> None:
 _FIELDS = st.sampled_from(
     ["version", "kind", "batch_id", "write_id", "record_count", "committed_at_ms", "metrics",
      "metrics.records", "metrics.requests", "metrics.produce_latency_ms_avg",
-     "metrics.produce_latency_ms_max", "metrics.write_duration_ms", "metrics.compressed_bytes"]
+     "metrics.produce_latency_ms_max", "metrics.write_duration_ms", "metrics.compressed_bytes",
+     "bad_records", "bad_records.bad_records", "bad_records.rows_read", "bad_records.action",
+     "bad_records.by_reason"]
 )  # fmt: skip
 _VALUES = st.one_of(
     st.none(),
@@ -328,9 +337,10 @@ _VALUES = st.one_of(
 def test_any_mangled_document_is_reported_or_skipped_never_raised(changes) -> None:
     import tempfile
 
-    d = _document(7, 10, at_ms=120_000)
+    d = _with_bad_records(_document(7, 10, at_ms=120_000), "skip", 10, serialization=1)
     for field, value in changes:
-        target, key = (d["metrics"], field[8:]) if field.startswith("metrics.") else (d, field)
+        section, _, key = field.rpartition(".")
+        target = d.get(section) if section else d
         if isinstance(target, dict):
             target[key] = value
     with tempfile.TemporaryDirectory() as tmp:
@@ -341,3 +351,52 @@ def test_any_mangled_document_is_reported_or_skipped_never_raised(changes) -> No
         for per in ("batch", "minute"):
             rows = report_rows(read.documents, per)  # type: ignore[arg-type]
             render(rows, totals(read.documents), per_minute=per == "minute")
+        bad_record_lines(read.documents)
+
+
+def _with_bad_records(d: dict, action: str, rows_read: int, **by_reason: int) -> dict:
+    d["bad_records"] = {
+        "action": action,
+        "rows_read": rows_read,
+        "bad_records": sum(by_reason.values()),
+        "by_reason": by_reason,
+        "first": [],
+    }
+    return d
+
+
+def test_the_bad_column_sums_bad_rows_and_a_line_per_batch_says_them_per_reason(
+    tmp_path, capsys
+) -> None:
+    documents = [
+        _with_bad_records(
+            _document(0, 10, at_ms=60_000), "deadLetter", 13, record_too_large=2, serialization=1
+        ),
+        _with_bad_records(_document(1, 10, at_ms=120_000), "deadLetter", 10),  # none bad
+        _document(2, 10, at_ms=180_000),  # onRecordError=fail: not counted
+    ]
+    rows = report_rows(documents)
+    assert [r.bad_records for r in rows] == [3, 0, None]
+    assert totals(documents).bad_records == 3
+    table = render(rows, totals(documents)).splitlines()
+    assert table[0].split()[-1] == "bad"
+    assert [line.split()[-1] for line in table[2:5]] == ["3", "0", "-"]
+    _log(tmp_path, documents)
+    assert kafka_sink_main(["report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-2:] == [
+        "bad records (1 batch(es)):",
+        "  batch 0: 3 of 13 rows dead-lettered (record_too_large 2, serialization 1)",
+    ]
+
+
+def test_a_malformed_bad_records_section_skips_its_file_naming_the_field(tmp_path) -> None:
+    good = _with_bad_records(_document(0, 10, at_ms=60_000), "skip", 10, null_topic=1)
+    bad = _with_bad_records(_document(1, 10, at_ms=120_000), "skip", 10, null_topic=1)
+    bad["bad_records"]["by_reason"]["null_topic"] = -1
+    _log(tmp_path, [good, bad])
+    read = load_commits(str(tmp_path))
+    assert [d["batch_id"] for d in read.documents] == [0]
+    assert [(s.name, s.reason) for s in read.skipped] == [
+        ("1.json", "bad_records.by_reason is not an object of non-negative integer counts")
+    ]

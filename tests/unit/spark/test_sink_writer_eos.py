@@ -190,6 +190,40 @@ def test_driver_commit_commits_every_prepared_transaction_then_logs(
     assert any("exactly-once" in r.getMessage() for r in caplog.records)
 
 
+def test_a_batch_over_its_bad_record_bound_commits_no_transaction_and_records_no_intent(
+    fakes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from kafka_sink.sink_errors import BadRecordsLimitError
+    from kafka_sink.spark.bad_records import BadRecordCounts
+
+    writer = _writer(tmp_path)
+    writer.options = replace(
+        writer.options,
+        on_record_error="skip",
+        dead_letter_max_records=1,
+    )
+    m0 = replace(
+        writer.write(iter([_batch(2)])),
+        bad_records=BadRecordCounts("skip", 4, (("serialization", 2),)),
+    )
+    open_now = [m0.transaction]
+    calls = _fake_ops(monkeypatch, open_now)
+    written: list[str] = []
+    real_write = FileIntentStore.write
+
+    def recording_write(self: FileIntentStore, record: Any) -> None:
+        written.append(record.state)
+        real_write(self, record)
+
+    monkeypatch.setattr(FileIntentStore, "write", recording_write)
+    with pytest.raises(BadRecordsLimitError, match="deadLetterMaxRecords=1"):
+        writer.commit([m0])
+    assert calls == [("abort", "pykafka-w1-0-0")]  # aborted by the commit itself
+    assert written == [] and open_now == []
+    writer.abort([m0])  # what Spark calls next: nothing is left to commit
+    assert ("commit", "pykafka-w1-0-0") not in calls
+
+
 def test_driver_abort_aborts_what_the_tasks_prepared(
     fakes, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,8 +44,9 @@ naming what is visible. A commit refused because its id moved on is read from it
 unfinished, so nothing of it is recorded lost or written again, and the next planning reads
 again. A done record that cannot be written does not fail a committed batch (the next
 planning's :meth:`EosCommitter.recover` finishes the intent). Before the intent, every
-failure path (a store that cannot be read or written, a describe that never answers) aborts the
-batch's transactions and sweeps, so a failed batch leaves nothing visible and nothing open;
+failure path (a store that cannot be read or written, a describe that never answers, the
+writer's ``check`` refusing a batch over its bad-row bounds) aborts the batch's transactions
+and sweeps, so a failed batch leaves nothing visible and nothing open;
 except an intent write that reported an error: the intent may have landed, so the batch is
 aborted only once the store shows it absent (committed when the store shows it, left to be
 rolled forward when the store cannot say). Likewise :meth:`EosCommitter.abort` with an
@@ -379,11 +380,19 @@ class EosCommitter:
         batch_id: int,
         tasks: Sequence[TaskTransaction],
         skipped: Mapping[int, Fingerprint] | None = None,
+        *,
+        check: Callable[[], None] | None = None,
     ) -> str:
         """Commit batch ``batch_id``; returns COMMITTED, ALREADY_DONE or ROLLED_FORWARD.
 
         ``skipped``: the Spark partitions whose tasks wrote nothing because an earlier run of
         the batch committed them, with the fingerprints of the rows they were given.
+
+        ``check``: the batch's own refusal (the bad-row bounds, ``driver/record_bounds.py``),
+        run once the store shows the batch neither done nor recorded, before anything else: an
+        error it raises fails the batch before its intent, its transactions aborted and swept
+        like any failure there. A batch already done or rolled forward is not checked: what
+        commits then is what an earlier run recorded.
         """
         began_ms = self.clock.now_ms()
         last: BatchRecord | None = None
@@ -411,6 +420,8 @@ class EosCommitter:
                 self._abort_named(tasks, keep=last.transactions)
                 self._sweep(keep=last.transactions)
                 return ROLLED_FORWARD
+            if check is not None:
+                check()
             earlier = self._check_rerun(batch_id, last, tasks, skipped or {})
             intent_within_ms = self._verify(batch_id, tasks, began_ms + self.transaction_timeout_ms)
             prepared = tuple(t.transaction for t in tasks)
