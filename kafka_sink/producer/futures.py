@@ -11,9 +11,10 @@ Invariants:
   caller's thread. A callback that raises is logged and never breaks the sender.
 - FutureRecordMetadata holds no per-record lock or event: ``send()`` stays cheap, waiting is
   done on the batch's single event.
-- A batch split after MESSAGE_TOO_LARGE keeps its result, which completes once every part has;
-  each record's future then reports the outcome and offset of the part that carried it, so a
-  record written by one part never takes the error of another.
+- A batch split by the sender (MESSAGE_TOO_LARGE; INVALID_RECORD naming some of its records)
+  keeps its result, which completes once every part has; each record's future, and the bulk
+  future's offsets and failed rows, then report the outcome and offset of the part that carried
+  the record, so a record written by one part never takes the error of another.
 - Offsets the broker did not return (acks=0, DUPLICATE_SEQUENCE_NUMBER) are never invented:
   ranges span only returned offsets, and the records without one are counted apart
   (``PartitionOffsets.unknown_offset_count``).
