@@ -31,7 +31,10 @@ Invariants:
   call before anything is queued: an exception or an answer out of range fails the call, naming
   the record, with nothing queued. Without one, partitioning stays vectorised.
 - With interceptors configured (``acks``), every queued batch reports the call's row numbers it
-  holds, so each record gets its ``on_acknowledgement`` when its batch completes.
+  holds, so each record gets its ``on_acknowledgement`` when its batch completes. With
+  ``track_rows`` the BulkSendFuture keeps the same row numbers per batch, so
+  ``failed_rows()`` can name the rows whose record failed. Without either, no row numbers are
+  computed.
 """
 
 from __future__ import annotations
@@ -368,10 +371,12 @@ class BulkAppender:
         columns: BulkColumns,
         *,
         acks: BulkAcknowledgements | None = None,
+        track_rows: bool = False,
     ) -> BulkSendFuture:
         """Queue every row of ``columns`` (non-empty) to ``topic``; see the module invariants.
 
-        ``acks`` (interceptors configured) learns which rows each queued batch holds.
+        ``acks`` (interceptors configured) learns which rows each queued batch holds; so does the
+        returned future with ``track_rows`` (for ``BulkSendFuture.failed_rows``).
         """
         num_partitions = len(parts)
         if columns.max_partition >= num_partitions:
@@ -392,7 +397,7 @@ class BulkAppender:
         estimator = self._ratio_estimators.get(topic)
         if estimator is None:
             estimator = self._ratio_estimators.setdefault(topic, CompressionRatioEstimator())
-        future = BulkSendFuture(topic)
+        future = BulkSendFuture(topic, track_rows=track_rows)
         try:
             unwoken = 0
             for start, stop in windows:
@@ -449,10 +454,11 @@ class BulkAppender:
         # every partition's rows in one call: batches never span a partition's segment.
         first = int(assigned[0])
         row_ids: _I64 | None = None
+        need_rows = acks is not None or future.track_rows
         if bool((assigned == first).all()):
             group_partitions = [first]
             group_ends = [m]
-            if acks is not None:
+            if need_rows:
                 row_ids = np.arange(start, stop, dtype=np.int64)
         else:
             order = np.argsort(assigned, kind="stable")
@@ -465,7 +471,7 @@ class BulkAppender:
             keys = None if keys is None else keys.take(take)
             headers = None if headers is None else [headers[i] for i in order.tolist()]
             ts = ts if isinstance(ts, int) else ts[order]
-            if acks is not None:
+            if need_rows:
                 row_ids = order.astype(np.int64) + start
             del order, sorted_parts, take
         del assigned, explicit
@@ -496,10 +502,16 @@ class BulkAppender:
             partition = group_partitions[group]
             # A fresh deadline per batch: max.block.ms bounds one batch's wait for memory.
             batch = acc.append_sealed(topic, partition, sealed, max_block_ms, now_ms())
-            future._add(partition, sealed.record_count, sealed.last_offset_delta, batch.result)
+            end = rows + sealed.record_count
+            future._add(
+                partition,
+                sealed.record_count,
+                sealed.last_offset_delta,
+                batch.result,
+                None if row_ids is None or not future.track_rows else row_ids[rows:end],
+            )
             if acks is not None:
                 assert row_ids is not None and key_sizes is not None and value_sizes is not None
-                end = rows + sealed.record_count
                 acks.add_batch(
                     batch.result,
                     row_ids[rows:end],
@@ -507,7 +519,7 @@ class BulkAppender:
                     key_sizes[rows:end],
                     value_sizes[rows:end],
                 )
-            rows += sealed.record_count
+            rows = end
             if rows == group_ends[group]:
                 group += 1
             unwoken += sealed.size_bytes

@@ -11,9 +11,10 @@ Invariants:
   caller's thread. A callback that raises is logged and never breaks the sender.
 - FutureRecordMetadata holds no per-record lock or event: ``send()`` stays cheap, waiting is
   done on the batch's single event.
-- A batch split after MESSAGE_TOO_LARGE keeps its result, which completes once every part has;
-  each record's future then reports the outcome and offset of the part that carried it, so a
-  record written by one part never takes the error of another.
+- A batch split by the sender (MESSAGE_TOO_LARGE; INVALID_RECORD naming some of its records)
+  keeps its result, which completes once every part has; each record's future, and the bulk
+  future's offsets and failed rows, then report the outcome and offset of the part that carried
+  the record, so a record written by one part never takes the error of another.
 - Offsets the broker did not return (acks=0, DUPLICATE_SEQUENCE_NUMBER) are never invented:
   ranges span only returned offsets, and the records without one are counted apart
   (``PartitionOffsets.unknown_offset_count``).
@@ -27,9 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from kafka_sink.errors import KafkaTimeoutError
 
 log = logging.getLogger(__name__)
+
+# The call's row numbers of a batch's records, in offset order (send_columns' track_rows).
+RowIds = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,21 @@ class ProduceRequestResult:
                 break
             result, delta = part, delta - start
         return result, delta
+
+    def leaves(self, last_delta: int) -> list[tuple[int, int, ProduceRequestResult]]:
+        """``(first delta, last delta, result)`` of the results that decided records
+        0..``last_delta``, in record order: this result alone unless the batch was split.
+
+        Follows ``record_result``: a part still pending leaves its records with this result.
+        """
+        parts = self._parts
+        if parts is None or not all(part.done() for _start, part in parts):
+            return [(0, last_delta, self)]
+        out: list[tuple[int, int, ProduceRequestResult]] = []
+        for i, (start, part) in enumerate(parts):
+            end = parts[i + 1][0] - 1 if i + 1 < len(parts) else last_delta
+            out.extend((start + a, start + b, r) for a, b, r in part.leaves(end - start))
+        return out
 
     def wait(self, timeout_s: float | None = None) -> bool:
         return self._event.wait(timeout_s)
@@ -264,6 +286,14 @@ class BulkSendFuture:
     first delivery error (in append order) if any failed. A batch's outcome is folded into the
     per-partition ranges as it completes and its result is let go, so a call of any size keeps
     only its batches still pending (which buffer.memory bounds) plus one range per partition.
+
+    A batch split by the sender (MESSAGE_TOO_LARGE, or INVALID_RECORD naming some of its
+    records) is folded part by part: the records of a part that was written count in
+    ``offsets()``, those of a part that failed count as failed, whatever its sibling parts did.
+
+    With ``track_rows`` (``send_columns(..., track_rows=True)``) every batch also keeps the
+    call's row numbers it holds until it completes, and ``failed_rows()`` names the rows whose
+    record failed, each with its error.
     """
 
     __slots__ = (
@@ -272,22 +302,30 @@ class BulkSendFuture:
         "_error",
         "_event",
         "_failed",
+        "_failed_rows",
         "_lock",
         "_next_index",
         "_offsets",
         "_pending",
         "_record_count",
+        "_rows",
         "topic",
+        "track_rows",
     )
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, *, track_rows: bool = False) -> None:
         self.topic = topic
+        self.track_rows = track_rows
         # Batches not completed yet, by append index: (partition, record_count, last delta, result).
         self._batches: dict[int, tuple[int, int, int, ProduceRequestResult]] = {}
+        # With track_rows: the call's row numbers of each pending batch, in offset order.
+        self._rows: dict[int, RowIds] = {}
+        # With track_rows: (row numbers, error) of the failed records, per failed part.
+        self._failed_rows: list[tuple[RowIds, BaseException]] = []
         self._next_index = 0
         self._record_count = 0
         self._offsets: dict[int, PartitionOffsets] = {}
-        # Per partition, (records, batches) of the batches that failed.
+        # Per partition, (records, batches) of the batches with failed records.
         self._failed: dict[int, tuple[int, int]] = {}
         # (append index, error) of the earliest failed batch.
         self._error: tuple[int, BaseException] | None = None
@@ -303,11 +341,16 @@ class BulkSendFuture:
         record_count: int,
         last_offset_delta: int,
         result: ProduceRequestResult,
+        rows: RowIds | None = None,
     ) -> None:
+        """``rows`` (with track_rows): the call's row numbers of the batch's records, in offset
+        order."""
         with self._lock:
             index = self._next_index
             self._next_index += 1
             self._batches[index] = (partition, record_count, last_offset_delta, result)
+            if rows is not None:
+                self._rows[index] = rows
             self._record_count += record_count
             self._pending += 1
         result.add_done_callback(lambda _result: self._on_batch_done(index))
@@ -322,14 +365,25 @@ class BulkSendFuture:
 
     def _on_batch_done(self, index: int) -> None:
         with self._lock:
-            partition, count, last_delta, result = self._batches.pop(index)
-            if result.error is not None:
+            partition, _count, last_delta, result = self._batches.pop(index)
+            rows = self._rows.pop(index, None)
+            failed_records = 0
+            first_error: BaseException | None = None
+            for start, end, part in result.leaves(last_delta):
+                count = end - start + 1
+                if part.error is None:
+                    self._fold(partition, count, *part.offset_range(end - start))
+                    continue
+                failed_records += count
+                if first_error is None:
+                    first_error = part.error
+                if rows is not None:
+                    self._failed_rows.append((rows[start : end + 1], part.error))
+            if first_error is not None:
                 if self._error is None or index < self._error[0]:
-                    self._error = (index, result.error)
+                    self._error = (index, first_error)
                 records, batches = self._failed.get(partition, (0, 0))
-                self._failed[partition] = (records + count, batches + 1)
-            else:
-                self._fold(partition, count, *result.offset_range(last_delta))
+                self._failed[partition] = (records + failed_records, batches + 1)
             self._pending -= 1
             fire = self._pending == 0
         if fire:
@@ -391,8 +445,31 @@ class BulkSendFuture:
         with self._lock:
             return dict(self._offsets)
 
+    def failed_rows(self) -> list[tuple[int, BaseException]]:
+        """The call's row numbers (ascending) whose record failed, each with its error.
+
+        Only for a call made with ``track_rows=True`` (otherwise ValueError: the rows were not
+        kept). Rows of a batch split after MESSAGE_TOO_LARGE or INVALID_RECORD are reported per
+        part, so a row written by one part never takes another part's error. Before ``done()``
+        it names the rows known to have failed so far.
+        """
+        if not self.track_rows:
+            raise ValueError(
+                "failed_rows() needs the row numbers of each batch: call "
+                "send_columns(..., track_rows=True)"
+            )
+        with self._lock:
+            failed = list(self._failed_rows)
+        if not failed:
+            return []
+        rows = np.concatenate([r for r, _e in failed])
+        errors = [e for r, e in failed for _ in range(len(r))]
+        order = np.argsort(rows, kind="stable")
+        return [(int(rows[i]), errors[i]) for i in order.tolist()]
+
     def unacknowledged(self) -> dict[int, tuple[int, int]]:
-        """Per partition, (records, batches) not acknowledged yet: pending or failed."""
+        """Per partition, (records, batches) not acknowledged yet: pending or failed (a split
+        batch counts only its failed records, as one batch)."""
         with self._lock:
             out = dict(self._failed)
             for partition, count, _delta, _result in self._batches.values():

@@ -667,6 +667,7 @@ class KafkaProducer:
         partitions: object = None,
         headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
         timestamps_ms: object = None,
+        track_rows: bool = False,
     ) -> BulkSendFuture:
         """Queue whole columns of records; one future for all of them.
 
@@ -693,6 +694,11 @@ class KafkaProducer:
         would in ``send()`` (values/keys may then be any objects the serializers take), at a
         per-row cost; ``on_send`` may not change a row's topic. A ``partitioner.class`` is
         called once per row without an explicit partition. See ``producer.bulk_plugins``.
+
+        ``track_rows=True`` keeps, per queued batch, the call's row numbers it holds (a few
+        bytes a row until the batch completes), so ``BulkSendFuture.failed_rows()`` can name the
+        rows whose record failed (e.g. RecordTooLargeError once the sender split an oversized
+        batch down to that record, InvalidRecordError) while the others are delivered.
         """
         self._ensure_open()
         if self._txn is not None:
@@ -722,12 +728,12 @@ class KafkaProducer:
                 wall_ms=self._wall_ms,
             )
             if columns.length == 0:
-                future = BulkSendFuture(topic)
+                future = BulkSendFuture(topic, track_rows=track_rows)
                 future._seal()
                 return future
             max_partition = columns.max_partition
             parts_info = self._partitions(topic, max_partition if max_partition >= 0 else None)
-            return self._bulk.append(topic, parts_info, columns, acks=acks)
+            return self._bulk.append(topic, parts_info, columns, acks=acks, track_rows=track_rows)
         except BaseException as exc:
             if acks is not None:
                 acks.fail_unqueued(exc)

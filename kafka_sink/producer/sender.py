@@ -22,7 +22,14 @@ retriable errors (and disconnects / request timeouts) put the batch back at the 
 deque with exponential backoff and jitter, as long as ``retries`` and ``delivery.timeout.ms``
 allow; invalid-metadata errors request a metadata refresh (and apply Produce v10+ leader hints);
 MESSAGE_TOO_LARGE splits a multi-record batch in two (the halves take over its sequence range)
-or fails a single record with RecordTooLargeError; every other error fails only that batch.
+or fails a single record with RecordTooLargeError. INVALID_RECORD (and CORRUPT_MESSAGE) naming
+records of a multi-record batch (the response's record_errors) splits it so each named record
+travels alone and the others in batches of their own, in record order; the named ones are then
+refused alone and fail with the broker's error, the others are written (Java fails the whole
+batch instead). INVALID_RECORD without record_errors (an older broker) splits in halves, as
+MESSAGE_TOO_LARGE does; a single record named by CORRUPT_MESSAGE fails at once (the broker
+validated it: a retry gets the same answer), while CORRUPT_MESSAGE naming no record stays
+retriable (damage in transit). Every other error fails only that batch.
 With idempotence, a batch that fails for good (expired, retries spent, non-retriable error)
 leaves the other batches' sequences alone: the TransactionManager marks its range unresolved
 and decides once nothing of the partition is in flight whether an epoch bump is needed, so a
@@ -54,9 +61,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kafka_sink.errors import (
     BrokerResponseError,
+    CorruptMessageError,
     DuplicateSequenceNumberError,
     FencedLeaderEpochError,
     InvalidProducerEpochError,
+    InvalidRecordError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -617,6 +626,17 @@ class Sender:
             and self._split_and_reenqueue(batch, now_ms)
         ):
             return
+        if isinstance(error, InvalidRecordError | CorruptMessageError):
+            named = _named_records(batch, partition_response)
+            if batch.record_count > 1 and (named or isinstance(error, InvalidRecordError)):
+                counts = _isolating_counts(batch.record_count, named) if named else None
+                if self._split_and_reenqueue(batch, now_ms, counts, reason=error):
+                    return
+            if named:
+                # The broker validated the record and refused it: the same bytes get the same
+                # answer, so a CORRUPT_MESSAGE naming it is not retried.
+                self.fail_batch(batch, error)
+                return
         if isinstance(error, MessageTooLargeError):
             error = RecordTooLargeError(
                 f"{batch.topic}-{batch.partition}: the broker rejected a batch of "
@@ -690,13 +710,23 @@ class Sender:
             batch.topic, batch.partition, leader.leader_id, leader.leader_epoch, node
         )
 
-    def _split_and_reenqueue(self, batch: ProducerBatch, now_ms: int) -> bool:
-        """Java's split of an oversized batch: re-batch its records in halves, keep futures.
+    def _split_and_reenqueue(
+        self,
+        batch: ProducerBatch,
+        now_ms: int,
+        counts: list[int] | None = None,
+        reason: KafkaError | None = None,
+    ) -> bool:
+        """Java's split of an oversized batch: re-batch its records in parts, keep futures.
 
-        Each new batch completes the original batch's result when all are done (with the first
-        error, for flush and the bulk future); the futures handed out by send() resolve through
-        the parts, each to the outcome and offset of the part that carried its record. Returns
-        False if splitting is not possible (then the batch fails as too large).
+        ``counts``: the records of each part, in record order (default: two halves). The
+        broker refused the whole batch, so nothing of it was written and the parts take over
+        its sequence range in order. Each new batch completes the original batch's result when
+        all are done (with the first error, for flush); the futures handed out by send() and
+        the bulk future resolve through the parts, each record to the outcome and offset of the
+        part that carried it. A split is not a retry: the parts keep the attempts and go to the
+        head of the queue at once. Returns False if splitting is not possible (then the batch
+        fails).
         """
         try:
             encoded = batch.encode()
@@ -707,8 +737,16 @@ class Sender:
             return False
         sealed = batch.sealed
         assert sealed is not None
-        half = max((len(records) + 1) // 2, 1)
-        parts = [records[:half], records[half:]]
+        if counts is None:
+            half = max((len(records) + 1) // 2, 1)
+            counts = [half, len(records) - half]
+        if sum(counts) != len(records) or len(counts) < 2 or min(counts) < 1:
+            return False
+        parts = []
+        start = 0
+        for count in counts:
+            parts.append(records[start : start + count])
+            start += count
         new_batches: list[ProducerBatch] = []
         for part in parts:
             builder = RecordBatchBuilder(
@@ -726,8 +764,11 @@ class Sender:
         if tm is not None and batch.has_sequence:
             tm.replace_split(batch, new_batches)
         # Before any part can complete: record futures resolve through the parts.
-        batch.result.set_parts([(0, new_batches[0].result), (half, new_batches[1].result)])
-        _chain_split(batch, new_batches, [len(parts[0]), len(parts[1])])
+        starts = [sum(counts[:i]) for i in range(len(counts))]
+        batch.result.set_parts(
+            [(start, child.result) for start, child in zip(starts, new_batches, strict=True)]
+        )
+        _chain_split(batch, new_batches, starts)
         batch.result.add_done_callback(lambda _r: self.accumulator.deallocate(batch))
         for child in reversed(new_batches):
             child.attempts = batch.attempts
@@ -735,11 +776,12 @@ class Sender:
         if self.metrics is not None:
             self.metrics.record_split(now_ms)
         log.info(
-            "split an oversized batch of %d records for %s-%d into %d",
+            "split a batch of %d records for %s-%d into %d after %s",
             len(records),
             batch.topic,
             batch.partition,
             len(new_batches),
+            "MESSAGE_TOO_LARGE" if reason is None else reason,
         )
         return True
 
@@ -760,25 +802,52 @@ class Sender:
         self._in_flight_batches.clear()
 
 
-def _chain_split(parent: ProducerBatch, children: list[ProducerBatch], counts: list[int]) -> None:
-    """Complete ``parent`` from its split children: first child's base offset, first error."""
-    state: dict[str, Any] = {"left": len(children), "base": None, "error": None}
+def _named_records(
+    batch: ProducerBatch, response: ProduceResponse.PartitionProduceResponse | None
+) -> list[int]:
+    """The batch's records the broker named in ``record_errors`` (ascending, in range)."""
+    if response is None or not response.record_errors:
+        return []
+    n = batch.record_count
+    return sorted({e.batch_index for e in response.record_errors if 0 <= e.batch_index < n})
+
+
+def _isolating_counts(record_count: int, named: list[int]) -> list[int]:
+    """Part sizes, in record order, that put each named record alone and the runs of records
+    between them together: 5 records naming [2] -> [2, 1, 2]."""
+    counts: list[int] = []
+    start = 0
+    for index in named:
+        if index > start:
+            counts.append(index - start)
+        counts.append(1)
+        start = index + 1
+    if start < record_count:
+        counts.append(record_count - start)
+    return counts
+
+
+def _chain_split(parent: ProducerBatch, children: list[ProducerBatch], starts: list[int]) -> None:
+    """Complete ``parent`` from its split children: base offset, first error (in record
+    order). ``starts``: each child's first record's delta in the parent."""
+    state: dict[str, Any] = {"left": len(children), "bases": {}, "errors": {}}
     lock = threading.Lock()
-    first_count = counts[0]
 
     def on_child(index: int) -> Callable[[Any], None]:
         def done(result: Any) -> None:
             with lock:
-                if result.error is not None and state["error"] is None:
-                    state["error"] = result.error
-                if index == 0:
-                    state["base"] = result.base_offset
-                elif state["base"] is None and result.base_offset >= 0:
-                    state["base"] = result.base_offset - first_count
+                if result.error is not None:
+                    state["errors"][index] = result.error
+                if result.base_offset >= 0:
+                    state["bases"][index] = result.base_offset - starts[index]
                 state["left"] -= 1
                 finished = state["left"] == 0
             if finished:
-                parent.done(state["base"] if state["base"] is not None else -1, -1, state["error"])
+                # The first written part's base, as if the records had stayed together (each
+                # record's own offset comes from its part: ProduceRequestResult.record_result).
+                errors, bases = state["errors"], state["bases"]
+                error = errors[min(errors)] if errors else None
+                parent.done(bases[min(bases)] if bases else -1, -1, error)
 
         return done
 

@@ -186,9 +186,13 @@ def produce_response(
     errors: dict[tuple[str, int], int] | None = None,
     base_offsets: dict[tuple[str, int], int] | None = None,
     current_leader: tuple[int, int] | None = None,
+    record_errors: dict[tuple[str, int], list[int]] | None = None,
 ) -> ProduceResponse:
+    """``record_errors``: per partition, the batch indexes a failed partition's answer names
+    (Produce v8+ record_errors, as INVALID_RECORD carries them)."""
     errors = errors or {}
     base_offsets = base_offsets or {}
+    record_errors = record_errors or {}
     topics: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
     for topic, partition in sent.partitions():
         code = errors.get((topic, partition), 0)
@@ -201,6 +205,10 @@ def produce_response(
                 error_code=code,
                 base_offset=-1 if code else base_offsets.get((topic, partition), 0),
                 current_leader=leader,
+                record_errors=[
+                    ProduceResponse.BatchIndexAndErrorMessage(i, f"record {i} is invalid")
+                    for i in record_errors.get((topic, partition), [])
+                ],
             )
         )
     return ProduceResponse(
@@ -327,7 +335,9 @@ class FakeBroker:
     ProduceResponse a broker would send; what was appended is in ``logs`` (value, producer id,
     epoch, sequence per offset), every batch received in ``receipts``. ``reject`` forces an
     error code for a partition's next batches (the batch is then not appended); ``max_records``
-    makes batches with more records fail with MESSAGE_TOO_LARGE.
+    makes batches with more records fail with MESSAGE_TOO_LARGE; a batch holding one of
+    ``invalid_values`` fails with INVALID_RECORD naming those records in record_errors (the
+    broker validates records before it checks sequences, so such a batch takes none).
     """
 
     logs: dict[tuple[str, int], list[tuple[bytes | None, int, int, int]]] = field(
@@ -337,15 +347,21 @@ class FakeBroker:
     states: dict[tuple[tuple[str, int], int], _ProducerStateEntry] = field(default_factory=dict)
     reject: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     max_records: int | None = None
+    invalid_values: set[bytes] = field(default_factory=set)
 
     def handle(self, sent: Sent) -> ProduceResponse:
         errors: dict[tuple[str, int], int] = {}
         offsets: dict[tuple[str, int], int] = {}
+        named: dict[tuple[str, int], list[int]] = {}
         for tp, batch in sent.batches().items():
             code, offset = self._append(tp, batch)
             errors[tp] = code
             offsets[tp] = offset
-        return produce_response(sent, errors=errors, base_offsets=offsets)
+            if code == 87:
+                named[tp] = [
+                    i for i, r in enumerate(batch.records) if r.value in self.invalid_values
+                ]
+        return produce_response(sent, errors=errors, base_offsets=offsets, record_errors=named)
 
     def _append(self, tp: tuple[str, int], batch: Any) -> tuple[int, int]:
         values = [r.value for r in batch.records]
@@ -356,6 +372,8 @@ class FakeBroker:
             return forced.pop(0), -1
         if self.max_records is not None and len(values) > self.max_records:
             return 10, -1  # MESSAGE_TOO_LARGE
+        if any(v in self.invalid_values for v in values):
+            return 87, -1  # INVALID_RECORD
         first = batch.base_sequence
         last = first + len(values) - 1
         key = (tp, batch.producer_id)

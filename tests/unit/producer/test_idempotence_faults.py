@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from kafka_sink.errors import KafkaTimeoutError
+from kafka_sink.errors import InvalidRecordError, KafkaTimeoutError
 from kafka_sink.wire.messages import InitProducerIdRequest, InitProducerIdResponse
 from tests.fakes.producer import FakeBroker, Harness, Sent, make_harness
 
@@ -256,6 +256,16 @@ def split(f: Fault) -> None:
     f.h.run()
 
 
+def invalid_record_in_batch(f: Fault) -> None:
+    """The broker names one record of a 5-record batch as invalid, a later batch in flight."""
+    (*_, bad, _) = f.send(5)
+    f.broker.invalid_values = {bad}
+    f.send(1)
+    for sent in f.pending():
+        f.answer(sent)
+    f.h.run()
+
+
 SCENARIOS: dict[str, tuple[Callable[[Fault], None], dict[str, int]]] = {
     "disconnect-before-response": (disconnect_before_response, {}),
     "request-timeout": (request_timeout, {}),
@@ -268,6 +278,8 @@ SCENARIOS: dict[str, tuple[Callable[[Fault], None], dict[str, int]]] = {
     "out-of-order-sequence": (out_of_order_sequence, {}),
     "split-in-flight-1": (split, {"max_in_flight": 1}),
     "split-in-flight-5": (split, {"max_in_flight": 5}),
+    "invalid-record-in-flight-1": (invalid_record_in_batch, {"max_in_flight": 1}),
+    "invalid-record-in-flight-5": (invalid_record_in_batch, {"max_in_flight": 5}),
 }
 
 
@@ -358,3 +370,16 @@ def test_split_without_idempotence_and_max_in_flight_one_unmutes() -> None:
         h.run(50)
     assert all(f.done() and not f.failed() for f in [*futures, later])
     assert [v for v, *_ in broker.logs[TP]] == [b"0", b"1", b"2", b"3", b"later"]
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 5])
+def test_invalid_record_fails_only_the_named_record(max_in_flight: int) -> None:
+    f = _fault(max_in_flight=max_in_flight)
+    invalid_record_in_batch(f)
+    f.heal()
+    f.check()
+    (bad,) = f.broker.invalid_values
+    assert f.failed() == [bad]
+    assert isinstance(f.futures[bad].exception(0), InvalidRecordError)
+    # Every other record, before and after it, is in the log once.
+    assert sorted(v for v, *_ in f.broker.logs[TP]) == sorted(f.acked())

@@ -638,3 +638,22 @@ def test_bulk_future_offsets_span_every_part_of_a_split_batch() -> None:
     halves[1].complete(20, -1, None)  # another writer took 12..19
     parent.complete(10, -1, None)
     assert future.get(0) == {0: PartitionOffsets(10, 21, 4)}
+
+
+def test_bulk_future_counts_a_split_part_written_when_its_sibling_failed() -> None:
+    from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets, ProduceRequestResult
+
+    parent = ProduceRequestResult("t", 0)
+    halves = [ProduceRequestResult("t", 0), ProduceRequestResult("t", 0)]
+    parent.set_parts([(0, halves[0]), (2, halves[1])])
+    future = BulkSendFuture("t")
+    future._add(0, 4, 3, parent)
+    future._seal()
+    error = TopicAuthorizationFailedError("denied")
+    halves[0].complete(10, -1, None)
+    halves[1].complete(-1, -1, error)
+    parent.complete(10, -1, error)
+    assert future.exception(0) is error
+    assert future.offsets() == {0: PartitionOffsets(10, 11, 2)}
+    assert future.unacknowledged() == {0: (2, 1)}
+    assert future.record_count == 4
