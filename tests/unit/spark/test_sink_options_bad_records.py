@@ -97,7 +97,8 @@ def test_max_ratio_is_a_number_from_zero_to_one(value: str, parsed: float) -> No
 
 
 @pytest.mark.parametrize(
-    "value", ["1.01", "-0.1", "5%", "nan", "inf", "", "0_5", "half", "2e0", "0x1"]
+    "value",
+    ["1.01", "-0.1", "5%", "nan", "inf", "", "0_5", "half", "2e0", "0x1", "1e400", "1" * 5000],
 )
 def test_a_bad_max_ratio_is_refused_with_the_fix(value: str) -> None:
     with pytest.raises(SinkOptionError) as info:
@@ -105,6 +106,7 @@ def test_a_bad_max_ratio_is_refused_with_the_fix(value: str) -> None:
     message = str(info.value)
     assert "option 'deadLetterMaxRatio' must be a number from 0 to 1" in message
     assert "0.01 for 1%" in message
+    assert len(message) < 400  # the value is quoted capped
 
 
 def test_dead_letter_without_its_topic_is_refused_naming_both() -> None:
