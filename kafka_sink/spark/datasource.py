@@ -205,6 +205,7 @@ def _preflight(options: SinkOptions, *, streaming: bool) -> None:
         streaming=streaming,
         exactly_once=options.exactly_once,
         preset=options.preset,
+        dead_letter_topic=options.dead_letter_topic,
     )
 
 

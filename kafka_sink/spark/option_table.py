@@ -16,7 +16,11 @@ Invariants:
 - The sink's integer options are read as Java's ``Long.parseLong`` of the trimmed text reads
   them, narrowed to ASCII: an optional ``+``/``-`` and digits ``0``-``9`` (no ``_``, no other
   script's digits), within Java's ``long`` (``int`` for ``preflightTimeoutMs``). ``kafka.*``
-  integers are Kafka's own (``net/config.py``).
+  integers are Kafka's own (``net/config.py``). ``deadLetterMaxRatio``, the one fraction, is
+  ASCII digits with an optional fraction and exponent, within ``[0, 1]`` (no ``nan``, ``inf``,
+  ``_`` or ``%``).
+- ``onRecordError`` is matched in any case and kept in its canonical spelling
+  (``ON_RECORD_ERRORS``).
 - ``commitLog`` and ``checkpointLocation`` longer than 4096 characters, holding a NUL, or with an
   unclosed ``[`` host are refused when parsed; ``commitLog`` set to none/false/off/disabled
   parses to None (no commit files), any other value to a local path or a store URI.
@@ -120,6 +124,9 @@ _DISABLED_WORDS = frozenset({"none", "false", "off", "disabled"})
 # Integers: Java's trim() (characters up to U+0020), a sign, ASCII digits; Java's int and long.
 _JAVA_TRIM = "".join(chr(c) for c in range(0x21))
 _SINK_INTEGER = re.compile(r"[+-]?[0-9]+")
+# A ratio: ASCII digits with an optional fraction and exponent (no '_', 'nan', 'inf' or '%',
+# which Python's float() or a reader might take otherwise).
+_SINK_DECIMAL = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _LONG_DIGITS = 19
 _MAX_INT = 2**31 - 1
 _MAX_LONG = 2**63 - 1
@@ -309,6 +316,52 @@ def _idempotency_key(value: str) -> str:
     return text
 
 
+def _on_record_error(value: str) -> str:
+    text = value.strip()
+    for policy in ON_RECORD_ERRORS:
+        if text.lower() == policy.lower():
+            return policy
+    raise SinkOptionError(
+        f"option 'onRecordError' must be one of {', '.join(ON_RECORD_ERRORS)} (any case): "
+        "'fail' fails the task on a row Kafka cannot take, 'deadLetter' writes the row to "
+        "option 'deadLetterTopic', 'skip' leaves it out (counted and logged); got "
+        f"{shown_value(value)}"
+    )
+
+
+def _dead_letter_topic(value: str) -> str:
+    text = value.strip()
+    if _TOPIC_RE.fullmatch(text) is None or text in (".", ".."):
+        raise SinkOptionError(
+            "option 'deadLetterTopic' must be a Kafka topic name (1 to 249 letters, digits, "
+            f"'.', '_' and '-'); got {shown_value(value)}"
+        )
+    return text
+
+
+def _dead_letter_max_records(value: str) -> int:
+    number = _whole_number(value, 0, _MAX_LONG)
+    if number is None:
+        raise SinkOptionError(
+            "option 'deadLetterMaxRecords' must be a whole number from 0 up: the most bad rows "
+            "one batch may have before it fails (leave the option out for no bound); got "
+            f"{shown_value(value)}"
+        )
+    return number
+
+
+def _dead_letter_max_ratio(value: str) -> float:
+    text = value.strip(_JAVA_TRIM)
+    ratio = float(text) if _SINK_DECIMAL.fullmatch(text) is not None else None
+    if ratio is None or not 0.0 <= ratio <= 1.0:
+        raise SinkOptionError(
+            "option 'deadLetterMaxRatio' must be a number from 0 to 1: the largest share of a "
+            "batch's rows that may be bad before the batch fails (0.01 for 1%; leave the option "
+            f"out for no bound); got {shown_value(value)}"
+        )
+    return ratio
+
+
 def _log_level(value: str) -> int:
     level = parse_level(value)
     if level is None:
@@ -417,6 +470,42 @@ SINK_OPTIONS: tuple[SinkOption, ...] = (
         _EVERY,
         "the sink's log level on the driver and in the tasks (default: Spark's conf "
         "spark.pykafka.logLevel, else INFO; logs.py)",
+    ),
+    SinkOption(
+        "onRecordError",
+        _on_record_error,
+        "on_record_error",
+        ON_RECORD_ERROR_FAIL,
+        _EVERY,
+        "what a row Kafka cannot take does: fail (its task fails), deadLetter (written to "
+        "deadLetterTopic) or skip (left out, counted and logged)",
+    ),
+    SinkOption(
+        "deadLetterTopic",
+        _dead_letter_topic,
+        "dead_letter_topic",
+        None,
+        _EVERY,
+        "the topic onRecordError=deadLetter writes bad rows to (required for it); checked "
+        "before any task like the topic option's",
+    ),
+    SinkOption(
+        "deadLetterMaxRecords",
+        _dead_letter_max_records,
+        "dead_letter_max_records",
+        None,
+        _EVERY,
+        "more bad rows than this in one batch fail the batch (deadLetter or skip); default "
+        "no bound",
+    ),
+    SinkOption(
+        "deadLetterMaxRatio",
+        _dead_letter_max_ratio,
+        "dead_letter_max_ratio",
+        None,
+        _EVERY,
+        "a larger share (0 to 1) of a batch's rows bad fails the batch (deadLetter or skip); "
+        "default no bound",
     ),
     SinkOption(
         "includeHeaders",

@@ -46,6 +46,10 @@ Invariants:
   an unclosed ``[`` host are refused when parsed.
 - The sink's integer options are read as Java's ``Long.parseLong`` reads them, narrowed to
   ASCII digits (``option_table.py``); ``kafka.*`` integers are Kafka's own (``net/config.py``).
+- The bad-record options (``onRecordError``, ``deadLetterTopic``, ``deadLetterMaxRecords``,
+  ``deadLetterMaxRatio``) are applied together or refused: ``deadLetter`` without its topic, a
+  dead-letter topic without ``deadLetter``, a bound with ``fail``, and a dead-letter topic that
+  is the ``topic`` option's or (exactly-once, ``intentStore=kafka``) the intent topic.
 - The commit-log directory the sink will write (``commitLog``, or the default
   ``<checkpointLocation>/pykafka-commits`` for a streaming query, local or in a store) is checked
   on the driver before any task runs: created, then a uniquely named probe file written and
@@ -100,6 +104,7 @@ from kafka_sink.spark.option_table import (
     INTENT_STORE_CHECKPOINT,
     INTENT_STORE_KAFKA,
     INTENT_STORES,
+    ON_RECORD_ERROR_DEAD_LETTER,
     ON_RECORD_ERROR_FAIL,
     OPTIONS_BY_KEY,
     SINK_OPTIONS,
@@ -247,6 +252,7 @@ class SinkOptions:
             _refuse_exactly_once_options(given)
         _refuse_metrics_job_without_gateway(given)
         _refuse_intent_topic_with_checkpoint_store(given)
+        _check_bad_record_options(given)
         fields = {row.attr: given.get(row.attr, row.default) for row in SINK_OPTIONS if row.attr}
         return cls(
             producer_items=tuple(sorted(producer.items())),
@@ -400,7 +406,11 @@ class SinkOptions:
             f"idempotencyKey={self.idempotency_key!r}, "
             f"logLevel={self.log_level!r}, "
             f"metricsPushGateway={_capped(_masked(self.metrics_push_gateway))}, "
-            f"metricsJob={self.metrics_job!r})"
+            f"metricsJob={self.metrics_job!r}, "
+            f"onRecordError={self.on_record_error!r}, "
+            f"deadLetterTopic={_capped(self.dead_letter_topic)}, "
+            f"deadLetterMaxRecords={self.dead_letter_max_records!r}, "
+            f"deadLetterMaxRatio={self.dead_letter_max_ratio!r})"
         )
 
 
@@ -512,4 +522,57 @@ def _refuse_intent_topic_with_checkpoint_store(given: Mapping[str, object]) -> N
         raise SinkOptionError(
             "option 'intentTopic' names the topic of intentStore=kafka, but intentStore is "
             "'checkpoint'; remove one of them"
+        )
+
+
+def _check_bad_record_options(given: Mapping[str, object]) -> None:
+    """The bad-record options fit together: each one given is applied, or the write is refused.
+
+    ``deadLetter`` needs its topic; the topic means nothing to ``fail`` or ``skip``, the bounds
+    nothing to ``fail``; and the dead letters may not go where the good rows or the commit
+    intents go (a reader could not tell them apart; the intent topic is compacted by key).
+    """
+    policy = given.get("on_record_error", ON_RECORD_ERROR_FAIL)
+    dead_letter_topic = given.get("dead_letter_topic")
+    shown = shown_value(str(dead_letter_topic))
+    if policy == ON_RECORD_ERROR_DEAD_LETTER and dead_letter_topic is None:
+        raise SinkOptionError(
+            "option 'onRecordError' is deadLetter, which needs option 'deadLetterTopic': the "
+            "topic the bad rows are written to. Fix: .option('deadLetterTopic', 'orders-dlq'), "
+            "or set onRecordError to skip or fail"
+        )
+    if policy == ON_RECORD_ERROR_FAIL:
+        for attr, name in (
+            ("dead_letter_topic", "deadLetterTopic"),
+            ("dead_letter_max_records", "deadLetterMaxRecords"),
+            ("dead_letter_max_ratio", "deadLetterMaxRatio"),
+        ):
+            if attr in given:
+                raise SinkOptionError(
+                    f"option '{name}' is only used with onRecordError=deadLetter or skip, but "
+                    "onRecordError is fail (the default: a bad row fails its task). Fix: set "
+                    f".option('onRecordError', 'deadLetter') or 'skip', or remove '{name}'"
+                )
+    if dead_letter_topic is None:
+        return
+    if policy != ON_RECORD_ERROR_DEAD_LETTER:
+        raise SinkOptionError(
+            f"option 'deadLetterTopic' is only used with onRecordError=deadLetter, but "
+            f"onRecordError is {policy} (bad rows are left out, not written). Fix: set "
+            ".option('onRecordError', 'deadLetter'), or remove 'deadLetterTopic'"
+        )
+    if dead_letter_topic == given.get("topic"):
+        raise SinkOptionError(
+            f"option 'deadLetterTopic' is {shown}, the topic of option 'topic': the bad rows "
+            "would land among the good ones. Fix: give them a topic of their own, e.g. "
+            "'<topic>-dlq'"
+        )
+    exactly_once = given.get("delivery_guarantee", AT_LEAST_ONCE) == EXACTLY_ONCE
+    in_kafka = given.get("intent_store", INTENT_STORE_KAFKA) == INTENT_STORE_KAFKA
+    intent_topic = given.get("intent_topic", DEFAULT_INTENT_TOPIC)
+    if exactly_once and in_kafka and dead_letter_topic == intent_topic:
+        raise SinkOptionError(
+            f"option 'deadLetterTopic' is {shown}, the intent topic of exactly-once (option "
+            "'intentTopic'), where the driver keeps its commit records. Fix: give the dead "
+            "letters a topic of their own"
         )

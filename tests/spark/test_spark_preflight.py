@@ -162,6 +162,30 @@ def test_a_principal_without_write_is_refused_then_writes_once_granted(
     assert _values(acl_kafka, topic, isolation_level="read_committed") == sorted(v for _, v in ROWS)
 
 
+def test_a_missing_or_unwritable_dead_letter_topic_is_refused_before_any_task(
+    spark: Any, acl_kafka: LocalKafka
+) -> None:
+    topic = f"good-{uuid.uuid4().hex[:8]}"
+    dead_letters = f"{topic}-dlq"
+    create_topic(acl_kafka.bootstrap_servers, topic, 2)
+    bad_records = {"topic": topic, "onRecordError": "deadLetter", "deadLetterTopic": dead_letters}
+    options = {"kafka.bootstrap.servers": acl_kafka.bootstrap_servers, **bad_records}
+    message, elapsed_s = _refused(spark, options)
+    assert f"topic '{dead_letters}' (option 'deadLetterTopic') does not exist" in message
+    assert "auto.create.topics.enable=false" in message
+    assert elapsed_s < OLD_WAIT_S, elapsed_s
+    assert dead_letters not in acl_kafka.metadata().topics  # asking did not create it
+    # Present, but alice may write only the topic option's topic.
+    create_topic(acl_kafka.bootstrap_servers, dead_letters, 1)
+    _grant(acl_kafka, "alice", ("TOPIC", topic), "WRITE")
+    message, _ = _refused(spark, {**_as_user(acl_kafka, "alice"), **bad_records})
+    assert (
+        f"User:alice may not write to topic '{dead_letters}' (option 'deadLetterTopic')"
+    ) in message
+    assert f"--allow-principal User:alice --operation Write --topic {dead_letters}" in message
+    assert _values(acl_kafka, topic, isolation_level="read_uncommitted") == []
+
+
 def test_a_topic_column_write_without_idempotent_write_is_refused(
     spark: Any, acl_kafka: LocalKafka
 ) -> None:

@@ -20,6 +20,9 @@ known. What is asked:
   transaction's COMMIT or ABORT marker when a commit is refused after its id moved on (without
   READ that outcome stays unknown and the batch cannot finish), and for what an aborted batch's
   unfinished tasks wrote;
+- with ``onRecordError=deadLetter``, the ``deadLetterTopic`` option's topic the same way, in the
+  same Metadata request (dead letters are written by the same producer and, exactly-once, in
+  the same transaction as the good rows): each refusal names the option it came from;
 - idempotence (at-least-once with ``enable.idempotence`` on): the brokers give a producer id to
   a principal with IDEMPOTENT_WRITE on the cluster or, since Kafka 3.0 (KIP-679), WRITE on any
   topic, prefixed ACLs included, which no listing shows. So when the cluster's authorized
@@ -140,28 +143,38 @@ def check_write(
     streaming: bool,
     exactly_once: bool = False,
     preset: str | None = None,
+    dead_letter_topic: str | None = None,
     client_factory: ClientFactory = AdminClient.from_config,
 ) -> None:
     """Refuse, before any task, a write the cluster cannot take (see the module docstring).
 
-    ``exactly_once``: the cluster must offer transactions, and the topic must be readable too
+    ``exactly_once``: the cluster must offer transactions, and the topics must be readable too
     (READ), for the driver's marker reads; ``preset`` (the sink's option) only adds the
-    service's own words to the transactions refusal.
+    service's own words to the transactions refusal; ``dead_letter_topic`` (option
+    ``deadLetterTopic``) is checked as ``topic`` is.
     """
-    key = _key("write", producer_config, topic, str(idempotent), str(exactly_once))
+    key = _key(
+        "write", producer_config, topic, str(idempotent), str(exactly_once), dead_letter_topic
+    )
     if streaming and key in _PASSED:
         return
     with _session(producer_config, timeout_ms, client_factory) as (client, cfg, deadline):
         _brokers(client, cfg, deadline)
-        node, response = _metadata(client, topic, deadline)
+        named = [
+            (name, option)
+            for name, option in ((topic, "topic"), (dead_letter_topic, "deadLetterTopic"))
+            if name is not None
+        ]
+        node, response = _metadata(client, [name for name, _option in named], deadline)
         if exactly_once:
             _check_transactions_offered(client, cfg, node, deadline, preset)
-        if topic is not None:
+        for name, option in named:
             _check_topic(
                 client,
                 cfg,
                 node=node,
-                topic=topic,
+                topic=name,
+                option=option,
                 response=response,
                 deadline=deadline,
                 read=exactly_once,
@@ -351,11 +364,11 @@ def _brokers(client: AdminClient, cfg: AdminConfig, deadline: Deadline) -> None:
 
 
 def _metadata(
-    client: AdminClient, topic: str | None, deadline: Deadline
+    client: AdminClient, topics: list[str], deadline: Deadline
 ) -> tuple[int, MetadataResponse]:
-    """The topic's (or no topic's) metadata with the authorized operations, and which broker
+    """The topics' (or no topic's) metadata with the authorized operations, and which broker
     answered it."""
-    request = MetadataRequest.for_topics([] if topic is None else [topic])
+    request = MetadataRequest.for_topics(topics)
     request.allow_auto_topic_creation = False
     request.include_topic_authorized_operations = True
     request.include_cluster_authorized_operations = True
@@ -383,25 +396,27 @@ def _check_topic(
     topic: str,
     response: MetadataResponse,
     deadline: Deadline,
+    option: str = "topic",
     read: bool = False,
 ) -> None:
-    """Refuse a missing or unwritable topic (with ``read``, an unreadable one too)."""
+    """Refuse a missing or unwritable topic (with ``read``, an unreadable one too), naming the
+    ``option`` that gave it."""
     entry = next((t for t in response.topics if t.name == topic), None)
     if entry is None or entry.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
-        _missing_topic(client, cfg, node, topic, deadline)
+        _missing_topic(client, cfg, node, topic, deadline, option=option)
         return
     if entry.error_code == _TOPIC_AUTHORIZATION_FAILED or not _allows(
         entry.topic_authorized_operations, _WRITE, unknown=True
     ):
         raise SinkOptionError(
-            f"the principal {_principal(cfg)} may not write to topic '{topic}' (option 'topic'): "
-            "it lacks the WRITE ACL on the topic (TOPIC_AUTHORIZATION_FAILED). Fix: "
+            f"the principal {_principal(cfg)} may not write to topic '{topic}' (option "
+            f"'{option}'): it lacks the WRITE ACL on the topic (TOPIC_AUTHORIZATION_FAILED). Fix: "
             + _acl_command(cfg, f"--operation Write --topic {topic}")
         )
     if read and not _allows(entry.topic_authorized_operations, _READ, unknown=True):
         raise SinkOptionError(
             f"deliveryGuarantee=exactly-once: the principal {_principal(cfg)} may not read "
-            f"topic '{topic}' (option 'topic'): it lacks the READ ACL on the topic. The driver "
+            f"topic '{topic}' (option '{option}'): it lacks the READ ACL on the topic. The driver "
             "reads the topic's partitions for a transaction's COMMIT or ABORT marker when a "
             "commit is refused after its transactional id moved on (without READ that batch "
             "cannot be finished, and its query cannot go on), and for what an aborted batch's "
@@ -410,7 +425,13 @@ def _check_topic(
 
 
 def _missing_topic(
-    client: AdminClient, cfg: AdminConfig, node: int, topic: str, deadline: Deadline
+    client: AdminClient,
+    cfg: AdminConfig,
+    node: int,
+    topic: str,
+    deadline: Deadline,
+    *,
+    option: str,
 ) -> None:
     try:
         configs = client.broker_configs(node, [_AUTO_CREATE, *_CREATE_DEFAULTS], deadline)
@@ -432,7 +453,7 @@ def _missing_topic(
             )
         return
     raise SinkOptionError(
-        f"topic '{topic}' (option 'topic') does not exist on the cluster at "
+        f"topic '{topic}' (option '{option}') does not exist on the cluster at "
         f"kafka.bootstrap.servers={','.join(cfg.bootstrap_servers)}, and the brokers do not "
         f"create topics on first use ({_AUTO_CREATE}={auto_create}). Fix: create it (kafka-topics "
         f"--bootstrap-server {','.join(cfg.bootstrap_servers)} --create --topic {topic}), or "

@@ -24,7 +24,7 @@ from kafka_sink.clock import ManualClock
 from kafka_sink.errors import KafkaConnectionError
 from kafka_sink.net.network_client import ClientRequest
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark import logs
+from kafka_sink.spark import datasource, logs
 from kafka_sink.spark.datasource import PyKafkaDataSource
 from kafka_sink.spark.driver import preflight
 from kafka_sink.spark.options import SinkOptions
@@ -214,6 +214,7 @@ def check(
     reachable: bool = True,
     timeout_ms: int = 15_000,
     exactly_once: bool = False,
+    dead_letter_topic: str | None = None,
 ) -> None:
     preflight.check_write(
         config,
@@ -222,6 +223,7 @@ def check(
         idempotent=idempotent,
         streaming=streaming,
         exactly_once=exactly_once,
+        dead_letter_topic=dead_letter_topic,
         client_factory=connect(cluster, reachable=reachable),
     )
 
@@ -397,6 +399,117 @@ def test_a_streaming_query_is_checked_once_per_configuration() -> None:
     for _ in range(2):
         check(cluster, streaming=False)  # a batch job: every writer() call
     assert len(cluster.bodies(MetadataRequest)) == 3
+
+
+# -- the dead-letter topic (onRecordError=deadLetter): checked as the topic option's is ---------
+
+
+def test_the_dead_letter_topic_is_asked_with_the_topic_in_one_metadata_request() -> None:
+    cluster = new_cluster(topics={"events": ops(WRITE), "events-dlq": ops(WRITE)})
+    check(cluster, dead_letter_topic="events-dlq")
+    (request,) = cluster.bodies(MetadataRequest)
+    assert [t.name for t in request.topics] == ["events", "events-dlq"]
+
+
+def test_a_missing_dead_letter_topic_is_refused_naming_its_option() -> None:
+    cluster = new_cluster(topics={"events": ops(WRITE)}, auto_create="false")
+    with pytest.raises(SinkOptionError) as info:
+        check(cluster, dead_letter_topic="events-dql")
+    message = str(info.value)
+    assert "topic 'events-dql' (option 'deadLetterTopic') does not exist" in message
+    assert "auto.create.topics.enable=false" in message
+    assert "kafka-topics --bootstrap-server b0:9092,b1:9092 --create --topic events-dql" in message
+
+
+def test_a_missing_dead_letter_topic_the_brokers_create_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="kafka_sink.spark")
+    check(new_cluster(topics={"events": ops(WRITE)}, auto_create="true"), dead_letter_topic="dlq")
+    lines = [r.getMessage() for r in caplog.records if "does not exist" in r.getMessage()]
+    assert lines == [
+        "pykafka: topic 'dlq' does not exist; the brokers create it on the first write with "
+        "their defaults (num.partitions=3, default.replication.factor=2)"
+    ]
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_a_dead_letter_topic_without_write_is_refused_naming_its_option_and_the_acl(
+    hidden: bool,
+) -> None:
+    topics = {"events": ops(WRITE, READ)}
+    if not hidden:
+        topics["events-dlq"] = ops(READ, DESCRIBE)
+    cluster = new_cluster(topics=topics, hidden={"events-dlq"} if hidden else set())
+    with pytest.raises(SinkOptionError) as info:
+        check(cluster, config=SASL, dead_letter_topic="events-dlq")
+    message = str(info.value)
+    assert (
+        "User:alice may not write to topic 'events-dlq' (option 'deadLetterTopic'): it lacks "
+        "the WRITE ACL"
+    ) in message
+    assert (
+        "kafka-acls --bootstrap-server b0:9092,b1:9092 --command-config <admin.properties> "
+        "--add --allow-principal User:alice --operation Write --topic events-dlq"
+    ) in message
+    assert "alice-secret" not in message
+
+
+def test_exactly_once_without_read_on_the_dead_letter_topic_is_refused_naming_its_option() -> None:
+    cluster = new_cluster(topics={"events": ops(READ, WRITE), "events-dlq": ops(WRITE)})
+    with pytest.raises(SinkOptionError) as info:
+        check(
+            cluster,
+            config=SASL,
+            idempotent=False,
+            exactly_once=True,
+            dead_letter_topic="events-dlq",
+        )
+    message = str(info.value)
+    assert "may not read topic 'events-dlq' (option 'deadLetterTopic')" in message
+    assert "--allow-principal User:alice --operation Read --topic events-dlq" in message
+    # At-least-once writes dead letters without reading them back: WRITE is enough.
+    check(
+        new_cluster(topics={"events": ops(WRITE), "events-dlq": ops(WRITE)}),
+        dead_letter_topic="events-dlq",
+    )
+
+
+def test_a_topic_column_write_checks_its_dead_letter_topic_alone() -> None:
+    cluster = new_cluster(topics={})
+    with pytest.raises(SinkOptionError, match=r"topic 'dlq' \(option 'deadLetterTopic'\)"):
+        check(cluster, topic=None, dead_letter_topic="dlq")
+    (request,) = cluster.bodies(MetadataRequest)
+    assert [t.name for t in request.topics] == ["dlq"]
+
+
+def test_a_streaming_query_with_another_dead_letter_topic_is_checked_again() -> None:
+    cluster = new_cluster(topics={"events": ops(WRITE), "a": ops(WRITE), "b": ops(WRITE)})
+    for dead_letter_topic in ("a", "a", "b", None):
+        check(cluster, streaming=True, dead_letter_topic=dead_letter_topic)
+    assert len(cluster.bodies(MetadataRequest)) == 3
+
+
+def test_the_data_source_hands_the_dead_letter_topic_to_the_preflight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[dict[str, Any]] = []
+
+    class StopError(Exception):
+        pass
+
+    def recording(config: Mapping[str, str], **kwargs: Any) -> None:
+        asked.append(kwargs)
+        raise StopError
+
+    monkeypatch.setattr(datasource, "check_write", recording)
+    schema = StructType([StructField("value", BinaryType())])
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "events"}
+    dead_letter = {"onrecorderror": "deadLetter", "deadlettertopic": "events-dlq"}
+    for options in (base, {**base, **dead_letter}):
+        with pytest.raises(StopError):
+            PyKafkaDataSource(options).writer(schema, False)
+    assert [a["dead_letter_topic"] for a in asked] == [None, "events-dlq"]
 
 
 def check_ids(
