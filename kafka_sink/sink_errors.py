@@ -34,6 +34,7 @@ __all__ = [
     "BadRecord",
     "BadRecordError",
     "BadRecordsLimitError",
+    "BadRowsError",
     "ColumnSerializationError",
     "CommitStoreError",
     "CommitStoreUnavailableError",
@@ -128,6 +129,16 @@ class BadRecordError(SinkDataError):
     ) -> None:
         super().__init__(reason)
         self.record = BadRecord(row, topic, reason, code, stage, error_class)
+
+
+class BadRowsError(SinkDataError):
+    """Several rows a task cannot write, found together (the rows a topic refuses before they
+    are sent, the rows naming a topic that cannot be written); each is a :class:`BadRecord` for
+    the write loop's record-error policy. Never raised out of a task."""
+
+    def __init__(self, records: list[BadRecord]) -> None:
+        super().__init__(f"{len(records)} bad row(s)")
+        self.records = records
 
 
 class ColumnSerializationError(SinkDataError):

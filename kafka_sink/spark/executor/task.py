@@ -92,6 +92,7 @@ from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.producer.producer import KafkaProducer
 from kafka_sink.sink_errors import (
     BadRecord,
+    BadRowsError,
     ColumnSerializationError,
     SinkDataError,
     SinkDeliveryTimeoutError,
@@ -402,14 +403,6 @@ class _ExactlyOnce:
         producer_cache.evict(producer, timeout_s=0.0)
 
 
-class _BadRowsError(Exception):
-    """Rows of a piece of a batch that cannot be written (task-input rows), found together."""
-
-    def __init__(self, records: list[BadRecord]) -> None:
-        super().__init__(f"{len(records)} bad row(s)")
-        self.records = records
-
-
 @dataclass(frozen=True)
 class _Sent:
     """What a tracked bulk send came from: its group, and the piece (and its first row) the
@@ -611,7 +604,7 @@ class _TaskWrite:
                 out.extend(self._checked_groups(piece.slice(start, stop - start), base + start))
             except BadRecordError as exc:
                 bad = [exc.record]
-            except _BadRowsError as exc:
+            except BadRowsError as exc:
                 bad = exc.records
             else:
                 continue
@@ -644,7 +637,7 @@ class _TaskWrite:
                 rules = topic_rules(self.options.producer_items, group.topic)
                 refused = refused_rows(group, rules, cfg)
                 if refused:
-                    raise _BadRowsError(refused)
+                    raise BadRowsError(refused)
         return groups
 
     def _check_topic(self, producer: BulkProducer, group: TopicColumns) -> None:
@@ -656,7 +649,7 @@ class _TaskWrite:
         except (TopicAuthorizationFailedError, InvalidTopicError) as exc:
             code = record_errors.reason_of(exc)
             assert code is not None
-            raise _BadRowsError(
+            raise BadRowsError(
                 [
                     BadRecord(
                         group.row_number(i),

@@ -5,7 +5,6 @@ broker and Spark cases are in tests/spark/test_spark_bad_records.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -43,16 +42,14 @@ def _options(case_topic: str | None, action: str, **extra: str) -> SinkOptions:
         "kafka.bootstrap.servers": "h:1",
         # The "record too large" case's 200-byte row is over this; every other row is under.
         "kafka.max.request.size": "150",
+        "onRecordError": action,
+        **extra,
     }
+    if action == "deadLetter":
+        opts["deadLetterTopic"] = DLQ
     if case_topic is not None:
         opts["topic"] = case_topic
-    max_records = extra.get("deadLetterMaxRecords")
-    return dataclasses.replace(
-        SinkOptions.from_options(opts),
-        on_record_error=action,
-        dead_letter_topic=DLQ if action == "deadLetter" else None,
-        dead_letter_max_records=int(max_records) if max_records is not None else None,
-    )
+    return SinkOptions.from_options(opts)
 
 
 def _write(
