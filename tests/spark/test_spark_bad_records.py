@@ -189,7 +189,12 @@ def test_bad_rows_of_every_kind_are_dead_lettered_or_skipped_and_counted(
     _mixed(spark, topic).write.format("pykafka").mode("append").options(**options).save()
 
     isolation = _isolation(guarantee)
-    good = read_all(kafka_bootstrap, topic, expected=len(GOOD), isolation_level=isolation)
+    # At-least-once: everything was acknowledged before the tasks reported success, so it is all
+    # there now. Exactly-once: the commit markers may still be on their way.
+    wait = isolation == "read_committed"
+    good = read_all(
+        kafka_bootstrap, topic, expected=len(GOOD) if wait else None, isolation_level=isolation
+    )
     _once([_row_id(r) for r in good], GOOD)
     for r in good:
         i = _row_id(r)
@@ -219,7 +224,9 @@ def test_bad_rows_of_every_kind_are_dead_lettered_or_skipped_and_counted(
         assert doc["record_count"] == len(GOOD)
         assert read_all(kafka_bootstrap, dlq) == []
         return
-    letters = read_all(kafka_bootstrap, dlq, expected=len(REASON_OF), isolation_level=isolation)
+    letters = read_all(
+        kafka_bootstrap, dlq, expected=len(REASON_OF) if wait else None, isolation_level=isolation
+    )
     _once([_row_id(r) for r in letters], set(REASON_OF))
     for r in letters:
         i = _row_id(r)
@@ -347,7 +354,7 @@ def test_rows_that_do_not_bind_to_the_registered_schema_are_dead_letters_as_json
     assert sorted(decoded, key=lambda v: v["id"]) == [_paint(i) for i in good]
     assert len(read_all(kafka_bootstrap, topic)) == len(good)
 
-    letters = read_all(kafka_bootstrap, dlq, expected=len(bad))
+    letters = read_all(kafka_bootstrap, dlq)  # at-least-once: acknowledged before save() ended
     assert len(letters) == len(bad)
     by_id: dict[int, ConsumedRecord] = {}
     for r in letters:
@@ -453,11 +460,11 @@ def test_rows_for_a_topic_the_principal_may_not_write_are_dead_letters(
         .save()
     )
     denied = {i for i, t in target.items() if t != allowed}
-    written = read_all(acl_kafka.bootstrap_servers, allowed, expected=20 - len(denied))
+    written = read_all(acl_kafka.bootstrap_servers, allowed)
     _once([int(r.value or b"") for r in written], set(range(20)) - denied)
     for name in (hidden, read_only):
         assert read_all(acl_kafka.bootstrap_servers, name) == []
-    letters = read_all(acl_kafka.bootstrap_servers, dlq, expected=len(denied))
+    letters = read_all(acl_kafka.bootstrap_servers, dlq)
     _once([int(r.value or b"") for r in letters], denied)
     for r in letters:
         i = int(r.value or b"")
