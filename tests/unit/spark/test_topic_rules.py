@@ -46,7 +46,10 @@ def test_rows_over_the_topic_s_limit_as_sent_are_refused_and_compressible_ones_a
     group = _group([b"small", compressible, random, b"x" * 100])
     rules = TopicRules("t", 2000, compacted=False)
     plain = refused_rows(group, rules, _config())
-    assert [(r.row, r.code) for r in plain] == [(101, "record_too_large"), (102, "record_too_large")]
+    assert [(r.row, r.code) for r in plain] == [
+        (101, "record_too_large"),
+        (102, "record_too_large"),
+    ]
     assert "topic 't''s max.message.bytes (2000)" in plain[0].reason
     compressed = refused_rows(group, rules, _config(**{"compression.type": "lz4"}))
     assert [r.row for r in compressed] == [102]
