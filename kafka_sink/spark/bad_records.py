@@ -30,8 +30,8 @@ __all__ = [
     "merge_counts",
 ]
 
-#: The record-level failures, by reason code: what a dead letter's
-#: ``__connect.errors.exception.class.name`` and the metrics' ``reason`` label say.
+#: The record-level failures, by reason code: what a dead letter's ``pykafka.errors.reason``
+#: header and the metrics' ``reason`` label say.
 REASONS: dict[str, str] = {
     "record_too_large": "larger than max.request.size, buffer.memory or the topic's "
     "max.message.bytes",

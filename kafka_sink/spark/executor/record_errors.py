@@ -52,7 +52,7 @@ from kafka_sink.errors import (
     RecordTooLargeError,
     TopicAuthorizationFailedError,
 )
-from kafka_sink.sink_errors import BadRecord, BadRecordError, SinkDataError
+from kafka_sink.sink_errors import BadRecord, BadRecordError, BadRecordsLimitError, SinkDataError
 from kafka_sink.spark.bad_records import (
     MAX_MESSAGE_CHARS,
     MAX_SAMPLES,
@@ -175,7 +175,7 @@ class _Tally:
         total = self._by_reason.total()
         if self._max_records is not None and total > self._max_records:
             first = "; ".join(s.describe() for s in self._samples)
-            raise SinkDataError(
+            raise BadRecordsLimitError(
                 f"Spark partition {self._partition_id} alone has {total} bad rows, more than "
                 f"option 'deadLetterMaxRecords' ({self._max_records}) allows for a whole batch: "
                 f"so many bad rows are an incident, not a policy. First: {first}. Fix the data, "
