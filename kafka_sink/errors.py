@@ -48,9 +48,14 @@ class KafkaError(Exception):
 
 
 class KafkaTimeoutError(KafkaError):
-    """A deadline passed (request, delivery, metadata wait, flush)."""
+    """A deadline passed (request, delivery, metadata wait, flush).
+
+    A metadata wait's timeout carries ``topic_error``: what the brokers last answered for the
+    topic (``UnknownTopicOrPartitionError`` when it does not exist), None when they said nothing.
+    """
 
     retriable = True
+    topic_error: KafkaError | None = None
 
 
 class KafkaConnectionError(KafkaError):

@@ -414,7 +414,11 @@ class KafkaProducer:
                 )
             remaining = deadline - self._clock.now_ms()
             if remaining <= 0:
-                raise KafkaTimeoutError(self._metadata_timeout_message(topic, partition, parts))
+                timeout = KafkaTimeoutError(self._metadata_timeout_message(topic, partition, parts))
+                # What the brokers last said of the topic (UNKNOWN_TOPIC_OR_PARTITION: it does
+                # not exist), for a caller that tells a missing topic from an unreachable one.
+                timeout.topic_error = metadata.topic_error(topic)
+                raise timeout
             version = metadata.request_update()
             self._sender.wakeup()
             with contextlib.suppress(KafkaTimeoutError):

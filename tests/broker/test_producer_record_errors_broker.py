@@ -12,14 +12,23 @@ written once.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 
 import pyarrow as pa
+import pytest
 
 from kafka_sink import KafkaProducer
-from kafka_sink.errors import InvalidRecordError, RecordTooLargeError, is_record_error
+from kafka_sink.errors import (
+    InvalidRecordError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+    is_record_error,
+)
 from kafka_sink.producer.futures import RecordMetadata
+from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import read_all
 
 TopicFactory = Callable[..., str]
@@ -125,3 +134,24 @@ def test_dead_letter_recipe_routes_record_errors_with_connect_headers(
     assert headers["__connect.errors.topic"] == topic.encode()
     assert headers["__connect.errors.exception.class.name"] == b"RecordTooLargeError"
     assert b"max.message.bytes" in (headers["__connect.errors.exception.message"] or b"")
+
+
+def test_a_metadata_wait_for_a_missing_topic_says_the_brokers_do_not_know_it(
+    proxied_kafka: LocalKafka,
+) -> None:
+    # This broker creates no topic on a metadata request.
+    settings = {
+        "bootstrap.servers": proxied_kafka.bootstrap_servers,
+        "max.block.ms": "1500",
+    }
+    with KafkaProducer(settings) as producer, pytest.raises(KafkaTimeoutError) as info:
+        producer.partitions_for("never-created-topic")
+    assert isinstance(info.value.topic_error, UnknownTopicOrPartitionError)
+    # Against nothing that answers, a timeout has no topic error: it is not the topic's fault.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{closed.getsockname()[1]}"
+    elsewhere = {**settings, "bootstrap.servers": nowhere}
+    with KafkaProducer(elsewhere) as producer, pytest.raises(KafkaTimeoutError) as info:
+        producer.partitions_for("never-created-topic")
+    assert info.value.topic_error is None

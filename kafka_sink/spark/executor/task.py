@@ -82,6 +82,7 @@ from kafka_sink.errors import (
     KafkaError,
     KafkaTimeoutError,
     TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
 )
 from kafka_sink.formats.batch_encoder import BatchEncoder
 from kafka_sink.formats.plan import FormatPlan
@@ -445,8 +446,9 @@ class _TaskWrite:
         self._partition_counts: dict[str, int] = {}
         #: Bulk sends whose refused rows go to the policy (``onRecordError`` other than fail).
         self._tracked: dict[int, _Sent] = {}
-        #: Column topics that could be written (checked once per task).
+        #: Column topics that could be written, and those that cannot (checked once per task).
         self._writable: set[str] = set()
+        self._unwritable: dict[str, KafkaError] = {}
         self._acquire: Callable[[], BulkProducer] | None = None
         self.rows_read = 0
 
@@ -641,29 +643,41 @@ class _TaskWrite:
         return groups
 
     def _check_topic(self, producer: BulkProducer, group: TopicColumns) -> None:
-        """A topic the ``topic`` column names that cannot be written makes its rows bad."""
+        """A topic the ``topic`` column names that cannot be written makes its rows bad: one
+        the principal may not write, an invalid name, or one the brokers answered does not
+        exist (after max.block.ms; an unreachable cluster is not a row's fault and fails the
+        task). Each topic is asked once per task."""
         if self.options.topic is not None or group.topic in self._writable:
             return
-        try:
-            count = len(producer.partitions_for(group.topic))
-        except (TopicAuthorizationFailedError, InvalidTopicError) as exc:
-            code = record_errors.reason_of(exc)
-            assert code is not None
-            raise BadRowsError(
-                [
-                    BadRecord(
-                        group.row_number(i),
-                        group.topic,
-                        f"row {group.row_number(i)} names topic {group.topic!r} in its 'topic' "
-                        f"column, which cannot be written: {exc}",
-                        code=code,
-                        error_class=record_errors.error_class_name(exc),
-                    )
-                    for i in range(group.num_rows)
-                ]
-            ) from None
-        self._partition_counts[group.topic] = count
-        self._writable.add(group.topic)
+        refusal = self._unwritable.get(group.topic)
+        if refusal is None:
+            try:
+                count = len(producer.partitions_for(group.topic))
+            except (TopicAuthorizationFailedError, InvalidTopicError) as exc:
+                refusal = exc
+            except KafkaTimeoutError as exc:
+                if not isinstance(exc.topic_error, UnknownTopicOrPartitionError):
+                    raise
+                refusal = exc
+            else:
+                self._partition_counts[group.topic] = count
+                self._writable.add(group.topic)
+                return
+            self._unwritable[group.topic] = refusal
+        code = record_errors.reason_of(refusal) or "unknown_topic"
+        raise BadRowsError(
+            [
+                BadRecord(
+                    group.row_number(i),
+                    group.topic,
+                    f"row {group.row_number(i)} names topic {group.topic!r} in its 'topic' "
+                    f"column, which cannot be written: {refusal}",
+                    code=code,
+                    error_class=record_errors.error_class_name(refusal),
+                )
+                for i in range(group.num_rows)
+            ]
+        )
 
     def _reject(self, record: BadRecord, piece: pa.RecordBatch, index: int) -> None:
         """Hand a row that can never be written to the record error policy (raising fails

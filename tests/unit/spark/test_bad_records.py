@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
@@ -371,3 +371,60 @@ def test_counts_merge_by_reason_and_keep_the_first_rows() -> None:
     assert merged is not None
     assert merged.by_reason == (("null_topic", 4),) and merged.ratio == 0.1
     assert [s.row for s in merged.samples] == [1, 1, 9]
+
+
+class _MissingTopicProducer(FakeProducer):
+    """Topic "gone" does not exist (the brokers say so) or, with ``unreachable``, no broker
+    answered; every other topic has 2 partitions."""
+
+    unreachable = False
+    asked: ClassVar[list[str]] = []
+
+    def partitions_for(self, topic: str) -> list[int]:
+        _MissingTopicProducer.asked.append(topic)
+        if topic != "gone":
+            return [0, 1]
+        timeout = errors.KafkaTimeoutError("topic 'gone' not present in metadata after 60000 ms")
+        if not self.unreachable:
+            timeout.topic_error = errors.UnknownTopicOrPartitionError("no such topic")
+        raise timeout
+
+
+def _column_topics_write(monkeypatch: pytest.MonkeyPatch, *, unreachable: bool) -> Any:
+    monkeypatch.setattr(producer_cache, "_create", _MissingTopicProducer)
+    monkeypatch.setattr(_MissingTopicProducer, "unreachable", unreachable)
+    _MissingTopicProducer.asked = []
+    layout = InputLayout(
+        topic_column=True,
+        key_column=False,
+        partition_column=False,
+        headers_column=False,
+        timestamp=None,
+    )
+    return _write(_options(None, "deadLetter"), layout)
+
+
+def test_rows_naming_a_topic_that_does_not_exist_are_dead_lettered_asking_once(
+    monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
+) -> None:
+    write = _column_topics_write(monkeypatch, unreachable=False)
+    batches = [
+        pa.record_batch({"topic": ["ok", "gone", "ok"], "value": [b"a", b"b", b"c"]}),
+        pa.record_batch({"topic": ["gone", "ok"], "value": [b"d", b"e"]}),
+    ]
+    result = write.run(task_module._AtLeastOnce(write.options), iter(batches))
+    calls = [c for p in fake_producers for c in p.calls]
+    assert [v for c in calls if c["topic"] == "ok" for v in c["values"]] == [b"a", b"c", b"e"]
+    assert [v for c in calls if c["topic"] == DLQ for v in c["values"]] == [b"b", b"d"]
+    assert result.bad_records.by_reason == (("unknown_topic", 2),)
+    assert _MissingTopicProducer.asked.count("gone") == 1
+
+
+def test_an_unreachable_cluster_is_not_a_row_s_fault(
+    monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
+) -> None:
+    write = _column_topics_write(monkeypatch, unreachable=True)
+    batch = pa.record_batch({"topic": ["ok", "gone"], "value": [b"a", b"b"]})
+    with pytest.raises(errors.KafkaTimeoutError):
+        write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert not [c for p in fake_producers for c in p.calls if c["topic"] == DLQ]
