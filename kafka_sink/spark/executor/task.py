@@ -479,6 +479,9 @@ class _TaskWrite:
                     self.sent.append((group.topic, future))
                 self._send_dead_letters()
                 self._collect_done()
+            # The last rows the format refused became dead letters after the last piece, or
+            # every row did and no piece came: send them (leasing the producer if none yet).
+            self._send_dead_letters()
             if producer is not None:
                 self._await_acks(producer)
                 # Rows the broker refused became dead letters only now: send and await them too.

@@ -1,0 +1,162 @@
+"""onRecordError edges: every row bad, dead letters larger than the bad row, a topic column
+naming a topic that does not exist, and a refused topic asked about once per task. Against fake
+producers, as tests/unit/spark/test_bad_records.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from kafka_sink.errors import KafkaTimeoutError
+from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
+from kafka_sink.sink_errors import ColumnSerializationError
+from kafka_sink.spark.executor import producer_cache, record_errors, slots
+from kafka_sink.spark.executor import task as task_module
+from kafka_sink.spark.options import SinkOptions
+from kafka_sink.spark.schema import InputLayout
+from tests.fakes.spark import FakeProducer, FakeTxnProducer
+
+DLQ = "orders-dlq"
+
+_LAYOUT = InputLayout(
+    topic_column=False,
+    key_column=False,
+    partition_column=False,
+    headers_column=False,
+    timestamp=None,
+)
+_TOPIC_LAYOUT = InputLayout(
+    topic_column=True,
+    key_column=False,
+    partition_column=False,
+    headers_column=False,
+    timestamp=None,
+)
+
+
+@pytest.fixture(autouse=True)
+def fake_producers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeProducer]]:
+    FakeProducer.instances = []
+    producer_cache.close_all()
+    monkeypatch.setattr(producer_cache, "_create", FakeProducer)
+    monkeypatch.setattr(task_module, "topic_rules", lambda items, topic: None)
+    yield FakeProducer.instances
+    producer_cache.close_all()
+
+
+def _write(options: SinkOptions, layout: InputLayout, encoder: Any = None) -> Any:
+    task = task_module._TaskInfo(4, 1, 77, 9)
+    policy = record_errors.policy_for(options, partition_id=4, attempt_number=1, batch_id=9)
+    return task_module._TaskWrite(options, layout, task, encoder, record_errors=policy)
+
+
+def _options(action: str = "deadLetter", topic: str | None = "t", **extra: str) -> SinkOptions:
+    opts = {"kafka.bootstrap.servers": "h:1", "onRecordError": action, **extra}
+    if action == "deadLetter":
+        opts["deadLetterTopic"] = DLQ
+    if topic is not None:
+        opts["topic"] = topic
+    return SinkOptions.from_options(opts)
+
+
+class _NothingBinds:
+    """A format for which no row binds (a schema the whole batch does not match)."""
+
+    def encode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        raise ColumnSerializationError("field 'price' is missing", column="value")
+
+
+def test_a_task_whose_every_row_fails_to_serialize_still_writes_its_dead_letters(
+    fake_producers: list[FakeProducer],
+) -> None:
+    batch = pa.record_batch({"value": ["a", "b", "c"]})
+    write = _write(_options(), _LAYOUT, encoder=_NothingBinds())
+    message = write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert message.bad_records.total == 3  # counted as dead-lettered ...
+    letters = [v for p in fake_producers for c in p.calls if c["topic"] == DLQ for v in c["values"]]
+    assert letters == [b"a", b"b", b"c"]  # ... so they must be in the dead-letter topic
+
+
+def test_exactly_once_writes_them_in_the_transaction_when_no_row_binds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    FakeTxnProducer.txn_instances = []
+    monkeypatch.setattr(task_module, "_create_transactional", FakeTxnProducer)
+    monkeypatch.setattr(slots, "describe_states", lambda config, ids: [None] * len(ids))
+    options = _options(deliveryGuarantee="exactly-once")
+    task = task_module._TaskInfo(4, 1, 77, 9)
+    policy = record_errors.policy_for(options, partition_id=4, attempt_number=1, batch_id=9)
+    write = task_module._TaskWrite(
+        options, _LAYOUT, task, _NothingBinds(), record_errors=policy, transactional=True
+    )
+    batch = pa.record_batch({"value": ["a", "b"]})
+    message = write.run(task_module._ExactlyOnce(options, "pykafka-q"), iter([batch]))
+    [producer] = FakeTxnProducer.txn_instances
+    assert [v for c in producer.calls if c["topic"] == DLQ for v in c["values"]] == [b"a", b"b"]
+    assert producer.events[-1] == "prepare" and message.transaction is not None
+
+
+class _SizeCheckingProducer(FakeProducer):
+    """Refuses a call holding a record over max.request.size (values plus headers, roughly
+    as the producer's own check counts them)."""
+
+    def send_columns(self, topic, values, keys=None, *, partitions=None, headers=None,
+                     timestamps_ms=None, track_rows=False):  # fmt: skip
+        limit = int(self.config["max.request.size"])
+        for row, value in enumerate(values.to_pylist()):
+            size = 61 + len(value or b"")
+            size += sum(len(k) + len(v or b"") for k, v in (headers[row] if headers else ()))
+            if size > limit:
+                raise RecordTooLargeInColumnsError(topic, row, size, "max.request.size", limit)
+        return super().send_columns(
+            topic, values, keys, partitions=partitions, headers=headers,
+            timestamps_ms=timestamps_ms, track_rows=track_rows,
+        )  # fmt: skip
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a dead letter carries the whole value plus its error headers, so the dead letter "
+    "of a row over max.request.size is over it too: deadLetter can never take such a row out",
+)
+def test_a_row_over_max_request_size_can_be_dead_lettered(
+    monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
+) -> None:
+    monkeypatch.setattr(producer_cache, "_create", _SizeCheckingProducer)
+    options = _options(**{"kafka.max.request.size": "300"})
+    batch = pa.record_batch({"value": [b"ok", b"x" * 280, b"ok2"]})
+    write = _write(options, _LAYOUT)
+    message = write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert message.bad_records.by_reason == (("record_too_large", 1),)
+    letters = [c for p in fake_producers for c in p.calls if c["topic"] == DLQ]
+    assert len(letters) == 1
+
+
+class _NoSuchTopicProducer(FakeProducer):
+    """``partitions_for`` as the real producer answers for a topic that does not exist (and is
+    not auto-created): it waits max.block.ms for metadata, then times out."""
+
+    def partitions_for(self, topic: str) -> list[int]:
+        if topic == "missing":
+            raise KafkaTimeoutError(
+                "Topic missing not present in metadata after 60000 ms (max.block.ms)"
+            )
+        return [0, 1]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an unknown topic in the topic column is a metadata timeout (after max.block.ms), "
+    "which is not classified as a record's error: the task fails instead of dead-lettering",
+)
+def test_a_topic_column_naming_a_missing_topic_is_a_bad_row(
+    monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
+) -> None:
+    monkeypatch.setattr(producer_cache, "_create", _NoSuchTopicProducer)
+    batch = pa.record_batch({"topic": ["t", "missing", "t"], "value": [b"a", b"b", b"c"]})
+    write = _write(_options(topic=None), _TOPIC_LAYOUT)
+    message = write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert message.bad_records.by_reason == (("unknown_topic", 1),)
