@@ -5,6 +5,7 @@ producers, as tests/unit/spark/test_bad_records.py."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -13,11 +14,19 @@ import pytest
 from kafka_sink.errors import KafkaTimeoutError
 from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.sink_errors import ColumnSerializationError
+from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
+from kafka_sink.spark.driver.eos.intents import DONE, PARTIAL, BatchRecord, FileIntentStore
+from kafka_sink.spark.eos_plan import EosPlan, PartialBatch
 from kafka_sink.spark.executor import producer_cache, record_errors, slots
 from kafka_sink.spark.executor import task as task_module
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
+from kafka_sink.spark.writer import PyKafkaStreamWriter
 from tests.fakes.spark import FakeProducer, FakeTxnProducer
+from tests.unit.spark import test_sink_writer_eos as writer_eos
+
+# Planning and committing without a broker (the exactly-once writer tests' fixture).
+no_broker = writer_eos.no_broker
 
 DLQ = "orders-dlq"
 
@@ -160,3 +169,55 @@ def test_a_topic_column_naming_a_missing_topic_is_a_bad_row(
     write = _write(_options(topic=None), _TOPIC_LAYOUT)
     message = write.run(task_module._AtLeastOnce(write.options), iter([batch]))
     assert message.bad_records.by_reason == (("unknown_topic", 1),)
+
+
+@pytest.mark.usefixtures("no_broker")
+@pytest.mark.xfail(
+    strict=True,
+    reason="a partial batch's re-run checks deadLetterMaxRatio over the re-run tasks' rows "
+    "only (a skipped task reports no rows read), so a batch whose first run passed the bound "
+    "is refused for good while part of it is already committed",
+)
+def test_the_rerun_of_a_partly_committed_batch_is_held_to_the_ratio_of_the_whole_batch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.unit.spark import test_eos_skip_task as skip_task
+
+    FakeTxnProducer.txn_instances = []
+    monkeypatch.setattr(task_module, "_create_transactional", FakeTxnProducer)
+    monkeypatch.setattr(slots, "describe_states", lambda config, ids: [None] * len(ids))
+    options = writer_eos._options(
+        onRecordError="skip", deadLetterMaxRatio="0.1", **{"kafka.max.request.size": "150"}
+    )
+
+    def writer(plan: EosPlan) -> PyKafkaStreamWriter:
+        return PyKafkaStreamWriter(
+            options, _LAYOUT, streaming=True, overwrite=False, write_id="s", eos=plan
+        )
+
+    big = pa.record_batch({"value": [b"a", b"x" * 200, b"c"]})  # row 1 is over 150 bytes
+    good = skip_task._rows(0, 20)
+    # The first run: partition 0 (20 good rows) committed, partition 1 (1 bad of 3) lost;
+    # 1 bad row of 23 is within deadLetterMaxRatio=0.1.
+    skip_task._as_task(monkeypatch, 0, skip_task.BATCH)
+    first = writer(EosPlan("pykafka-q", "q", None)).write(iter([good]))
+    assert isinstance(first, PyKafkaCommitMessage) and first.fingerprint is not None
+    FileIntentStore(str(tmp_path)).write(
+        BatchRecord("q", skip_task.BATCH, PARTIAL, (), committed={0: first.fingerprint}, lost=(1,))
+    )
+    plan = EosPlan(
+        "pykafka-q",
+        "q",
+        str(tmp_path),
+        partial=PartialBatch(skip_task.BATCH, {0: first.fingerprint}),
+    )
+    rerun = writer(plan)
+    messages = []
+    for partition, rows in ((0, good), (1, big)):
+        skip_task._as_task(monkeypatch, partition, skip_task.BATCH)
+        messages.append(rerun.write(iter([rows])))
+    open_now = [m.transaction for m in messages if m.transaction]
+    skip_task._fake_ops(monkeypatch, open_now)
+    rerun.commit(messages, skip_task.BATCH)
+    record = FileIntentStore(str(tmp_path)).last("q")
+    assert record is not None and record.state == DONE
