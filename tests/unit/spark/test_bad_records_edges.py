@@ -221,3 +221,44 @@ def test_the_rerun_of_a_partly_committed_batch_is_held_to_the_ratio_of_the_whole
     rerun.commit(messages, skip_task.BATCH)
     record = FileIntentStore(str(tmp_path)).last("q")
     assert record is not None and record.state == DONE
+
+
+def test_rows_keep_their_task_input_number_across_topic_groups_and_pieces(
+    fake_producers: list[FakeProducer],
+) -> None:
+    layout = InputLayout(
+        topic_column=True,
+        key_column=False,
+        partition_column=True,
+        headers_column=False,
+        timestamp=None,
+    )
+    first = pa.record_batch(
+        {
+            "topic": ["a", "b", "a", "b", "b"],
+            "value": [b"v0", b"v1", b"x" * 200, b"v3", b"v4"],
+            "partition": pa.array([0, 5, 1, 0, 9], pa.int32()),
+        }
+    )
+    second = pa.record_batch(
+        {
+            "topic": ["b", None, "a"],
+            "value": [b"v5", b"v6", b"v7"],
+            "partition": pa.array([1, 0, 7], pa.int32()),
+        }
+    )
+    options = _options(topic=None, **{"kafka.max.request.size": "150"})
+    write = _write(options, layout)
+    message = write.run(task_module._AtLeastOnce(write.options), iter([first, second]))
+    calls = [c for p in fake_producers for c in p.calls]
+    letters = [
+        (v, dict(h))
+        for c in calls
+        if c["topic"] == DLQ
+        for v, h in zip(c["values"], c["headers"], strict=True)
+    ]
+    rows = {int(h["pykafka.row"]): v for v, h in letters}
+    assert rows == {1: b"v1", 2: b"x" * 200, 4: b"v4", 6: b"v6", 7: b"v7"}
+    good = sorted(v for c in calls if c["topic"] != DLQ for v in c["values"])
+    assert good == [b"v0", b"v3", b"v5"]
+    assert message.bad_records.total == 5 and message.bad_records.rows_read == 8
