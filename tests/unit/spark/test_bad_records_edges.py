@@ -172,13 +172,7 @@ def test_a_topic_column_naming_a_missing_topic_is_a_bad_row(
 
 
 @pytest.mark.usefixtures("no_broker")
-@pytest.mark.xfail(
-    strict=True,
-    reason="a partial batch's re-run checks deadLetterMaxRatio over the re-run tasks' rows "
-    "only (a skipped task reports no rows read), so a batch whose first run passed the bound "
-    "is refused for good while part of it is already committed",
-)
-def test_the_rerun_of_a_partly_committed_batch_is_held_to_the_ratio_of_the_whole_batch(
+def test_the_rerun_of_a_partly_committed_batch_is_not_refused_by_bounds_its_first_run_passed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from tests.unit.spark import test_eos_skip_task as skip_task
