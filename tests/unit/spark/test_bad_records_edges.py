@@ -256,3 +256,28 @@ def test_rows_keep_their_task_input_number_across_topic_groups_and_pieces(
     good = sorted(v for c in calls if c["topic"] != DLQ for v in c["values"])
     assert good == [b"v0", b"v3", b"v5"]
     assert message.bad_records.total == 5 and message.bad_records.rows_read == 8
+
+
+def test_a_dead_letter_delivery_failure_evicts_the_producer_as_any_delivery_failure(
+    monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer], caplog: Any
+) -> None:
+    from kafka_sink.errors import NotEnoughReplicasError
+    from kafka_sink.sink_errors import SinkDataError, SinkError
+    from tests.fakes.spark import FakeFuture
+
+    class _DlqDown(FakeProducer):
+        def send_columns(self, topic, values, keys=None, **kw):  # fmt: skip
+            future = super().send_columns(topic, values, keys, **kw)
+            if topic == DLQ:
+                return FakeFuture(None, NotEnoughReplicasError("1 in-sync replica of 2"))
+            return future
+
+    monkeypatch.setattr(producer_cache, "_create", _DlqDown)
+    batch = pa.record_batch({"topic": ["t", None, "t"], "value": [b"a", b"b", b"c"]})
+    write = _write(_options(topic=None), _TOPIC_LAYOUT)
+    with caplog.at_level("ERROR"), pytest.raises(SinkError, match="dead letters") as caught:
+        write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert not isinstance(caught.value, SinkDataError)  # not the data's fault
+    [producer] = fake_producers
+    assert producer.closed and producer_cache.cached_count() == 0
+    assert "failed after these records were acknowledged" in caplog.text
