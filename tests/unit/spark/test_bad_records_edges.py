@@ -281,3 +281,23 @@ def test_a_dead_letter_delivery_failure_evicts_the_producer_as_any_delivery_fail
     [producer] = fake_producers
     assert producer.closed and producer_cache.cached_count() == 0
     assert "failed after these records were acknowledged" in caplog.text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the rows between bad rows are grouped and sent run by run: k bad rows spread over a "
+    "batch make k+1 send_columns calls per topic, each sealing batches of its own (small "
+    "produce batches where one call would do)",
+)
+def test_bad_rows_spread_over_a_batch_do_not_fragment_its_sends(
+    fake_producers: list[FakeProducer],
+) -> None:
+    values = [b"x" * 200 if i % 10 == 5 else b"v%d" % i for i in range(100)]
+    batch = pa.record_batch({"value": values})
+    options = _options(action="skip", **{"kafka.max.request.size": "150"})
+    write = _write(options, _LAYOUT)
+    message = write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert message.bad_records.total == 10
+    calls = [c for p in fake_producers for c in p.calls if c["topic"] == "t"]
+    assert sum(len(c["values"]) for c in calls) == 90
+    assert len(calls) == 1
