@@ -301,3 +301,21 @@ def test_bad_rows_spread_over_a_batch_do_not_fragment_its_sends(
     calls = [c for p in fake_producers for c in p.calls if c["topic"] == "t"]
     assert sum(len(c["values"]) for c in calls) == 90
     assert len(calls) == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="INVALID_TIMESTAMP (a row timestamped past the topic's message.timestamp.after.max.ms, "
+    "one hour by default since Kafka 4.0) is one record's refusal, but the classification "
+    "table fails the task with it, so every retry fails the same way",
+)
+def test_a_row_the_broker_refuses_for_its_timestamp_is_a_bad_row(
+    monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
+) -> None:
+    from kafka_sink.errors import InvalidTimestampError
+    from tests.unit.spark.test_bad_records import _refused_write
+
+    refusal = InvalidTimestampError("timestamp 4102444800000 is out of range (after.max.ms)")
+    write, batch = _refused_write(monkeypatch, refusal)
+    result = write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert result.bad_records.by_reason == (("invalid_timestamp", 1),)
