@@ -1,6 +1,8 @@
-"""onRecordError edges: every row bad, dead letters larger than the bad row, a topic column
-naming a topic that does not exist, and a refused topic asked about once per task. Against fake
-producers, as tests/unit/spark/test_bad_records.py."""
+"""onRecordError at its edges: every row bad, a dead letter larger than its row, a topic column
+naming a topic that does not exist, rows numbered across topic groups and pieces, a dead letter
+that cannot be delivered, bad rows spread over a batch, the broker refusing a row's timestamp,
+and the bounds in a partly committed batch's re-run. Against fake producers, as
+tests/unit/spark/test_bad_records.py."""
 
 from __future__ import annotations
 
