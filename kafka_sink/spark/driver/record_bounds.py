@@ -8,7 +8,9 @@ runs inside ``EosCommitter.commit``, whose failure path before the intent aborts
 transactions, so nothing of it becomes visible).
 
 Invariants:
-- A bound is per batch: a streaming micro-batch, or a batch job's whole write.
+- A bound is per batch: a streaming micro-batch, or a batch job's whole write. Exactly-once, the
+  re-run of a partly committed batch is not checked again: its first run passed the bounds over
+  all its rows, and its committed partitions report no counts in the re-run.
 - ``deadLetterMaxRecords``: more bad rows than it fail the batch (equal passes).
   ``deadLetterMaxRatio``: a larger share than it of the rows the tasks read fails it (equal
   passes); a batch that read no rows has no ratio to exceed. A bound that is None is no bound.

@@ -46,8 +46,8 @@ Invariants:
   its idle time (``producerIdleTimeoutMs``) runs.
 - A producer involved in a delivery failure is evicted from the cache and closed (which delivers
   or fails what it still holds, including rows a failed ``send_columns`` call had queued); a
-  data error (a :class:`SinkError` other than :class:`SinkDeliveryTimeoutError`) keeps an
-  at-least-once producer, whose records stay in flight.
+  data error (a :class:`SinkDataError`) keeps an at-least-once producer, whose records stay in
+  flight; dead letters that could not be written are a delivery failure.
   A transactional producer is never reused after any failure.
 - A task of a batch job whose ``idempotencyKey`` an earlier run completed returns at once: no
   producer, no transaction, its input not read.
@@ -314,10 +314,11 @@ class _AtLeastOnce:
         return None
 
     def fail(self, producer: BulkProducer, write: _TaskWrite, exc: BaseException) -> None:
-        if isinstance(exc, SinkError) and not isinstance(exc, SinkDeliveryTimeoutError):
+        if isinstance(exc, SinkDataError):
             # Bad data, not a bad producer: what was already sent stays in flight and is
             # delivered by the cached producer; the task fails with the data error. (A task
-            # meets no registry nor commit store: the driver alone calls them.)
+            # meets no registry nor commit store: the driver alone calls them.) Dead letters
+            # that could not be written are a delivery failure (a SinkError, not data's).
             return
         # Closing delivers (or fails) what is still queued, including the rows a failed
         # send_columns call queued before it raised. After a delivery timeout the producer has
@@ -481,6 +482,9 @@ class _TaskWrite:
                     self.sent.append((group.topic, future))
                 self._send_dead_letters()
                 self._collect_done()
+            # The last rows the format refused became dead letters after the last piece, or
+            # every row did and no piece came: send them (leasing the producer if none yet).
+            self._send_dead_letters()
             if producer is not None:
                 self._await_acks(producer)
                 # Rows the broker refused became dead letters only now: send and await them too.

@@ -420,9 +420,13 @@ class EosCommitter:
                 self._abort_named(tasks, keep=last.transactions)
                 self._sweep(keep=last.transactions)
                 return ROLLED_FORWARD
-            if check is not None:
-                check()
             earlier = self._check_rerun(batch_id, last, tasks, skipped or {})
+            if check is not None and not earlier:
+                # A partly committed batch is not held to the bounds again: its first run
+                # passed them over all its rows (an intent is recorded only after), the re-run
+                # hands the committed partitions the same rows (checked above) and reports none
+                # of theirs, and refusing it now would leave it partly committed for good.
+                check()
             intent_within_ms = self._verify(batch_id, tasks, began_ms + self.transaction_timeout_ms)
             prepared = tuple(t.transaction for t in tasks)
             intent = BatchRecord(
