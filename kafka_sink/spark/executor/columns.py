@@ -33,7 +33,7 @@ from kafka_sink.sink_errors import SinkDataError
 from kafka_sink.spark.executor.record_errors import BadRecordError
 from kafka_sink.spark.schema import InputLayout
 
-__all__ = ["TopicColumns", "check_partitions", "timestamps_ms", "topic_columns"]
+__all__ = ["TopicColumns", "check_partitions", "merge_groups", "timestamps_ms", "topic_columns"]
 
 Header = tuple[str, bytes | None]
 
@@ -238,4 +238,58 @@ def check_partitions(columns: TopicColumns, num_partitions: int) -> None:
         f"(0..{num_partitions - 1}). Fix: use a partition that exists (or null to let the "
         "partitioner choose), or add partitions to the topic.",
         code="partition_out_of_range",
+    )
+
+
+def merge_groups(groups: list[TopicColumns], row_base: int) -> list[TopicColumns]:
+    """One group per topic from groups of contiguous runs of one batch (the runs between bad
+    rows), so a batch with bad rows is still sent in one call per topic. ``row_base`` is the
+    batch's first row; every row keeps its task-input number."""
+    by_topic: dict[str, list[TopicColumns]] = {}
+    for group in groups:
+        by_topic.setdefault(group.topic, []).append(group)
+    if all(len(runs) == 1 for runs in by_topic.values()):
+        return groups
+    return [_merged(runs, row_base) if len(runs) > 1 else runs[0] for runs in by_topic.values()]
+
+
+def _merged(runs: list[TopicColumns], row_base: int) -> TopicColumns:
+    sizes = [run.num_rows for run in runs]
+    source_rows = np.concatenate(
+        [
+            (run.row_base - row_base)
+            + (
+                np.arange(run.num_rows, dtype=np.int64)
+                if run.source_rows is None
+                else np.asarray(run.source_rows, dtype=np.int64)
+            )
+            for run in runs
+        ]
+    )
+
+    def column(parts: list[pa.Array | None]) -> Any:
+        present = [part for part in parts if part is not None]
+        if not present:
+            return None
+        kind = present[0].type
+        return pa.concat_arrays(
+            [
+                pa.nulls(n, kind) if part is None else part
+                for part, n in zip(parts, sizes, strict=True)
+            ]
+        )
+
+    stamps = [run.timestamps_ms for run in runs]
+    headers = [run.headers for run in runs]
+    return TopicColumns(
+        runs[0].topic,
+        pa.concat_arrays([run.values for run in runs]),
+        column([run.keys for run in runs]),
+        column([run.partitions for run in runs]),
+        None if any(s is None for s in stamps) else np.concatenate(stamps),  # type: ignore[arg-type]
+        None
+        if all(h is None for h in headers)
+        else [row for h, n in zip(headers, sizes, strict=True) for row in (h or [[]] * n)],
+        row_base,
+        pa.array(source_rows, pa.int64()),
     )

@@ -109,6 +109,7 @@ from kafka_sink.spark.executor import producer_cache, record_errors, slots
 from kafka_sink.spark.executor.columns import (
     TopicColumns,
     check_partitions,
+    merge_groups,
     timestamps_ms,
     topic_columns,
 )
@@ -620,7 +621,7 @@ class _TaskWrite:
             # The runs between the bad rows, pushed so the first run is processed first.
             bounds = [start - 1, *locals_, stop]
             work.extend(reversed([(lo + 1, hi) for lo, hi in itertools.pairwise(bounds)]))
-        return out
+        return merge_groups(out, base)
 
     def _checked_groups(self, piece: pa.RecordBatch, base: int) -> list[TopicColumns]:
         groups = topic_columns(

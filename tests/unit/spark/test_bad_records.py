@@ -428,3 +428,38 @@ def test_an_unreachable_cluster_is_not_a_row_s_fault(
     with pytest.raises(errors.KafkaTimeoutError):
         write.run(task_module._AtLeastOnce(write.options), iter([batch]))
     assert not [c for p in fake_producers for c in p.calls if c["topic"] == DLQ]
+
+
+def test_the_runs_around_bad_rows_are_sent_as_one_group_per_topic_keeping_row_numbers(
+    fake_producers: list[FakeProducer],
+) -> None:
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    batch = pa.record_batch(
+        {
+            "topic": ["a", "b", "a", None, "a", "b", None, "a"],
+            "value": [b"%d" % i for i in range(8)],
+            "key": [b"k0", None, None, b"k3", b"k4", None, None, None],
+            "headers": pa.array(
+                [[], [], [{"key": "h", "value": b"2"}], [], [], [], [], []], pa.list_(header)
+            ),
+        }
+    )
+    layout = InputLayout(
+        topic_column=True,
+        key_column=True,
+        partition_column=False,
+        headers_column=True,
+        timestamp=None,
+    )
+    write = _write(_options(None, "skip"), layout)
+    write._acquire = lambda: FakeProducer({})
+    groups = {g.topic: g for g in write._groups(batch, 100)}
+    assert sorted(groups) == ["a", "b"]
+    a, b = groups["a"], groups["b"]
+    assert [a.row_number(i) for i in range(a.num_rows)] == [100, 102, 104, 107]
+    assert a.values.to_pylist() == [b"0", b"2", b"4", b"7"]
+    assert a.keys is not None and a.keys.to_pylist() == [b"k0", None, b"k4", None]
+    assert a.headers == [[], [("h", b"2")], [], []]
+    assert [b.row_number(i) for i in range(b.num_rows)] == [101, 105]
+    assert b.keys is None  # no key in b's rows
+    assert write.record_errors.counts(8).by_reason == (("null_topic", 2),)

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from kafka_sink.errors import KafkaTimeoutError
+from kafka_sink.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
 from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.sink_errors import ColumnSerializationError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
@@ -152,17 +152,15 @@ class _NoSuchTopicProducer(FakeProducer):
 
     def partitions_for(self, topic: str) -> list[int]:
         if topic == "missing":
-            raise KafkaTimeoutError(
+            timeout = KafkaTimeoutError(
                 "Topic missing not present in metadata after 60000 ms (max.block.ms)"
             )
+            # What the brokers answered while it waited.
+            timeout.topic_error = UnknownTopicOrPartitionError("no such topic")
+            raise timeout
         return [0, 1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an unknown topic in the topic column is a metadata timeout (after max.block.ms), "
-    "which is not classified as a record's error: the task fails instead of dead-lettering",
-)
 def test_a_topic_column_naming_a_missing_topic_is_a_bad_row(
     monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
 ) -> None:
@@ -285,12 +283,6 @@ def test_a_dead_letter_delivery_failure_evicts_the_producer_as_any_delivery_fail
     assert "failed after these records were acknowledged" in caplog.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rows between bad rows are grouped and sent run by run: k bad rows spread over a "
-    "batch make k+1 send_columns calls per topic, each sealing batches of its own (small "
-    "produce batches where one call would do)",
-)
 def test_bad_rows_spread_over_a_batch_do_not_fragment_its_sends(
     fake_producers: list[FakeProducer],
 ) -> None:
