@@ -1549,7 +1549,13 @@ def _rebuild_broker_error(
 # The errors that condemn one record, not the producer, its connection or its transaction's
 # other records: resending the same bytes gets the same answer, and the records around it can
 # still be written. What a dead-letter policy may route instead of failing the write.
-_RECORD_ERRORS = (RecordTooLargeError, InvalidRecordError, CorruptMessageError, CorruptRecordError)
+_RECORD_ERRORS = (
+    RecordTooLargeError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    CorruptMessageError,
+    CorruptRecordError,
+)
 
 
 def is_record_error(error: BaseException) -> bool:
@@ -1557,7 +1563,8 @@ def is_record_error(error: BaseException) -> bool:
 
     Record-level: RecordTooLargeError (larger than max.request.size / buffer.memory, or refused
     as MESSAGE_TOO_LARGE once its batch was split down to it), InvalidRecordError (the broker's
-    INVALID_RECORD, e.g. a null key on a compacted topic) and CORRUPT_MESSAGE
+    INVALID_RECORD, e.g. a null key on a compacted topic), InvalidTimestampError (its timestamp
+    is outside the topic's message.timestamp.before/after.max.ms) and CORRUPT_MESSAGE
     (CorruptMessageError from the broker, CorruptRecordError from the client). Everything else
     (timeouts, authorization, fencing, a closed producer, ...) is not: it would fail the next
     record as well.

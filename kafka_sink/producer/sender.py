@@ -26,7 +26,9 @@ or fails a single record with RecordTooLargeError. INVALID_RECORD (and CORRUPT_M
 records of a multi-record batch (the response's record_errors) splits it so each named record
 travels alone and the others in batches of their own, in record order; the named ones are then
 refused alone and fail with the broker's error, the others are written (Java fails the whole
-batch instead). INVALID_RECORD without record_errors (an older broker) splits in halves, as
+batch instead); INVALID_TIMESTAMP (a record outside the topic's
+message.timestamp.before/after.max.ms) is split the same way. INVALID_RECORD or INVALID_TIMESTAMP
+without record_errors (an older broker) splits in halves, as
 MESSAGE_TOO_LARGE does; a single record named by CORRUPT_MESSAGE fails at once (the broker
 validated it: a retry gets the same answer), while CORRUPT_MESSAGE naming no record stays
 retriable (damage in transit). Every other error fails only that batch.
@@ -66,6 +68,7 @@ from kafka_sink.errors import (
     FencedLeaderEpochError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -626,9 +629,10 @@ class Sender:
             and self._split_and_reenqueue(batch, now_ms)
         ):
             return
-        if isinstance(error, InvalidRecordError | CorruptMessageError):
+        if isinstance(error, InvalidRecordError | InvalidTimestampError | CorruptMessageError):
             named = _named_records(batch, partition_response)
-            if batch.record_count > 1 and (named or isinstance(error, InvalidRecordError)):
+            halves = isinstance(error, InvalidRecordError | InvalidTimestampError)
+            if batch.record_count > 1 and (named or halves):
                 counts = _isolating_counts(batch.record_count, named) if named else None
                 if self._split_and_reenqueue(batch, now_ms, counts, reason=error):
                     return

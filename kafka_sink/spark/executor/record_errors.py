@@ -47,6 +47,7 @@ import pyarrow as pa
 from kafka_sink.errors import (
     CorruptMessageError,
     InvalidRecordError,
+    InvalidTimestampError,
     InvalidTopicError,
     MessageTooLargeError,
     RecordTooLargeError,
@@ -255,6 +256,7 @@ _RECORD_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (RecordTooLargeError, "record_too_large"),
     (MessageTooLargeError, "record_too_large"),
     (InvalidRecordError, "invalid_record"),
+    (InvalidTimestampError, "invalid_timestamp"),
     (CorruptMessageError, "corrupt_message"),
     (TopicAuthorizationFailedError, "topic_authorization"),
     (InvalidTopicError, "unknown_topic"),

@@ -722,6 +722,17 @@ class _TaskWrite:
                 headers=[list(d.headers) for d in letters],
                 timestamps_ms=stamps,
             )
+        except RecordTooLargeInColumnsError as exc:
+            # A row too large for the producer is as large in the dead-letter topic, with its
+            # headers on top: no policy can set it aside, only a larger max.request.size can.
+            row = (dict(letters[exc.row].headers).get(record_errors.HEADER_ROW) or b"?").decode()
+            raise SinkError(
+                f"the dead letter of row {row} for topic {topic!r} (option 'deadLetterTopic') is "
+                f"{exc.size} bytes, larger than {exc.setting}={exc.limit}: a dead letter holds the "
+                "row's own bytes, so it cannot be written either and the task fails rather than "
+                f"lose the row. Fix: {exc.fix(prefix='option kafka.')}, or use "
+                "onRecordError=skip for such rows"
+            ) from None
         except KafkaError as exc:
             raise SinkError(
                 f"{len(letters)} dead letter(s) for topic {topic!r} (option 'deadLetterTopic') "

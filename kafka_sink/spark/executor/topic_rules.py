@@ -1,9 +1,12 @@
-"""What a topic refuses, found before the rows are sent: too large, or a null key when compacted.
+"""What a topic refuses, found before its rows are sent: too large, keyless, out of its time.
 
 Role: under ``onRecordError=deadLetter`` or ``skip`` a task takes bad rows out before it sends
-(``task.py``). Most bad rows show in the columns; two kinds only the topic's configuration
+(``task.py``). Most bad rows show in the columns; three kinds only the topic's configuration
 tells: a record larger than the topic's ``max.message.bytes`` (the broker refuses its batch with
-MESSAGE_TOO_LARGE) and a record without a key for a compacted topic (INVALID_RECORD). A broker
+MESSAGE_TOO_LARGE), a record without a key for a compacted topic (INVALID_RECORD) and, for a
+CreateTime topic, a timestamp further ahead of or behind now than
+``message.timestamp.after.max.ms`` / ``.before.max.ms`` allow (INVALID_TIMESTAMP; Kafka 4.0
+refuses records more than an hour ahead by default). A broker
 refusal fails a transaction's batch and with it the whole transaction, so an exactly-once task
 must not send such a row at all. :func:`topic_rules` reads the two settings of a topic
 (DescribeConfigs through the light admin client, once per worker process, topic and producer
@@ -66,7 +69,15 @@ RULES_RETRY_AFTER_MS = 60_000
 #: The bound of one read of a topic's rules.
 RULES_TIMEOUT_MS = 10_000
 
-_KEYS = ("max.message.bytes", "cleanup.policy")
+_KEYS = (
+    "max.message.bytes",
+    "cleanup.policy",
+    "message.timestamp.type",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    # Before Kafka 3.6 one setting bounded both sides.
+    "message.timestamp.difference.max.ms",
+)
 
 _I64 = npt.NDArray[np.int64]
 
@@ -80,6 +91,10 @@ class TopicRules:
     max_message_bytes: int | None
     #: ``cleanup.policy`` includes ``compact``: a record without a key is refused.
     compacted: bool
+    #: How far ahead of / behind the broker's clock a record's timestamp may be (CreateTime
+    #: topics; None: no bound, or LogAppendTime, which replaces the timestamp).
+    timestamp_after_max_ms: int | None = None
+    timestamp_before_max_ms: int | None = None
 
 
 Fetch = Callable[[tuple[tuple[str, str], ...], str], TopicRules]
@@ -97,13 +112,26 @@ def _read(items: tuple[tuple[str, str], ...], topic: str) -> TopicRules:
         found = client.topic_configs(node, topic, _KEYS, deadline)
     finally:
         client.close()
-    limit = found.get("max.message.bytes")
     policy = found.get("cleanup.policy") or ""
+    create_time = (found.get("message.timestamp.type") or "CreateTime") == "CreateTime"
+    either = _number(found.get("message.timestamp.difference.max.ms"))
+    after = _number(found.get("message.timestamp.after.max.ms"), either)
+    before = _number(found.get("message.timestamp.before.max.ms"), either)
     return TopicRules(
         topic,
-        int(limit) if limit is not None and limit.strip().isdigit() else None,
+        _number(found.get("max.message.bytes")),
         "compact" in {p.strip() for p in policy.split(",")},
+        after if create_time else None,
+        before if create_time else None,
     )
+
+
+def _number(text: str | None, default: int | None = None) -> int | None:
+    """A setting's whole number; ``default`` when absent; None for Long.MAX_VALUE (no bound)."""
+    if text is None or not text.strip().isdigit():
+        return default
+    value = int(text)
+    return None if value >= (1 << 63) - 1 else value
 
 
 def topic_rules(
@@ -161,6 +189,8 @@ def refused_rows(
         if sent > topic_limit:
             where = f"topic {group.topic!r}'s max.message.bytes"
             bad[index] = _too_large(group, row, sent, where, topic_limit)
+    if rules is not None and group.timestamps_ms is not None:
+        _check_timestamps(group, rules, bad)
     if rules is not None and rules.compacted:
         keys = group.keys
         missing = np.arange(group.num_rows) if keys is None else _null_rows(keys)
@@ -179,6 +209,34 @@ def refused_rows(
                 error_class="kafka_sink.errors.InvalidRecordError",
             )
     return [bad[i] for i in sorted(bad)]
+
+
+def _check_timestamps(group: TopicColumns, rules: TopicRules, bad: dict[int, BadRecord]) -> None:
+    """Rows whose timestamp the topic refuses (INVALID_TIMESTAMP), against this host's clock."""
+    stamps = group.timestamps_ms
+    assert stamps is not None
+    now_ms = SYSTEM_CLOCK.wall_ms()
+    late = np.zeros(len(stamps), dtype=np.bool_)
+    if rules.timestamp_after_max_ms is not None:
+        late |= stamps > now_ms + rules.timestamp_after_max_ms
+    if rules.timestamp_before_max_ms is not None:
+        late |= stamps < now_ms - rules.timestamp_before_max_ms
+    for index in np.flatnonzero(late).tolist():
+        if index in bad:
+            continue
+        row = group.row_number(index)
+        bad[index] = BadRecord(
+            row,
+            group.topic,
+            f"row {row} (topic {group.topic!r}) has timestamp {int(stamps[index])} ms, outside "
+            f"what the topic takes (message.timestamp.after.max.ms="
+            f"{rules.timestamp_after_max_ms}, message.timestamp.before.max.ms="
+            f"{rules.timestamp_before_max_ms}, from now): the broker refuses it "
+            "(INVALID_TIMESTAMP). Fix: correct the row's timestamp, set it to null (now), or "
+            "widen the topic's bounds",
+            code="invalid_timestamp",
+            error_class="kafka_sink.errors.InvalidTimestampError",
+        )
 
 
 def _too_large(group: TopicColumns, row: int, size: int, what: str, limit: int) -> BadRecord:

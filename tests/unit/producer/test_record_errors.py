@@ -18,6 +18,7 @@ import pytest
 from kafka_sink.errors import (
     CorruptMessageError,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaTimeoutError,
     RecordTooLargeError,
     TopicAuthorizationFailedError,
@@ -219,3 +220,20 @@ def test_is_record_error_leaves_out_write_level_errors() -> None:
     assert not is_record_error(KafkaTimeoutError("x"))
     assert not is_record_error(TopicAuthorizationFailedError("x"))
     assert not is_record_error(ValueError("x"))
+
+
+def test_invalid_timestamp_named_in_record_errors_fails_only_that_row() -> None:
+    b = make_bulk()
+    values = [b"v%d" % i for i in range(4)]
+    future = send(b, values)
+
+    def judge(_partition: int, batch: list[bytes]) -> tuple[int, list[int]] | None:
+        if b"v1" in batch:
+            return InvalidTimestampError.code, [batch.index(b"v1")]
+        return None
+
+    written = play(b, judge)
+    assert written == [[b"v0"], [b"v2", b"v3"]]
+    (failed,) = future.failed_rows()
+    assert failed[0] == 1 and isinstance(failed[1], InvalidTimestampError)
+    assert is_record_error(failed[1])

@@ -319,6 +319,7 @@ RECORD_LEVEL = {
     "RecordTooLargeInColumnsError": "record_too_large",
     "MessageTooLargeError": "record_too_large",
     "InvalidRecordError": "invalid_record",
+    "InvalidTimestampError": "invalid_timestamp",
     "CorruptMessageError": "corrupt_message",
     "TopicAuthorizationFailedError": "topic_authorization",
     "InvalidTopicError": "unknown_topic",

@@ -15,7 +15,7 @@ import pytest
 
 from kafka_sink.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
 from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
-from kafka_sink.sink_errors import ColumnSerializationError
+from kafka_sink.sink_errors import ColumnSerializationError, SinkError
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.driver.eos.intents import DONE, PARTIAL, BatchRecord, FileIntentStore
 from kafka_sink.spark.eos_plan import EosPlan, PartialBatch
@@ -128,22 +128,25 @@ class _SizeCheckingProducer(FakeProducer):
         )  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a dead letter carries the whole value plus its error headers, so the dead letter "
-    "of a row over max.request.size is over it too: deadLetter can never take such a row out",
-)
-def test_a_row_over_max_request_size_can_be_dead_lettered(
+def test_a_row_over_max_request_size_fails_the_task_naming_it_as_its_dead_letter_cannot_fit(
     monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
 ) -> None:
+    # A dead letter holds the row's own bytes (the issue: "a dead letter that itself cannot be
+    # written fails the batch"), so a row over max.request.size cannot be set aside: the task
+    # fails naming the row and the fix, and nothing of the row is lost in silence.
     monkeypatch.setattr(producer_cache, "_create", _SizeCheckingProducer)
     options = _options(**{"kafka.max.request.size": "300"})
     batch = pa.record_batch({"value": [b"ok", b"x" * 280, b"ok2"]})
     write = _write(options, _LAYOUT)
-    message = write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    with pytest.raises(SinkError, match="the dead letter of row 1 for topic") as caught:
+        write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert "max.request.size=300" in str(caught.value)
+    assert "onRecordError=skip" in str(caught.value)
+    assert not [c for p in fake_producers for c in p.calls if c["topic"] == DLQ]
+    # skip sets the same row aside.
+    skip = _write(_options("skip", **{"kafka.max.request.size": "300"}), _LAYOUT)
+    message = skip.run(task_module._AtLeastOnce(skip.options), iter([batch]))
     assert message.bad_records.by_reason == (("record_too_large", 1),)
-    letters = [c for p in fake_producers for c in p.calls if c["topic"] == DLQ]
-    assert len(letters) == 1
 
 
 class _NoSuchTopicProducer(FakeProducer):
@@ -297,12 +300,6 @@ def test_bad_rows_spread_over_a_batch_do_not_fragment_its_sends(
     assert len(calls) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="INVALID_TIMESTAMP (a row timestamped past the topic's message.timestamp.after.max.ms, "
-    "one hour by default since Kafka 4.0) is one record's refusal, but the classification "
-    "table fails the task with it, so every retry fails the same way",
-)
 def test_a_row_the_broker_refuses_for_its_timestamp_is_a_bad_row(
     monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
 ) -> None:

@@ -5,8 +5,10 @@ rules' cache: read once, refreshed when stale, a failure never kept past its ret
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -105,3 +107,54 @@ def test_rules_are_read_once_refreshed_when_stale_and_a_failure_is_not_kept(
     second = topic_rules(items, "t", fetch=fetch)
     assert second is not None and second.max_message_bytes == 200
     assert reads == ["t", "t", "t"]
+
+
+def test_rows_outside_the_topic_s_time_bounds_are_refused_before_sending() -> None:
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+    group = TopicColumns(
+        "t",
+        pa.array([b"a", b"b", b"c", b"d"], pa.binary()),
+        None,
+        None,
+        np.array([now, now + 2 * hour, now - 3 * hour, now + hour // 2], dtype=np.int64),
+        None,
+        row_base=0,
+    )
+    rules = TopicRules("t", None, False, timestamp_after_max_ms=hour, timestamp_before_max_ms=hour)
+    refused = refused_rows(group, rules, _config())
+    assert [(r.row, r.code) for r in refused] == [
+        (1, "invalid_timestamp"),
+        (2, "invalid_timestamp"),
+    ]
+    assert "message.timestamp.after.max.ms=3600000" in refused[0].reason
+    # LogAppendTime topics (no bounds in the rules) take any timestamp.
+    assert refused_rows(group, TopicRules("t", None, False), _config()) == []
+
+
+def test_a_topic_s_settings_are_read_into_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = {
+        "max.message.bytes": "4000",
+        "cleanup.policy": "compact,delete",
+        "message.timestamp.type": "CreateTime",
+        "message.timestamp.after.max.ms": "3600000",
+        "message.timestamp.before.max.ms": "9223372036854775807",
+    }
+
+    class _Admin:
+        def brokers(self, deadline: object) -> list[int]:
+            return [1]
+
+        def topic_configs(self, node: int, topic: str, keys: object, deadline: object) -> dict:
+            return answers
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(
+        rules_module.AdminClient, "from_config", classmethod(lambda cls, c: (_Admin(), None))
+    )
+    rules = rules_module._read((("bootstrap.servers", "h:1"),), "t")
+    assert rules == TopicRules("t", 4000, True, 3_600_000, None)
+    answers["message.timestamp.type"] = "LogAppendTime"
+    assert rules_module._read((), "t") == TopicRules("t", 4000, True, None, None)
