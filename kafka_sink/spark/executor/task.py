@@ -106,6 +106,7 @@ from kafka_sink.spark.commit_log.document import (
 )
 from kafka_sink.spark.eos_plan import EosPlan
 from kafka_sink.spark.executor import producer_cache, record_errors, slots
+from kafka_sink.spark.executor import topic_rules as topic_rules_module
 from kafka_sink.spark.executor.columns import (
     TopicColumns,
     check_partitions,
@@ -146,6 +147,9 @@ _ABORT_TIMEOUT_S = 10.0
 # attempt still in flight when it passes) before a task stops waiting for acknowledgements; the
 # producer fails every batch within its bound, so this only fires when its sender is stuck.
 _STALL_SLACK_MS = 30_000
+# What a topic's rules (``topic_rules``) find before sending: a broker refusing one of these
+# means the rules this worker holds are out of date.
+_TOPIC_RULE_REASONS = frozenset({"record_too_large", "invalid_record", "invalid_timestamp"})
 # Partitions named in a timeout message; the count of the others is given.
 _MESSAGE_PARTITIONS = 12
 
@@ -810,6 +814,8 @@ class _TaskWrite:
         except KafkaTimeoutError:
             raise
         except KafkaError as exc:
+            if record_errors.reason_of(exc) in _TOPIC_RULE_REASONS:
+                topic_rules_module.forget(self.options.producer_items, topic)
             sent = self._tracked.pop(id(future), None)
             if sent is None or not self._refused_rows_taken_out(future, sent):
                 if topic == self.options.dead_letter_topic and self._takes_rows_out:

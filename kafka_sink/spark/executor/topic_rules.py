@@ -22,6 +22,8 @@ Invariants:
   relies on the broker's answer (at-least-once isolates the refused record; exactly-once fails
   the task as a refused batch fails its transaction). Such a miss is logged once per topic and
   process and asked again after :data:`RULES_RETRY_AFTER_MS`; a failure is never cached longer.
+- A broker refusal of a kind the rules should have caught drops them (:func:`forget`): the
+  topic's settings changed, and the next task reads them again.
 - The admin connection is closed before returning; every wait is bounded by
   :data:`RULES_TIMEOUT_MS`.
 """
@@ -58,6 +60,7 @@ __all__ = [
     "RULES_RETRY_AFTER_MS",
     "RULES_TIMEOUT_MS",
     "TopicRules",
+    "forget",
     "refused_rows",
     "topic_rules",
 ]
@@ -162,6 +165,13 @@ def topic_rules(
     with _lock:
         _CACHE[key] = (rules, time.monotonic() * 1000)
     return rules
+
+
+def forget(items: tuple[tuple[str, str], ...], topic: str) -> None:
+    """Drop ``topic``'s rules: the broker refused a row they let through (they changed since)."""
+    key = (hashlib.sha256(repr(items).encode()).hexdigest(), topic)
+    with _lock:
+        _CACHE.pop(key, None)
 
 
 def refused_rows(

@@ -464,3 +464,15 @@ def test_the_runs_around_bad_rows_are_sent_as_one_group_per_topic_keeping_row_nu
     assert [b.row_number(i) for i in range(b.num_rows)] == [101, 105]
     assert b.keys is None  # no key in b's rows
     assert write.record_errors.counts(8).by_reason == (("null_topic", 2),)
+
+
+def test_a_broker_refusal_the_topic_s_rules_should_have_caught_drops_them(
+    monkeypatch: pytest.MonkeyPatch, fake_producers: list[FakeProducer]
+) -> None:
+    forgotten: list[str] = []
+    monkeypatch.setattr(
+        task_module.topic_rules_module, "forget", lambda items, topic: forgotten.append(topic)
+    )
+    write, batch = _refused_write(monkeypatch, InvalidRecordError("compacted topic needs a key"))
+    write.run(task_module._AtLeastOnce(write.options), iter([batch]))
+    assert forgotten == ["t"]
