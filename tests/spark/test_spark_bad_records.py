@@ -5,13 +5,16 @@ with an authorizer); every topic is read back by an independent consumer (kafka-
 read_committed under exactly-once, where an aborted record would otherwise count).
 
 - One batch job per (guarantee x policy) holds every kind of bad row the sink detects itself or
-  learns from the broker: records larger than the topic's ``max.message.bytes`` (the client's
-  ``max.request.size`` is large enough, so the broker refuses them and the sink isolates them by
-  splitting), a null ``topic`` column and a ``partition`` the topic does not have, among good rows
-  of mixed sizes. ``deadLetter``: the good rows land once, each bad row lands once in the
+  learns from the topic: records larger than the topic's ``max.message.bytes`` (the client's
+  ``max.request.size`` is large enough: the sink reads the topic's limit and takes them out
+  before sending), a null ``topic`` column and a ``partition`` the topic does not have, among
+  good rows of mixed sizes. ``deadLetter``: the good rows land once, each bad row lands once in the
   dead-letter topic with the bytes the sink would have written, the row's headers and the error
   headers. ``skip``: the dead-letter topic gets nothing. Either way the commit document counts
   the bad rows by reason. ``fail`` (the default): the same input fails the job as it always did.
+- Exactly-once to a compacted topic: rows without a key, and a row timestamped two hours ahead
+  (past the topic's ``message.timestamp.after.max.ms``), are dead letters found before sending,
+  so the transaction holds the good rows and the dead letters, each once.
 - A registry format (Avro, a registered schema): rows whose struct does not bind (a null in a
   non-null field, a string that is no enum symbol) are dead letters of reason ``serialization``
   at ``VALUE_CONVERTER`` holding the column's value as JSON; the good rows decode.
@@ -280,6 +283,49 @@ def test_by_default_a_bad_row_fails_the_job_as_before(
         assert read_all(kafka_bootstrap, topic, isolation_level="read_committed") == []
     docs = commit_docs(tmp_path / "log")
     assert docs and all(d["kind"] == "abort" for d in docs), docs  # no commit file
+
+
+def test_exactly_once_takes_out_what_a_compacted_topic_and_its_time_bounds_refuse(
+    spark: Any, kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(
+        partitions=1,
+        configs={"cleanup.policy": "compact", "message.timestamp.after.max.ms": "3600000"},
+    )
+    dlq = topic_factory(partitions=1)
+    prefix = _prefix()
+    keyless, ahead = {2, 5}, {7}
+    df = spark.range(0, 10, 1, 1).selectExpr(
+        f"IF(id IN ({', '.join(map(str, sorted(keyless)))}), CAST(NULL AS BINARY), "
+        "CAST(concat('k', id) AS BINARY)) AS key",
+        "CAST(lpad(CAST(id AS STRING), 4, '0') AS BINARY) AS value",
+        f"IF(id IN ({', '.join(map(str, sorted(ahead)))}), "
+        "current_timestamp() + INTERVAL 2 HOURS, current_timestamp()) AS timestamp",
+    )
+    options = {
+        "kafka.bootstrap.servers": kafka_bootstrap,
+        **KAFKA_OPTIONS,
+        "topic": topic,
+        "onRecordError": "deadLetter",
+        "deadLetterTopic": dlq,
+        **_guarantee_options("exactly-once", prefix),
+    }
+    df.write.format("pykafka").mode("append").options(**options).save()
+    bad = keyless | ahead
+    good = read_all(
+        kafka_bootstrap, topic, expected=10 - len(bad), isolation_level="read_committed"
+    )
+    _once([_row_id(r) for r in good], set(range(10)) - bad)
+    letters = read_all(kafka_bootstrap, dlq, expected=len(bad), isolation_level="read_committed")
+    _once([_row_id(r) for r in letters], bad)
+    reasons = {_row_id(r): _headers(r)[REASON_H] for r in letters}
+    assert reasons == {2: "invalid_record", 5: "invalid_record", 7: "invalid_timestamp"}
+    # The row ahead of time is stamped now in the dead-letter topic (which would refuse its own
+    # timestamp too); that timestamp rides in a header.
+    [late] = [r for r in letters if _row_id(r) == 7]
+    original = int(_headers(late)["pykafka.timestamp"])
+    assert original - late.timestamp_ms > 3_600_000
+    assert_nothing_left_open(kafka_bootstrap, dlq, prefix)
 
 
 # The registry case: one task of 30 rows, 6 of which do not bind to the registered schema.

@@ -18,10 +18,11 @@ beside its delivery guarantee:
 - :class:`DeadLetters` (``deadLetter``): the row is counted and becomes a record for
   ``deadLetterTopic``: the key and value the sink would have written (the raw column values
   where the format could not encode them: bytes as they are, text as UTF-8, anything else as
-  JSON), its headers, and Kafka Connect's ``__connect.errors.*`` headers plus the Spark batch,
-  task and row under ``pykafka.``. The loop sends them through the task's own producer, so
-  exactly-once writes them in the task's transaction and at-least-once waits for them before the
-  task succeeds; a dead letter that cannot be written fails the task.
+  JSON), its headers and timestamp, and Kafka Connect's ``__connect.errors.*`` headers plus the
+  Spark batch, task and row under ``pykafka.`` (a row refused for its timestamp is stamped now,
+  its own timestamp in ``pykafka.timestamp``). The loop sends them through the task's own
+  producer, so exactly-once writes them in the task's transaction and at-least-once waits for
+  them before the task succeeds; a dead letter that cannot be written fails the task.
 
 Invariants:
 - Every bad row passes through :meth:`RecordErrorPolicy.reject` exactly once; a policy that
@@ -93,6 +94,8 @@ HEADER_BATCH_ID = "pykafka.batch.id"
 HEADER_TASK_PARTITION = "pykafka.task.partition"
 HEADER_TASK_ATTEMPT = "pykafka.task.attempt"
 HEADER_ROW = "pykafka.row"
+# The row's own timestamp, when it is the reason (the letter itself is stamped now).
+HEADER_TIMESTAMP = "pykafka.timestamp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,9 +244,13 @@ class DeadLetters(_Tally):
             *self._task_headers,
             (HEADER_ROW, _text(record.row)),
         )
-        self._pending.append(
-            DeadLetter(row.key, row.value, (*row.headers, *errors), row.timestamp_ms)
-        )
+        stamp = row.timestamp_ms
+        if record.code == "invalid_timestamp" and stamp is not None:
+            # The timestamp is what is wrong: the dead-letter topic would refuse it as well, so
+            # the letter is stamped now and the row's own timestamp rides in a header.
+            errors = (*errors, (HEADER_TIMESTAMP, _text(stamp)))
+            stamp = None
+        self._pending.append(DeadLetter(row.key, row.value, (*row.headers, *errors), stamp))
 
     def take_dead_letters(self) -> list[DeadLetter]:
         pending, self._pending = self._pending, []

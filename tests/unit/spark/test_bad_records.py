@@ -476,3 +476,17 @@ def test_a_broker_refusal_the_topic_s_rules_should_have_caught_drops_them(
     write, batch = _refused_write(monkeypatch, InvalidRecordError("compacted topic needs a key"))
     write.run(task_module._AtLeastOnce(write.options), iter([batch]))
     assert forgotten == ["t"]
+
+
+def test_a_row_refused_for_its_timestamp_is_stamped_now_its_own_in_a_header() -> None:
+    letters = record_errors.DeadLetters(
+        DLQ, partition_id=0, attempt_number=0, batch_id=None, max_records=None
+    )
+    ahead = 4_102_444_800_000
+    contents = record_errors.RowContents(b"k", b"v", timestamp_ms=ahead)
+    for code in ("invalid_timestamp", "invalid_record"):
+        letters.reject(record_errors.BadRecord(0, "t", "why", code=code), lambda: contents)
+    late, other = letters.take_dead_letters()
+    assert late.timestamp_ms is None
+    assert dict(late.headers)["pykafka.timestamp"] == str(ahead).encode()
+    assert other.timestamp_ms == ahead and "pykafka.timestamp" not in dict(other.headers)
