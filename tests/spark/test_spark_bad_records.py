@@ -473,8 +473,12 @@ def test_rows_for_a_topic_the_principal_may_not_write_are_dead_letters(
     suffix = uuid.uuid4().hex[:8]
     allowed, dlq = f"allowed-{suffix}", f"dlq-{suffix}"
     hidden, read_only = f"hidden-{suffix}", f"read-only-{suffix}"
-    for name in (allowed, dlq, hidden, read_only):
+    for name in (dlq, hidden, read_only):
         create_topic(acl_kafka.bootstrap_servers, name, 1)
+    # alice may not read this topic's configuration (no DESCRIBE_CONFIGS), so the sink cannot
+    # find its oversize row before sending: the broker refuses its batch, and at-least-once
+    # isolates the row by splitting and dead-letters it, the rows around it written once.
+    create_topic(acl_kafka.bootstrap_servers, allowed, 1, configs={"max.message.bytes": "3000"})
     # A topic column needs the idempotent producer's cluster ACL; alice may write two topics,
     # may only read a third (the broker refuses her produce) and knows nothing of the fourth
     # (its metadata is refused).
@@ -487,7 +491,8 @@ def test_rows_for_a_topic_the_principal_may_not_write_are_dead_letters(
     df = spark.range(0, 20, 1, 2).selectExpr(
         f"CASE WHEN id % 5 = 0 THEN '{hidden}' WHEN id % 5 = 2 THEN '{read_only}' "
         f"ELSE '{allowed}' END AS topic",
-        "CAST(id AS STRING) AS value",
+        # Row 19's value is "19" padded to 6 KB (int() of it is still 19).
+        "IF(id = 19, concat('19', repeat(' ', 6000)), CAST(id AS STRING)) AS value",
     )
     (
         df.write.format("pykafka")
@@ -506,16 +511,18 @@ def test_rows_for_a_topic_the_principal_may_not_write_are_dead_letters(
         .save()
     )
     denied = {i for i, t in target.items() if t != allowed}
+    oversize = {19}
     written = read_all(acl_kafka.bootstrap_servers, allowed)
-    _once([int(r.value or b"") for r in written], set(range(20)) - denied)
+    _once([int(r.value or b"") for r in written], set(range(20)) - denied - oversize)
     for name in (hidden, read_only):
         assert read_all(acl_kafka.bootstrap_servers, name) == []
     letters = read_all(acl_kafka.bootstrap_servers, dlq)
-    _once([int(r.value or b"") for r in letters], denied)
+    _once([int(r.value or b"") for r in letters], denied | oversize)
     for r in letters:
         i = int(r.value or b"")
         h = _headers(r)
-        assert (h[REASON_H], h[STAGE_H]) == ("topic_authorization", "KAFKA_PRODUCE")
+        reason = "record_too_large" if i in oversize else "topic_authorization"
+        assert (h[REASON_H], h[STAGE_H]) == (reason, "KAFKA_PRODUCE")
         assert (h[TOPIC_H], h[PARTITION_H]) == (target[i], "-1")
         assert (h[TASK_PARTITION_H], h[ROW_H]) == (str(i // 10), str(i % 10))
         assert "alice-secret" not in h[MESSAGE_H]
