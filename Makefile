@@ -40,7 +40,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 	bench bench-records bench-producer bench-transactions bench-spark bench-microbatch \
 	bench-spark-eos bench-microbatch-eos bench-eos-commit bench-eos-acquire bench-eos-scale \
 	bench-formats bench-fingerprint bench-producer-metrics bench-spark-formats \
-	bench-metrics-recording bench-spark-stream
+	bench-metrics-recording bench-spark-stream bench-bad-records
 
 setup: $(VENV)/.installed $(VENV40)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched \
 	$(REGISTRY)/.fetched $(SPARK_KAFKA)/.fetched
@@ -200,6 +200,11 @@ bench-microbatch: setup $(SPARK_KAFKA)/.fetched
 bench-spark-eos: setup
 	$(PY) benchmarks/bench_spark.py --writers pykafka,pykafka-eos --codecs lz4 \
 		--out benchmarks/results --stem bench_spark_eos
+
+# What onRecordError=skip costs when no row is bad (results/bench_bad_records.md).
+bench-bad-records: setup
+	$(PY) benchmarks/bench_spark.py --writers pykafka,pykafka-skip --codecs lz4 \
+		--workloads json200,json1k --repeat 3 --out benchmarks/results --stem bench_bad_records
 
 # What exactly-once adds to addBatch per micro-batch (results/bench_microbatch_eos.md).
 bench-microbatch-eos: setup

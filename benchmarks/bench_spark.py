@@ -14,7 +14,11 @@ these writers take turns, best of ``--repeat`` runs after ``--warmup`` untimed o
   confluent-kafka ``Producer`` per partition, ``produce()`` + ``poll(0)`` per row, ``flush()``;
 - ``pykafka-eos`` (not in the default matrix): this project's sink with
   ``deliveryGuarantee=exactly-once`` (one transaction per task, committed by the driver), to be
-  compared with ``pykafka`` in the same run (``make bench-spark-eos``).
+  compared with ``pykafka`` in the same run (``make bench-spark-eos``);
+- ``pykafka-skip`` (not in the default matrix): this project's sink with ``onRecordError=skip``
+  on rows that are all good: what the per-record policy costs when nothing is bad (each topic's
+  rules read once per worker, each group's sizes checked), against ``pykafka`` in the same run
+  (``make bench-bad-records``).
 
 Workloads (16-byte keys): ``const100`` a constant 100-byte value; ``json200`` ~200-byte JSON
 events (``to_json`` of an id, a sha256 hex, a double, a small array, an event name and a time);
@@ -80,7 +84,8 @@ PARTITIONS = 6
 KEY_SIZE = 16
 WRITERS = ("ceiling", "jvm-default", "jvm-tuned", "pykafka", "confluent-fp")
 # Accepted by --writers, never in the default matrix.
-OPTIONAL_WRITERS = ("pykafka-eos",)
+OPTIONAL_WRITERS = ("pykafka-eos", "pykafka-skip")
+SKIP = {"onRecordError": "skip"}
 EOS = {"deliveryGuarantee": "exactly-once"}
 # Earlier names of writers, still accepted by --writers.
 WRITER_ALIASES = {"jvm-kafka": "jvm-default"}
@@ -424,8 +429,13 @@ def write(df: Any, writer: str, options: dict[str, str], stream: Stream | None =
         df.foreachPartition(confluent_partition(conf, options["topic"]))
     else:
         fmt = "pykafka" if writer.startswith("pykafka") else "kafka"
-        extra = TUNED if writer == "jvm-tuned" else EOS if writer == "pykafka-eos" else {}
+        extra = _extra(writer)
         df.write.format(fmt).mode("append").options(**{**options, **extra}).save()
+
+
+def _extra(writer: str) -> dict[str, str]:
+    """The options a writer variant adds to the cell's."""
+    return {"jvm-tuned": TUNED, "pykafka-eos": EOS, "pykafka-skip": SKIP}.get(writer, {})
 
 
 @dataclass
@@ -456,7 +466,7 @@ def stream_write(stream: Stream, writer: str, options: dict[str, str]) -> None:
         out = out.foreachBatch(lambda batch, _id: batch.foreachPartition(send))
     else:
         fmt = "pykafka" if writer.startswith("pykafka") else "kafka"
-        extra = TUNED if writer == "jvm-tuned" else EOS if writer == "pykafka-eos" else {}
+        extra = _extra(writer)
         out = out.format(fmt).options(**{**options, **extra})
     query = out.trigger(availableNow=True).start()
     query.awaitTermination(600)

@@ -167,8 +167,9 @@ def _prefix() -> str:
     [
         "at-least-once/deadLetter",
         "exactly-once/deadLetter",
-        "at-least-once/skip",
-        "exactly-once/skip",
+        # The same rows and checks under skip: part of the full run, not of the quick one.
+        pytest.param("at-least-once/skip", marks=pytest.mark.slow),
+        pytest.param("exactly-once/skip", marks=pytest.mark.slow),
     ],
 )
 def test_bad_rows_of_every_kind_are_dead_lettered_or_skipped_and_counted(
@@ -530,7 +531,10 @@ def test_rows_for_a_topic_the_principal_may_not_write_are_dead_letters(
 
 @pytest.mark.parametrize(
     "case",
-    ["exactly-once/deadLetterMaxRatio=0.1", "at-least-once/deadLetterMaxRecords=5"],
+    [
+        "exactly-once/deadLetterMaxRatio=0.1",
+        pytest.param("at-least-once/deadLetterMaxRecords=5", marks=pytest.mark.slow),
+    ],
 )
 def test_a_batch_above_a_dead_letter_bound_fails_naming_it(
     spark: Any, kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path, case: str
@@ -652,6 +656,7 @@ def test_exactly_once_a_failed_attempts_dead_letters_are_never_visible(
     assert_nothing_left_open(kafka_bootstrap, dlq, prefix)
 
 
+@pytest.mark.slow
 def test_a_streaming_querys_dead_letters_carry_their_batch_id(
     spark: Any, kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
 ) -> None:
