@@ -7,10 +7,13 @@ on the workers' PYTHONPATH) so that Spark pickles it by reference, as it does py
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql import datasource as _datasource
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 
@@ -30,8 +33,37 @@ class DiscardWriter(DataSourceArrowWriter):
         pass
 
 
+# The streaming floor: a stream writer on PySpark's Arrow base when it has one (4.1 and later),
+# else its row-based one; it notes when its first rows arrived (option ``markFile``), what the
+# benchmark compares with a consumer's first record from a Kafka sink.
+_StreamBase = getattr(
+    _datasource, "DataSourceStreamArrowWriter", _datasource.DataSourceStreamWriter
+)
+
+
+class DiscardStreamWriter(_StreamBase):  # type: ignore[misc,valid-type]
+    def __init__(self, mark_file: str | None) -> None:
+        self.mark_file = mark_file
+
+    def write(self, iterator: Iterator[Any]) -> DiscardCount:
+        rows = 0
+        for batch in iterator:
+            rows += getattr(batch, "num_rows", 1)
+            if rows and self.mark_file and not os.path.exists(self.mark_file):
+                with open(self.mark_file + ".tmp", "w") as f:
+                    f.write(repr(time.time()))
+                os.replace(self.mark_file + ".tmp", self.mark_file)
+        return DiscardCount(rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+
 class DiscardDataSource(DataSource):
-    """Receives every Arrow batch of a batch write and keeps nothing."""
+    """Receives every Arrow batch of a batch write (or a micro-batch) and keeps nothing."""
 
     @classmethod
     def name(cls) -> str:
@@ -39,3 +71,6 @@ class DiscardDataSource(DataSource):
 
     def writer(self, schema: Any, overwrite: bool) -> DiscardWriter:
         return DiscardWriter()
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DiscardStreamWriter:
+        return DiscardStreamWriter(self.options.get("markFile"))
