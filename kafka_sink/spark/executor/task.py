@@ -102,7 +102,7 @@ from kafka_sink.spark.commit_log.document import (
     merge_range,
 )
 from kafka_sink.spark.eos_plan import EosPlan
-from kafka_sink.spark.executor import producer_cache, record_errors, slots
+from kafka_sink.spark.executor import producer_cache, record_errors
 from kafka_sink.spark.executor.columns import (
     TopicColumns,
     check_partitions,
@@ -354,6 +354,9 @@ class _ExactlyOnce:
         every time (it fences older producers of the id and moves on from the transaction the
         driver has since ended); a cached one it fails for is replaced by a new producer.
         """
+        # Exactly-once only: an at-least-once task never loads the slots' admin client.
+        from kafka_sink.spark.executor import slots
+
         config = self._options.producer_config
         config["transactional.id"] = slots.claim_transactional_id(
             config, self._prefix, task.partition_id, task.attempt_number

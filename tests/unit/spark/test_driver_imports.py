@@ -96,6 +96,8 @@ _ONLY_SOME_WRITES = (
     "kafka_sink.spark.driver.eos.committer",
     "kafka_sink.spark.driver.eos.kafka_intents",
     "kafka_sink.spark.driver.eos.start",
+    "kafka_sink.spark.executor.slots",
+    "kafka_sink.admin.transactions",
 )
 
 
