@@ -430,7 +430,7 @@ def _plot(runs: list[dict[str, Any]], path: str, title: str) -> None:
     ax.set_ylabel("seconds (median; dots: each round)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title.replace("; ", ";\n", 1), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
