@@ -40,7 +40,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 	bench bench-records bench-producer bench-transactions bench-spark bench-microbatch \
 	bench-spark-eos bench-microbatch-eos bench-eos-commit bench-eos-acquire bench-eos-scale \
 	bench-formats bench-fingerprint bench-producer-metrics bench-spark-formats \
-	bench-metrics-recording bench-spark-stream bench-bad-records
+	bench-metrics-recording bench-spark-stream bench-bad-records bench-first-row
 
 setup: $(VENV)/.installed $(VENV40)/.installed $(KAFKA_LIB)/.fetched $(S3PROXY)/.fetched \
 	$(REGISTRY)/.fetched $(SPARK_KAFKA)/.fetched
@@ -195,6 +195,12 @@ bench-spark-stream: setup $(SPARK_KAFKA)/.fetched $(SPARK_KAFKA40)/.fetched
 # Median addBatch of a small streaming query (rate source, 2,000 rows/s) per sink.
 bench-microbatch: setup $(SPARK_KAFKA)/.fetched
 	$(PY) benchmarks/bench_microbatch.py
+
+# A new session's first df.write (Spark's JVM sink, a discarding Python data source, pykafka) and
+# a new query's first record (JVM sink, pykafka), each case in a fresh Spark process, alternating
+# order (results/bench_first_row.*). BENCH_FIRST_ROW_ROUNDS=N for N rounds (default 3).
+bench-first-row: setup $(SPARK_KAFKA)/.fetched
+	$(PY) benchmarks/bench_first_row.py $(BENCH_FIRST_ROW_ARGS)
 
 # Exactly-once against at-least-once, same run and data (results/bench_spark_eos.*).
 bench-spark-eos: setup

@@ -42,12 +42,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kafka_sink.errors import ConfigError
-from kafka_sink.formats import catalog
 from kafka_sink.formats.avro_schema import DEFAULT_RECORD_NAME
-from kafka_sink.formats.registry import PREFIX as REGISTRY_PREFIX
-from kafka_sink.formats.registry import SchemaRegistryConfig
 from kafka_sink.formats.subjects import (
     Side,
     SubjectNameStrategy,
@@ -55,6 +53,9 @@ from kafka_sink.formats.subjects import (
     strategy_option,
 )
 from kafka_sink.sink_errors import SinkError, SinkOptionError
+
+if TYPE_CHECKING:
+    from kafka_sink.formats.registry import SchemaRegistryConfig
 
 __all__ = [
     "FORMAT_OPTION_NAMES",
@@ -65,6 +66,11 @@ __all__ = [
 ]
 
 SIDES: tuple[Side, ...] = ("value", "key")
+
+#: The registry connection's options (``registry.PREFIX``, spelled here so that a write with no
+#: format never imports the catalog, the registry client and the network stack under it: every
+#: Python process of every write parses these options).
+REGISTRY_PREFIX = "schema.registry."
 
 #: This module's options, spelled as documented (``schema.registry.*`` aside).
 FORMAT_OPTION_NAMES = (
@@ -129,6 +135,8 @@ class FormatOptions:
         sides = {side: _side(given, side) for side in SIDES}
         if not any(sides.values()):
             if given:
+                from kafka_sink.formats import catalog
+
                 raise SinkOptionError(
                     f"option(s) {', '.join(sorted(given))} set but neither 'valueFormat' nor "
                     "'keyFormat' is: without a format the columns are written as bytes. Fix: "
@@ -152,6 +160,10 @@ class FormatOptions:
                     f"{', '.join(explicit)} is given too. Fix: remove one of them"
                 )
             auto_register = False
+        # A format is given from here on: its catalog and the registry client are needed.
+        from kafka_sink.formats import catalog
+        from kafka_sink.formats.registry import SchemaRegistryConfig
+
         registry = None
         if any(k.startswith(REGISTRY_PREFIX) for k in given):
             with _as_option_error():
@@ -198,6 +210,8 @@ def _side(given: Mapping[str, str], side: Side) -> SideFormat | None:
                 f".option('{option}', 'avro'), or remove them"
             )
         return None
+    from kafka_sink.formats import catalog
+
     name = raw.strip().lower()
     described = catalog.named(name)
     if described is None:
@@ -222,6 +236,8 @@ def _refuse_plain_derived(
     """A derived schema written with no registry leaves readers with none, for the formats
     whose payloads are unreadable without their schema (``Format.plain_needs_schema``: Protobuf,
     JSON; unlike Avro, which Spark's ``to_avro`` writes plain)."""
+    from kafka_sink.formats import catalog
+
     for side in sides:
         if not side or registry is not None or side.schema is not None:
             continue

@@ -40,7 +40,10 @@ prefix, before the commit document is written.
 
 Invariants: the driver's planning and commit workers never import the executor room, the
 producer, numpy or ``pyarrow.compute`` (``writer.write()`` imports ``executor.task`` there);
-the writers hold picklable configuration only.
+the writers hold picklable configuration only. What only some writes need (a format's catalog,
+registry client and encoder, OAUTHBEARER's token sources, exactly-once's committer, stores and
+slots) is imported where such a write asks for it, never by the entry points: Spark imports those
+in every Python process of every write, so what they load is paid before the first row.
 """
 
 from __future__ import annotations

@@ -62,6 +62,10 @@ Invariants:
   (which Spark signals with overwrite=True) is allowed and re-sends the whole result table.
 - Nothing here starts a thread or holds a producer; the connections of the preflight (and,
   exactly-once, of the planning) are opened and closed within the call.
+- Importing this module loads neither exactly-once's driver side (the committer, the intent
+  stores, the query start) nor the formats' plan (the catalog, the registry client): Spark
+  imports it in every Python process of every write (the data source lookup, the planning, the
+  commit), so each of those modules is imported where a write that needs it asks for it.
 """
 
 from __future__ import annotations
@@ -70,19 +74,14 @@ import json
 import time
 import uuid
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from kafka_sink.formats.options import FormatOptions
-from kafka_sink.formats.plan import FormatPlan, resolve_formats
 from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.commit_log.store import as_local_path, display_location, join, open_store
-from kafka_sink.spark.driver.eos.committer import EosCommitter
-from kafka_sink.spark.driver.eos.idempotency import job_identity, job_plan
-from kafka_sink.spark.driver.eos.intents import IntentStore
-from kafka_sink.spark.driver.eos.plan_store import open_intent_store, with_last_record
-from kafka_sink.spark.driver.eos.start import QueryStart
 from kafka_sink.spark.driver.preflight import check_transactional_ids, check_write
 from kafka_sink.spark.driver.triggers import planned_batch, refuse_without_pending_batch
 from kafka_sink.spark.eos_plan import EosPlan, default_prefix, transactional_id
@@ -90,6 +89,10 @@ from kafka_sink.spark.logs import apply_level
 from kafka_sink.spark.options import INTENT_STORE_KAFKA, SinkOptions
 from kafka_sink.spark.schema import validate_schema
 from kafka_sink.spark.writer import PyKafkaBatchWriter, PyKafkaStreamWriter
+
+if TYPE_CHECKING:
+    from kafka_sink.formats.plan import FormatPlan
+    from kafka_sink.spark.driver.eos.intents import IntentStore
 
 INTENTS_DIRNAME = "pykafka-intents"
 
@@ -168,6 +171,8 @@ class PyKafkaDataSource(DataSource):
             input_schema=schema,
         )
         if eos is not None:
+            from kafka_sink.spark.driver.eos.start import QueryStart
+
             writer.start = QueryStart(eos, options.producer_config)
             # The query's start work, before this batch's tasks: done only when this call is
             # the planning (never the commit worker's call), once per start (eos/start.py).
@@ -183,6 +188,11 @@ def _format_plan(
     formats: FormatOptions, schema: StructType, options: SinkOptions
 ) -> FormatPlan | None:
     """The registry work of a write with a format (``formats/plan.py``), before any task."""
+    if not formats.sides:
+        # No format: the plan's module (the catalog, the registry client) is never loaded.
+        return None
+    from kafka_sink.formats.plan import resolve_formats
+
     types = {f.name: f.dataType.jsonValue() for f in schema.fields}
     return resolve_formats(formats, types, options.topic)
 
@@ -217,6 +227,9 @@ def _exactly_once_plan(
         return options, None
     # Exactly-once only: the admin client (and the network stack under it) stays out of the
     # driver-side workers of an at-least-once write.
+    from kafka_sink.spark.driver.eos.committer import EosCommitter
+    from kafka_sink.spark.driver.eos.idempotency import job_identity, job_plan
+    from kafka_sink.spark.driver.eos.plan_store import open_intent_store, with_last_record
     from kafka_sink.spark.driver.eos.timeout import resolve_transaction_timeout_ms
 
     timeout_ms = resolve_transaction_timeout_ms(options.producer_config)

@@ -18,7 +18,11 @@ Invariants:
   threads and sockets exist only inside ``write()`` on the executor.
 - Importing this module loads nothing executor-side (no producer, numpy, ``pyarrow.compute`` or
   ``columns``): the driver's Python workers that plan and commit every micro-batch import it.
-  ``task.py`` is imported by ``write()`` only.
+  ``task.py`` is imported by ``write()`` only. Nor does it load what only some writes need: the
+  formats' plan (its catalog, the registry client and the network stack under it; a plan that
+  travels with the writer brings its module when it is unpickled) and exactly-once's committer
+  (imported by ``_end_transactions``). Every Python process of a write (each task's worker, the
+  commit's) imports this module first, so what it loads is paid on the first row's path.
 - Exactly-once, the transactions are committed before the commit file and the log line are
   written, so a commit file names a batch that is visible to read_committed readers; a failed
   commit raises and writes no commit file. Once the transactions are committed, a commit file
@@ -62,7 +66,6 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from kafka_sink.formats.plan import FormatPlan
 from kafka_sink.sink_errors import CommitStoreUnavailableError
 from kafka_sink.spark.bad_records import BadRecordCounts, merge_counts
 from kafka_sink.spark.commit_log.document import (
@@ -73,9 +76,6 @@ from kafka_sink.spark.commit_log.document import (
     offsets_line,
     write_document,
 )
-from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction
-from kafka_sink.spark.driver.eos.idempotency import record_completion
-from kafka_sink.spark.driver.eos.plan_store import forget_batch_job
 from kafka_sink.spark.driver.record_bounds import check_bounds
 from kafka_sink.spark.driver.triggers import refuse_unwritten_commit
 from kafka_sink.spark.eos_plan import EosPlan
@@ -89,6 +89,7 @@ from kafka_sink.spark.spark_api import StreamWriterBase
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from kafka_sink.formats.plan import FormatPlan
     from kafka_sink.spark.driver.eos.start import QueryStart
 
 __all__ = ["PyKafkaBatchWriter", "PyKafkaStreamWriter"]
@@ -284,6 +285,12 @@ class _WriterCore:
         bad-row bounds) runs inside the commit, before its intent: refusing there aborts the
         batch's transactions (``EosCommitter.commit``)."""
         assert self.eos is not None
+        # Exactly-once only: an at-least-once commit (and every task, which unpickles this
+        # module) never loads the committer and the admin client under it.
+        from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction
+        from kafka_sink.spark.driver.eos.idempotency import record_completion
+        from kafka_sink.spark.driver.eos.plan_store import forget_batch_job
+
         written = [m for m in messages if isinstance(m, PyKafkaCommitMessage)]
         tasks = [
             TaskTransaction(

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from kafka_sink.clock import SYSTEM_CLOCK, Clock
 from kafka_sink.errors import ConfigError
-from kafka_sink.net.oauth.sources import OAUTH_SOURCE_KEYS, token_source
+from kafka_sink.net.oauth.keys import OAUTH_SOURCE_KEYS
 from kafka_sink.net.oauth.token import OAuthBearerToken, TokenSource, TokenSourceError
 
 __all__ = [
@@ -174,6 +174,10 @@ def source_for(settings: Mapping[str, object]) -> TokenSource:
     if _is_source(provider):
         assert provider is not None
         return provider  # type: ignore[return-value]
+    # Only a client with OAUTHBEARER builds a source: the others never import the OIDC and HTTP
+    # machinery under it.
+    from kafka_sink.net.oauth.sources import token_source
+
     return token_source(settings)
 
 

@@ -43,6 +43,26 @@ from typing import Any
 
 from kafka_sink.errors import ConfigError
 from kafka_sink.net.jaas import parse_jaas
+from kafka_sink.net.oauth.keys import (
+    BROKER_ONLY as _BROKER_ONLY,
+)
+from kafka_sink.net.oauth.keys import (
+    CLIENT_ID,
+    CLIENT_SECRET,
+    CONNECT_TIMEOUT,
+    ENDPOINT_URL,
+    EXTENSIONS,
+    OAUTH_SECRET_KEYS,
+    OAUTH_SOURCE_KEYS,
+    PROVIDER,
+    PROVIDER_NAMES,
+    READ_TIMEOUT,
+    RETRIEVER,
+    SCOPE,
+)
+from kafka_sink.net.oauth.keys import (
+    PREFIX as _P,
+)
 from kafka_sink.net.oauth.oidc import (
     AssertionSettings,
     ClientAssertionSource,
@@ -65,92 +85,6 @@ __all__ = [
     "parse_extensions",
     "token_source",
 ]
-
-_P = "sasl.oauthbearer."
-ENDPOINT_URL = _P + "token.endpoint.url"
-CLIENT_ID = _P + "client.credentials.client.id"
-CLIENT_SECRET = _P + "client.credentials.client.secret"
-SCOPE = _P + "scope"
-PROVIDER = _P + "token.provider"
-EXTENSIONS = _P + "extensions"
-RETRIEVER = _P + "jwt.retriever.class"
-CONNECT_TIMEOUT = "sasl.login.connect.timeout.ms"
-READ_TIMEOUT = "sasl.login.read.timeout.ms"
-
-#: Keys the broker reads to validate tokens: a client has no use for them (Java's client
-#: accepts and ignores them; here they are refused with the reason).
-_BROKER_ONLY = frozenset(
-    {
-        _P + "jwks.endpoint.url",
-        _P + "jwks.endpoint.refresh.ms",
-        _P + "jwks.endpoint.retry.backoff.ms",
-        _P + "jwks.endpoint.retry.backoff.max.ms",
-        _P + "clock.skew.seconds",
-    }
-)
-
-_ASSERTION_KEYS = (
-    _P + "assertion.algorithm",
-    _P + "assertion.claim.aud",
-    _P + "assertion.claim.exp.seconds",
-    _P + "assertion.claim.iss",
-    _P + "assertion.claim.jti.include",
-    _P + "assertion.claim.nbf.seconds",
-    _P + "assertion.claim.sub",
-    _P + "assertion.file",
-    _P + "assertion.private.key.file",
-    _P + "assertion.private.key.passphrase",
-    _P + "assertion.template.file",
-)
-
-_MSK_KEYS = (
-    _P + "msk.region",
-    _P + "msk.profile",
-    _P + "msk.role.arn",
-    _P + "msk.role.session.name",
-)
-_AZURE_KEYS = (
-    _P + "azure.tenant.id",
-    _P + "azure.certificate.file",
-    _P + "azure.certificate.password",
-)
-
-#: Every dotted key :func:`token_source` reads (the client config accepts them with
-#: ``sasl.mechanism=OAUTHBEARER`` only, and refuses them otherwise). ``sasl.jaas.config`` is
-#: read too, but it is every mechanism's key.
-OAUTH_SOURCE_KEYS: frozenset[str] = frozenset(
-    {
-        ENDPOINT_URL,
-        CLIENT_ID,
-        CLIENT_SECRET,
-        SCOPE,
-        PROVIDER,
-        EXTENSIONS,
-        RETRIEVER,
-        CONNECT_TIMEOUT,
-        READ_TIMEOUT,
-        _P + "header.urlencode",
-        _P + "jwt.validator.class",
-        _P + "sub.claim.name",
-        _P + "scope.claim.name",
-        _P + "expected.audience",
-        _P + "expected.issuer",
-        "sasl.login.callback.handler.class",
-        "sasl.login.class",
-        *_ASSERTION_KEYS,
-        *_MSK_KEYS,
-        *_AZURE_KEYS,
-        *_BROKER_ONLY,
-    }
-)
-
-#: The keys of :data:`OAUTH_SOURCE_KEYS` whose values are secrets (never shown anywhere).
-OAUTH_SECRET_KEYS: frozenset[str] = frozenset(
-    {CLIENT_SECRET, _P + "assertion.private.key.passphrase", _P + "azure.certificate.password"}
-)
-
-#: The providers ``sasl.oauthbearer.token.provider`` names by a short name.
-PROVIDER_NAMES = ("msk-iam", "azure", "google")
 
 _OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _JAVA_PKG = "org.apache.kafka.common.security.oauthbearer."

@@ -71,7 +71,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -84,8 +84,6 @@ from kafka_sink.errors import (
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
-from kafka_sink.formats.batch_encoder import BatchEncoder
-from kafka_sink.formats.plan import FormatPlan
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.producer.bulk import RecordTooLargeInColumnsError
 from kafka_sink.producer.config import ProducerConfig
@@ -105,7 +103,7 @@ from kafka_sink.spark.commit_log.document import (
     merge_range,
 )
 from kafka_sink.spark.eos_plan import EosPlan
-from kafka_sink.spark.executor import producer_cache, record_errors, slots
+from kafka_sink.spark.executor import producer_cache, record_errors
 from kafka_sink.spark.executor import topic_rules as topic_rules_module
 from kafka_sink.spark.executor.columns import (
     TopicColumns,
@@ -138,6 +136,12 @@ from kafka_sink.spark.logs import (
 from kafka_sink.spark.metrics import TaskMeter, TaskMetrics
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.spark.schema import InputLayout
+
+if TYPE_CHECKING:
+    # Types only: a write without a format never loads the formats' plan, its catalog and the
+    # encoder (imported by ``write_task`` when a plan comes with the write).
+    from kafka_sink.formats.batch_encoder import BatchEncoder
+    from kafka_sink.formats.plan import FormatPlan
 
 __all__ = ["write_task"]
 
@@ -230,7 +234,12 @@ def write_task(
 ) -> PyKafkaCommitMessage:
     """Write one Spark task's rows under the write's delivery guarantee (module docstring)."""
     task = _task_info()
-    encoder = BatchEncoder(formats) if formats is not None else None
+    encoder = None
+    if formats is not None:
+        # Only a write with a format loads the encoder (and the formats' catalog under it).
+        from kafka_sink.formats.batch_encoder import BatchEncoder
+
+        encoder = BatchEncoder(formats)
     apply_level(options.log_level if options.log_level is not None else task.conf_log_level)
     if eos is not None and eos.completed is not None:
         # An earlier run completed this idempotencyKey: nothing to produce, nor to read.
@@ -352,6 +361,9 @@ class _ExactlyOnce:
         every time (it fences older producers of the id and moves on from the transaction the
         driver has since ended); a cached one it fails for is replaced by a new producer.
         """
+        # Exactly-once only: an at-least-once task never loads the slots' admin client.
+        from kafka_sink.spark.executor import slots
+
         config = self._options.producer_config
         config["transactional.id"] = slots.claim_transactional_id(
             config, self._prefix, task.partition_id, task.attempt_number

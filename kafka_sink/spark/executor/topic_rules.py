@@ -39,7 +39,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from kafka_sink.admin.client import AdminClient, Deadline
 from kafka_sink.clock import SYSTEM_CLOCK
 from kafka_sink.errors import KafkaError
 from kafka_sink.producer.config import ProducerConfig
@@ -108,6 +107,10 @@ _CACHE: dict[tuple[str, str], tuple[TopicRules | None, float]] = {}
 
 
 def _read(items: tuple[tuple[str, str], ...], topic: str) -> TopicRules:
+    # Only a write with a record error policy reads rules: the others never load the admin
+    # client (a task's first write imports what it needs alone).
+    from kafka_sink.admin.client import AdminClient, Deadline
+
     client, _cfg = AdminClient.from_config(dict(items))
     try:
         deadline = Deadline(SYSTEM_CLOCK, RULES_TIMEOUT_MS, f"reading topic {topic!r}'s rules")

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from kafka_sink.net.http import exchange
 from kafka_sink.net.user_info import UserInfoError, mask_url, shown_value, split_user_info
 from kafka_sink.sink_errors import SinkOptionError
 from kafka_sink.spark.logs import ensure_logging, logger
@@ -263,6 +262,10 @@ def _bounded_handler(
 ) -> Callable[[str, str, float | None, Sequence[tuple[str, str]], bytes], Callable[[], None]]:
     """A ``push_to_gateway`` handler whose ``timeout`` bounds the whole exchange, sending the
     URL's user info (split off the URL first) as basic auth that is never redirected."""
+    # Here, not at the top: spark/options.py imports this module (for DEFAULT_JOB) in every
+    # Python process of every write, and the HTTP client is needed only by a push.
+    from kafka_sink.net.http import exchange
+
     secret_headers: dict[str, str] = {}
     if user is not None and password is not None:
         token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")

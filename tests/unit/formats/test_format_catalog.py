@@ -221,3 +221,10 @@ def test_the_driver_side_loads_no_encoder_nor_serializer() -> None:
     }
     assert "kafka_sink.formats.avro_columnar" in heavy
     assert loaded & heavy == set()
+
+
+def test_the_options_spell_the_registry_prefix_as_the_registry_client_does() -> None:
+    # formats/options.py spells it so that a write with no format never imports the client.
+    from kafka_sink.formats import options, registry
+
+    assert options.REGISTRY_PREFIX == registry.PREFIX

@@ -151,9 +151,9 @@ def test_a_topic_s_settings_are_read_into_rules(monkeypatch: pytest.MonkeyPatch)
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(
-        rules_module.AdminClient, "from_config", classmethod(lambda cls, c: (_Admin(), None))
-    )
+    from kafka_sink.admin.client import AdminClient
+
+    monkeypatch.setattr(AdminClient, "from_config", classmethod(lambda cls, c: (_Admin(), None)))
     rules = rules_module._read((("bootstrap.servers", "h:1"),), "t")
     assert rules == TopicRules("t", 4000, True, 3_600_000, None)
     answers["message.timestamp.type"] = "LogAppendTime"
