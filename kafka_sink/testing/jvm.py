@@ -27,6 +27,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import random
 import shutil
 import signal
 import socket
@@ -185,14 +186,36 @@ class JvmServer(Service):
             self._workdir = None
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the OS hands out for outgoing connections (Linux's default otherwise)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii")
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that were free on 127.0.0.1 a moment ago (a child may lose one)."""
+    """``count`` distinct ports that were free on 127.0.0.1 a moment ago (a child may lose one).
+
+    Taken below the OS's range for outgoing connections where it can: a stopped broker keeps its
+    port for its restart, and a port from that range may meanwhile become some client socket's
+    own end (a restart then failed with "Address already in use").
+    """
+    low, high = 10_000, _ephemeral_low() - 1
     # Hold every socket until all are bound, so the ports are distinct from each other.
     socks: list[socket.socket] = []
     try:
-        for _ in range(count):
+        tries = 0
+        while len(socks) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
+            tries += 1
+            port = random.randint(low, high) if high > low and tries <= 50 * count else 0
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
             socks.append(sock)
         return [int(s.getsockname()[1]) for s in socks]
     finally:
