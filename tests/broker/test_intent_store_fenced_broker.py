@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -129,3 +130,51 @@ def test_an_intent_whose_end_txn_answer_was_lost_does_not_leave_the_fence_behind
             store.close()
     seen = read_all(kafka_bootstrap, topic, expected=3, isolation_level="read_committed")
     assert [json.loads(r.value)["batch_id"] for r in seen if r.key == key.encode()] == [1, 2, 3]
+
+
+def test_an_intent_a_newer_drivers_fence_aborted_half_way_is_refused_as_fenced(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newer driver's InitProducerId reaches the coordinator between the old driver's record
+    and its EndTxn: the coordinator aborts the old write (answering the newer driver
+    CONCURRENT_TRANSACTIONS until its retry), and the old driver's commit is refused
+    (INVALID_TXN_STATE under Transactions V2). The old driver must say it was fenced: on PySpark
+    4.0's timing, a run of a key that lost to another run said the intent store failed."""
+    from kafka_sink.admin import topic_log
+    from kafka_sink.wire.messages import InitProducerIdRequest
+
+    config = {"bootstrap.servers": kafka_bootstrap}
+    topic = f"intents-{uuid.uuid4().hex[:8]}"
+    prefix, key = f"fence-test-{uuid.uuid4().hex[:8]}", "query-1"
+    answers: list[int] = []
+    real_end = topic_log.end_transaction
+
+    def newer_driver_first(client: Any, prepared: Any, commit: bool, deadline: Any) -> Any:
+        if not answers:  # once: the newer driver's first InitProducerId, not retried
+            node = client.find_coordinator(prepared.transactional_id, deadline)
+            request = InitProducerIdRequest(
+                transactional_id=prepared.transactional_id, transaction_timeout_ms=60_000
+            )
+            answers.append(client.request(node, request, deadline).error_code)
+        return real_end(client, prepared, commit, deadline)
+
+    with TransactionAdmin(config, 30) as admin:
+        old_fence = _take_fence(admin, prefix, key)
+        old = KafkaIntentStore.open(config, topic, timeout_s=30, fence=old_fence)
+        try:
+            old.write(BatchRecord(key, 1, INTENT, ()))
+            monkeypatch.setattr(topic_log, "end_transaction", newer_driver_first)
+            with pytest.raises(SinkFencedError, match=prefix):
+                old.write(BatchRecord(key, 2, INTENT, ()))
+            monkeypatch.setattr(topic_log, "end_transaction", real_end)
+            assert answers == [51]  # CONCURRENT_TRANSACTIONS: the fence was half-way
+            new_fence = _take_fence(admin, prefix, key)  # its retry
+            new = KafkaIntentStore.open(config, topic, timeout_s=30, fence=new_fence)
+            try:
+                new.write(BatchRecord(key, 3, INTENT, ()))
+            finally:
+                new.close()
+        finally:
+            old.close()
+    seen = read_all(kafka_bootstrap, topic, expected=2, isolation_level="read_committed")
+    assert [json.loads(r.value)["batch_id"] for r in seen if r.key == key.encode()] == [1, 3]

@@ -245,6 +245,17 @@ class FakeCoordinator:
         self._call("init", transactional_id, apply)
         return out[0]
 
+    def begin_fence(self, transactional_id: str) -> None:
+        """The first half of an InitProducerId that finds ``transactional_id``'s transaction
+        Ongoing: the coordinator aborts it at a bumped epoch and answers CONCURRENT_TRANSACTIONS;
+        the new producer's retry (:meth:`init_producer_id`) then moves the id on. In between,
+        the id shows CompleteAbort at the old epoch + 1."""
+        meta = self.txns[transactional_id]
+        assert meta.state == ONGOING, meta.state
+        self._bump(meta)
+        meta.state = PREPARE_EPOCH_FENCE
+        self._complete(meta, commit=False)
+
     def write(
         self,
         transactional_id: str,

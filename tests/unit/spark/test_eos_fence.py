@@ -197,6 +197,28 @@ def test_an_old_driver_fenced_between_its_intent_and_the_end_writes_nothing(vers
     assert coordinator.open_transactions() == []
 
 
+@VERSIONS
+def test_an_old_driver_whose_intent_a_fence_in_progress_aborted_is_told_it_was_fenced(
+    version: int,
+) -> None:
+    """A newer driver's InitProducerId finds the old driver's intent write open and aborts it
+    (CompleteAbort at the next epoch), and its retry comes after the old driver's EndTxn: that
+    commit is refused (V2: INVALID_TXN_STATE, as a retry of an aborted transaction; V1:
+    PRODUCER_FENCED). The old driver was fenced, not failed: it must say so."""
+    coordinator = FakeCoordinator(transaction_version=version)
+    old = _driver(coordinator, "old", fenced=True)
+    old.store.write(BatchRecord(KEY, 1, INTENT, ()))
+    coordinator.script("end_txn", lambda: coordinator.begin_fence(fence_id(PREFIX)))
+    with pytest.raises(SinkFencedError, match="took over"):
+        old.store.write(BatchRecord(KEY, 2, INTENT, ()))
+    new = _driver(coordinator, "new", fenced=True)  # its InitProducerId's retry
+    new.store.write(BatchRecord(KEY, 3, INTENT, ()))
+    assert new.fence is not None
+    new.fence.check("after its write")
+    assert _intents(coordinator) == [1, 3]  # the aborted write never became visible
+    assert coordinator.open_transactions() == []
+
+
 def _intents(coordinator: FakeCoordinator) -> list[int]:
     """The batch ids of the intent records a read_committed reader of the intent topic reads."""
     return [

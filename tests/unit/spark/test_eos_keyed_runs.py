@@ -354,6 +354,37 @@ def test_a_run_fenced_before_its_claim_landed_says_another_run_took_the_key(
     assert second.succeeded and cluster.visible() == _job_rows()
 
 
+def test_a_run_whose_intent_the_others_fence_aborted_half_way_says_another_run_took_the_key(
+    cluster: _Cluster,
+) -> None:
+    """The second run's InitProducerId on the key's fence finds the first run's intent write
+    open, aborts it and is answered CONCURRENT_TRANSACTIONS; the first run's EndTxn comes before
+    the retry (Transactions V2 answers INVALID_TXN_STATE). Seen on PySpark 4.0's timing with a
+    real broker: the first run failed with an intent-store error instead of saying why."""
+    first, second = _Run(cluster, "first"), _Run(cluster, "second")
+    first.plan()
+    second_fence: list[None] = []
+
+    def second_plans_half_way() -> None:
+        token = first.plan_of.fence_token
+        assert token is not None
+        cluster.coordinator.begin_fence(token.transactional_id)
+        second_fence.append(None)
+
+    first.tasks(slot=0)
+    if cluster.intents == "kafka":  # the checkpoint store writes no transaction of the fence
+        cluster.coordinator.script("end_txn", second_plans_half_way)
+        first.commit()
+        assert second_fence
+    second.plan()  # the retry of its InitProducerId
+    if cluster.intents != "kafka":
+        first.commit()
+    second.tasks(slot=1)
+    second.commit()
+    assert second.succeeded, second.error
+    _assert_once_and_one_success(cluster, first, second)
+
+
 # -- batch jobs without idempotencyKey given a transactionalIdPrefix ---------------------------
 #
 # Such a job writes rows of its own (its name in them) under a write id of its own; two of them

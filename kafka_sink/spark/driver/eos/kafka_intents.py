@@ -32,7 +32,8 @@ write (intent, done, lost records,
 deletes, claims) is then a transaction of its own on the fence id
 (``TopicLog.append_transactional``): a driver another one fenced is refused by Kafka and gets
 :class:`~kafka_sink.spark.driver.eos.fence.SinkFencedError`, and what it had in flight is aborted by
-the newer driver's InitProducerId. Reads never return such a write: below the last stable offset
+the newer driver's InitProducerId (a commit that InitProducerId aborted half-way, refused with
+INVALID_TXN_STATE, is fenced too). Reads never return such a write: below the last stable offset
 they are read_committed, above it a record counts only once its commit marker is read.
 
 Claims: the record with key ``prefix:<prefix>`` holds the query key that owns a
@@ -113,6 +114,7 @@ from kafka_sink.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
+    InvalidTxnStateError,
     KafkaError,
     ProducerFencedError,
     TopicAuthorizationFailedError,
@@ -151,8 +153,18 @@ _FIRST_WINDOW = 32
 _WINDOW_GROWTH = 4
 _SEGMENT_MS = "600000"
 _CLAIM_HEAD = "prefix:"
-# A write through a fence another InitProducerId superseded.
-_FENCED = (ProducerFencedError, InvalidProducerEpochError, InvalidProducerIdMappingError)
+# A write through a fence another InitProducerId superseded. INVALID_TXN_STATE is one too: the
+# write's transaction, at the fence's producer id and epoch and ended by nobody here, was ended
+# by the coordinator, for another InitProducerId of the fence id (under Transactions V2 one
+# caught half-way has aborted it and not yet moved the id on, so this commit reads as a retry
+# of an aborted transaction) or for its timeout, which bumps the epoch too. Either way this
+# token is spent, and the record never becomes visible.
+_FENCED = (
+    ProducerFencedError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
+    InvalidTxnStateError,
+)
 
 
 def claim_key(prefix: str) -> str:
