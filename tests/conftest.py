@@ -76,6 +76,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # Everything under tests/broker and tests/spark needs a real Kafka, fixture or not.
         if names & (_CLUSTER_FIXTURES | _BROKER_FIXTURES) or area in ("broker", "spark"):
             item.add_marker(pytest.mark.broker)
+            if area == "unit":
+                # tests/unit runs on a fresh clone with no jars (`make test-unit`, bare
+                # `pytest tests/unit`): what needs a broker or a server fixture lives elsewhere.
+                raise pytest.UsageError(
+                    f"{item.nodeid} needs a server fixture "
+                    f"({sorted(names & (_CLUSTER_FIXTURES | _BROKER_FIXTURES))}): move it to "
+                    "tests/broker (tests/unit needs no broker and no jars)"
+                )
         if area == "spark":
             item.add_marker(pytest.mark.spark)
 
