@@ -28,7 +28,12 @@ import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kafka_sink.clock import ManualClock
-from kafka_sink.sink_errors import SinkError, SinkFencedError, SinkOptionError
+from kafka_sink.sink_errors import (
+    SinkError,
+    SinkFencedError,
+    SinkIdempotencyError,
+    SinkOptionError,
+)
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
 from kafka_sink.spark.driver.eos import committer as committer_module
@@ -592,3 +597,54 @@ def test_a_keyed_jobs_abort_continues_the_fence_where_its_commit_left_it(
     record = cluster.record()
     assert record is not None and record.state == DONE, record
     assert cluster.open_transactions() == []
+
+
+# -- a key whose commit an earlier release recorded lost ---------------------------------------
+
+
+def _lost_by_an_earlier_release(cluster: _Cluster) -> None:
+    """A run of the key as a release before partial records left it: Spark partitions 0 and 2
+    committed, partition 1 aborted by Kafka, and the intent marked lost (state INTENT, its
+    transactions dropped, the lost id in ``extra``)."""
+    identity = job_identity(KEY, topic=TOPIC, prefix=None)
+    prepared = {
+        p: cluster.coordinator.begin(
+            transactional_id(identity.prefix, p, 0), {(TOPIC, p): rows(0, p)}, TIMEOUT_MS
+        )
+        for p in PARTITIONS
+    }
+    cluster.coordinator.time_out(prepared[1].transactional_id)
+    ops = coordinator_ops(cluster.coordinator)
+    for p in (0, 2):
+        ops.complete(prepared[p], True)
+    record = BatchRecord(identity.query_key, 0, INTENT, (), {"lost": prepared[1].transactional_id})
+    if cluster.intents == "kafka":
+        KafkaIntentStore(cluster.log, INTENT_TOPIC, cluster="earlier").write(record)
+    else:
+        FileIntentStore(str(cluster.commit_log / "pykafka-intents")).write(record)
+
+
+def test_a_key_an_earlier_release_recorded_lost_is_never_written_twice(
+    cluster: _Cluster,
+) -> None:
+    _lost_by_an_earlier_release(cluster)
+    committed = Counter(r for p in (0, 2) for r in rows(0, p))
+    assert cluster.visible() == committed
+    for name in ("rerun", "again"):  # refused each time, not only the first
+        run = _Run(cluster, name)
+        run.plan()
+        assert isinstance(run.error, SinkIdempotencyError), run.error
+        assert run.writer is None  # no task runs
+        message = str(run.error)
+        assert f"idempotencyKey {KEY!r}" in message and "Spark partitions [1]" in message
+        assert "this run writes nothing" in message and "Fix:" in message
+        assert "new idempotencyKey" in message and "delete the key's intent record" in message
+        # Where that record is, in either store.
+        query_key = job_identity(KEY, topic=TOPIC, prefix=None).query_key
+        assert f"the file {query_key}.json under <commitLog>/pykafka-intents" in message
+        assert "a tombstone (a record with a null value) of that key in the intentTopic" in message
+        # The partitions the earlier release committed are read once; nothing is left open.
+        assert cluster.visible() == committed
+        assert cluster.open_transactions() == []
+    last = cluster.record()
+    assert last is not None and last.state == INTENT and last.extra.get("lost")
