@@ -17,6 +17,7 @@ of it is visible, and none of them claims the prefix.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import time
 from collections import Counter
@@ -648,3 +649,53 @@ def test_a_key_an_earlier_release_recorded_lost_is_never_written_twice(
         assert cluster.open_transactions() == []
     last = cluster.record()
     assert last is not None and last.state == INTENT and last.extra.get("lost")
+
+
+CHECKPOINT_ONLY = pytest.mark.parametrize("cluster", ["checkpoint"], indirect=True)
+
+
+@CHECKPOINT_ONLY
+def test_without_claims_a_keyed_job_given_a_querys_prefix_fences_it_and_aborts_its_batch(
+    cluster: _Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not covered, shown: with intentStore=checkpoint there are no claims, so a keyed job
+    given a streaming query's ``transactionalIdPrefix`` is not refused. Its planning takes the
+    prefix's fence (fencing the query) and sweeps the prefix, aborting the transactions the
+    query's tasks prepared; the query's commit fails fenced, before anything of its batch is
+    visible, and its restart writes the batch again."""
+    plan = EosPlan("shared", "query-1", str(tmp_path / "query-intents"), fenced=True)
+    query = EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"})
+    prepared = [
+        cluster.coordinator.begin(f"shared-{p}-0", {(TOPIC, p): [f"q-{p}"]}, TIMEOUT_MS)
+        for p in PARTITIONS
+    ]
+    job = _Run(cluster, "job", prefix="shared")
+    caplog.set_level(logging.INFO, logger="kafka_sink.spark")
+    job.plan()
+    assert job.error is None  # not refused: nothing recorded the query's claim
+    assert "aborted 3 open transaction(s) of prefix 'shared'" in caplog.text
+    assert [cluster.coordinator.txns[t.transactional_id].state for t in prepared] != [ONGOING] * 3
+    assert cluster.open_transactions() == []  # the job's planning swept the query's batch
+    tasks = [
+        committer_module.TaskTransaction(p, t) for p, t in zip(PARTITIONS, prepared, strict=True)
+    ]
+    with pytest.raises(SinkFencedError):
+        query.commit(0, tasks)
+    assert not any(str(row).startswith("q-") for row in cluster.visible())
+    # The job itself writes once.
+    job.tasks(slot=1)
+    job.commit()
+    assert job.succeeded, job.error
+    assert cluster.visible() == _job_rows()
+    # The query started again takes the fence back and writes its batch again: once.
+    query = EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"})
+    again = [
+        committer_module.TaskTransaction(
+            p, cluster.coordinator.begin(f"shared-{p}-0", {(TOPIC, p): [f"q-{p}"]}, TIMEOUT_MS)
+        )
+        for p in PARTITIONS
+    ]
+    assert query.commit(0, again) == committer_module.COMMITTED
+    assert sorted(r for r in cluster.visible().elements() if str(r).startswith("q-")) == [
+        f"q-{p}" for p in PARTITIONS
+    ]
