@@ -1,6 +1,7 @@
-"""A failed batch job's errors say what the user should do: no later commit, abort or start of a
-query finishes a job's commit (Spark calls nothing more once its abort returned), and a job
-without ``idempotencyKey`` is never picked up again, so its errors never promise that.
+"""A failed batch job's errors, and the log lines of its abort and sweep, say what the user should
+do: no later commit, abort or start of a query finishes a job's commit (Spark calls nothing
+more once its abort returned), and a job without ``idempotencyKey`` is never picked up again,
+so they never promise that; a job's log lines give the ``transaction.timeout.ms`` bound instead.
 
 Each failure is driven on the coordinator model with the committer as the data source builds it
 for a batch job (``EosCommitter.for_plan`` of an unfenced plan, or with a key), next to the same
@@ -9,6 +10,7 @@ failure of a streaming batch, whose wording stays.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -181,3 +183,115 @@ def test_a_commit_kafka_lost_all_of_says_what_writes_it(model: _Model, write: st
         assert "the batch is run again and writes these rows again" in text
     else:
         assert "nothing of the job became visible: running the job again writes it once" in text
+
+
+# -- log lines of an abort or sweep that could not end something -------------------------------
+#
+# The abort does not fail (Spark is failing the batch already) and a sweep's trouble does not
+# fail a commit: these say it in the log, with who ends what is left and when.
+
+
+def _logged(caplog: pytest.LogCaptureFixture) -> str:
+    return "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+
+
+def _assert_says_what_happens_next(text: str, write: str, *, query: str, keyed: str) -> None:
+    if write == "query":
+        assert query in text, text
+        return
+    assert QUERY_PROMISE not in text and "the next commit" not in text, text
+    assert "restart" not in text, text
+    if write == "keyed job":
+        assert keyed in text and "run the job again with the same key" in text, text
+    else:
+        assert "the job has no idempotencyKey" in text, text
+        assert f"after transaction.timeout.ms ({TIMEOUT_MS} ms)" in text, text
+
+
+@WRITES
+def test_an_abort_that_cannot_finish_a_recorded_commit_says_who_finishes_it(
+    model: _Model, write: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tasks = run_tasks(model.coordinator, 0)
+    model.coordinator.script("end_txn", *[TIMEOUT] * 10_000)
+    c = EosCommitter.for_plan(PLANS[write], CONFIG)
+    with pytest.raises(SinkCommitIncompleteError):
+        c.commit(0, tasks)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        c.abort(0, tasks)
+    text = _logged(caplog)
+    assert "could not finish the commit of batch 0 recorded before" in text, text
+    _assert_says_what_happens_next(
+        text,
+        write,
+        query="the next commit, abort or start of the query commits the rest",
+        keyed="the next run with idempotencyKey 'nightly' commits the rest",
+    )
+    if write == "job":
+        assert "nothing commits the rest" in text
+        assert "write again the rows of the Spark partitions" in text
+
+
+@WRITES
+def test_an_abort_that_cannot_read_the_store_says_who_ends_the_batch(
+    model: _Model, write: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tasks = run_tasks(model.coordinator, 0)
+    model.store.fail_reads = 1
+    c = EosCommitter.for_plan(PLANS[write], CONFIG)
+    with caplog.at_level(logging.WARNING):
+        c.abort(0, tasks)
+    text = _logged(caplog)
+    assert "the intent store could not be read while aborting batch 0" in text, text
+    assert "stay open" in text
+    _assert_says_what_happens_next(
+        text,
+        write,
+        query="the next commit or start of the query commits them",
+        keyed="the next run with idempotencyKey 'nightly' commits them",
+    )
+    if write == "job":
+        assert "nothing reads its record again" in text
+        assert "write again the rows of the Spark partitions" in text
+
+
+@WRITES
+def test_a_sweep_that_cannot_list_says_who_ends_the_leftovers(
+    model: _Model, write: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tasks = run_tasks(model.coordinator, 0)
+    model.coordinator.script("list", TIMEOUT)
+    c = EosCommitter.for_plan(PLANS[write], CONFIG)
+    with caplog.at_level(logging.WARNING):
+        c.abort(0, tasks)
+    text = _logged(caplog)
+    assert "could not list open transactions of prefix" in text, text
+    assert "never become visible" in text
+    _assert_says_what_happens_next(
+        text,
+        write,
+        query="the next commit, abort or start of the query ends them",
+        keyed="the next run with idempotencyKey 'nightly' ends them",
+    )
+    if write == "job":
+        assert "read_committed readers of their partitions wait until then" in text
+
+
+@WRITES
+def test_an_abort_kafka_did_not_answer_says_who_ends_the_transaction(
+    model: _Model, write: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tasks = run_tasks(model.coordinator, 0)
+    model.coordinator.script("end_txn", *[TIMEOUT] * len(tasks))
+    c = EosCommitter.for_plan(PLANS[write], CONFIG)
+    with caplog.at_level(logging.WARNING):
+        c.abort(0, tasks)
+    text = _logged(caplog)
+    assert f"could not abort transaction '{PREFIX}-0-0'" in text, text
+    _assert_says_what_happens_next(
+        text,
+        write,
+        query="the next commit, abort or start of the query ends them",
+        keyed="the next run with idempotencyKey 'nightly' ends them",
+    )

@@ -17,6 +17,7 @@ of it is visible, and none of them claims the prefix.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import time
 from collections import Counter
@@ -28,7 +29,12 @@ import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kafka_sink.clock import ManualClock
-from kafka_sink.sink_errors import SinkError, SinkFencedError, SinkOptionError
+from kafka_sink.sink_errors import (
+    SinkError,
+    SinkFencedError,
+    SinkIdempotencyError,
+    SinkOptionError,
+)
 from kafka_sink.spark.commit_log.document import PyKafkaCommitMessage
 from kafka_sink.spark.datasource import PyKafkaDataSource
 from kafka_sink.spark.driver.eos import committer as committer_module
@@ -592,3 +598,104 @@ def test_a_keyed_jobs_abort_continues_the_fence_where_its_commit_left_it(
     record = cluster.record()
     assert record is not None and record.state == DONE, record
     assert cluster.open_transactions() == []
+
+
+# -- a key whose commit an earlier release recorded lost ---------------------------------------
+
+
+def _lost_by_an_earlier_release(cluster: _Cluster) -> None:
+    """A run of the key as a release before partial records left it: Spark partitions 0 and 2
+    committed, partition 1 aborted by Kafka, and the intent marked lost (state INTENT, its
+    transactions dropped, the lost id in ``extra``)."""
+    identity = job_identity(KEY, topic=TOPIC, prefix=None)
+    prepared = {
+        p: cluster.coordinator.begin(
+            transactional_id(identity.prefix, p, 0), {(TOPIC, p): rows(0, p)}, TIMEOUT_MS
+        )
+        for p in PARTITIONS
+    }
+    cluster.coordinator.time_out(prepared[1].transactional_id)
+    ops = coordinator_ops(cluster.coordinator)
+    for p in (0, 2):
+        ops.complete(prepared[p], True)
+    record = BatchRecord(identity.query_key, 0, INTENT, (), {"lost": prepared[1].transactional_id})
+    if cluster.intents == "kafka":
+        KafkaIntentStore(cluster.log, INTENT_TOPIC, cluster="earlier").write(record)
+    else:
+        FileIntentStore(str(cluster.commit_log / "pykafka-intents")).write(record)
+
+
+def test_a_key_an_earlier_release_recorded_lost_is_never_written_twice(
+    cluster: _Cluster,
+) -> None:
+    _lost_by_an_earlier_release(cluster)
+    committed = Counter(r for p in (0, 2) for r in rows(0, p))
+    assert cluster.visible() == committed
+    for name in ("rerun", "again"):  # refused each time, not only the first
+        run = _Run(cluster, name)
+        run.plan()
+        assert isinstance(run.error, SinkIdempotencyError), run.error
+        assert run.writer is None  # no task runs
+        message = str(run.error)
+        assert f"idempotencyKey {KEY!r}" in message and "Spark partitions [1]" in message
+        assert "this run writes nothing" in message and "Fix:" in message
+        assert "new idempotencyKey" in message and "delete the key's intent record" in message
+        # Where that record is, in either store.
+        query_key = job_identity(KEY, topic=TOPIC, prefix=None).query_key
+        assert f"the file {query_key}.json under <commitLog>/pykafka-intents" in message
+        assert "a tombstone (a record with a null value) of that key in the intentTopic" in message
+        # The partitions the earlier release committed are read once; nothing is left open.
+        assert cluster.visible() == committed
+        assert cluster.open_transactions() == []
+    last = cluster.record()
+    assert last is not None and last.state == INTENT and last.extra.get("lost")
+
+
+CHECKPOINT_ONLY = pytest.mark.parametrize("cluster", ["checkpoint"], indirect=True)
+
+
+@CHECKPOINT_ONLY
+def test_without_claims_a_keyed_job_given_a_querys_prefix_fences_it_and_aborts_its_batch(
+    cluster: _Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not covered, shown: with intentStore=checkpoint there are no claims, so a keyed job
+    given a streaming query's ``transactionalIdPrefix`` is not refused. Its planning takes the
+    prefix's fence (fencing the query) and sweeps the prefix, aborting the transactions the
+    query's tasks prepared; the query's commit fails fenced, before anything of its batch is
+    visible, and its restart writes the batch again."""
+    plan = EosPlan("shared", "query-1", str(tmp_path / "query-intents"), fenced=True)
+    query = EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"})
+    prepared = [
+        cluster.coordinator.begin(f"shared-{p}-0", {(TOPIC, p): [f"q-{p}"]}, TIMEOUT_MS)
+        for p in PARTITIONS
+    ]
+    job = _Run(cluster, "job", prefix="shared")
+    caplog.set_level(logging.INFO, logger="kafka_sink.spark")
+    job.plan()
+    assert job.error is None  # not refused: nothing recorded the query's claim
+    assert "aborted 3 open transaction(s) of prefix 'shared'" in caplog.text
+    assert [cluster.coordinator.txns[t.transactional_id].state for t in prepared] != [ONGOING] * 3
+    assert cluster.open_transactions() == []  # the job's planning swept the query's batch
+    tasks = [
+        committer_module.TaskTransaction(p, t) for p, t in zip(PARTITIONS, prepared, strict=True)
+    ]
+    with pytest.raises(SinkFencedError):
+        query.commit(0, tasks)
+    assert not any(str(row).startswith("q-") for row in cluster.visible())
+    # The job itself writes once.
+    job.tasks(slot=1)
+    job.commit()
+    assert job.succeeded, job.error
+    assert cluster.visible() == _job_rows()
+    # The query started again takes the fence back and writes its batch again: once.
+    query = EosCommitter.for_plan(plan, {"bootstrap.servers": "h:1"})
+    again = [
+        committer_module.TaskTransaction(
+            p, cluster.coordinator.begin(f"shared-{p}-0", {(TOPIC, p): [f"q-{p}"]}, TIMEOUT_MS)
+        )
+        for p in PARTITIONS
+    ]
+    assert query.commit(0, again) == committer_module.COMMITTED
+    assert sorted(r for r in cluster.visible().elements() if str(r).startswith("q-")) == [
+        f"q-{p}" for p in PARTITIONS
+    ]

@@ -481,7 +481,9 @@ class EosCommitter:
         """End what must not survive a failed batch; never touches what an intent names.
 
         An unfinished intent gets one more round of EndTxns (no waiting: Spark is failing the
-        batch); if it stays unfinished, the next commit or planning finishes it.
+        batch); if it stays unfinished, the next commit or planning finishes it (a streaming
+        query's, or a keyed job's next run; nothing reads the record of a job without
+        ``idempotencyKey`` again: the log line says what the user does, ``_next_for_*``).
 
         ``intent_possible`` is False when :meth:`commit` never ran for these transactions (Spark
         aborts with a missing message when a task failed, and commits only when none did): then
@@ -505,9 +507,10 @@ class EosCommitter:
             except (KafkaError, SinkError) as exc:
                 log.error(
                     "pykafka exactly-once: could not finish the commit of batch %d recorded "
-                    "before (it is finished when the query restarts): %s",
+                    "before: %s. %s",
                     last.batch_id,
                     exc,
+                    self._next_for_unfinished(),
                 )
             keep = last.transactions
         elif last is not None and last.batch_id == batch_id and last.state == DONE:
@@ -542,8 +545,10 @@ class EosCommitter:
         error). So: when ``intent_possible`` is False, the batch's own transactions are aborted
         (no sweep: it needs the store, to keep what an unfinished intent of an earlier batch
         names); otherwise nothing is aborted, and the intent (if any) is finished by the next
-        commit or planning, or its absence lets the next sweep (at the latest the query's
-        restart; else the brokers after ``transaction.timeout.ms``) end them.
+        commit or planning, or its absence lets the next sweep end them (a streaming query's
+        next commit or start, a keyed job's next run); else, and always for a job without
+        ``idempotencyKey``, whose record nothing reads again, the brokers abort them after
+        ``transaction.timeout.ms``.
         """
         if not intent_possible:
             log.warning(
@@ -557,13 +562,11 @@ class EosCommitter:
             return
         log.error(
             "pykafka exactly-once: the intent store could not be read while aborting batch %d "
-            "(%s); its %d transaction(s) stay open, as a recorded commit may name them: the "
-            "next commit or restart of the query finishes or ends them, else the brokers abort "
-            "them after transaction.timeout.ms (%d ms)",
+            "(%s); its %d transaction(s) stay open, as a recorded commit may name them: %s",
             batch_id,
             error,
             len(tasks),
-            self.transaction_timeout_ms,
+            self._next_for_unread(),
         )
 
     # -- steps -----------------------------------------------------------------------------
@@ -1056,9 +1059,11 @@ class EosCommitter:
         except KafkaError as exc:
             log.warning(
                 "pykafka exactly-once: could not list open transactions of prefix %r to end "
-                "leftovers (the next commit tries again): %s",
+                "leftovers: %s. No recorded commit names them, so their rows never become "
+                "visible: %s",
                 self.prefix,
                 exc,
+                self._next_for_open(),
             )
             return 0
         leftovers = [
@@ -1112,12 +1117,12 @@ class EosCommitter:
         except KafkaError as exc:
             log.warning(
                 "pykafka exactly-once: could not abort transaction %r (producer id %d, epoch "
-                "%d); the next commit's sweep tries again, and the broker aborts it after "
-                "transaction.timeout.ms: %s",
+                "%d): %s. No recorded commit names it, so its rows never become visible: %s",
                 t.transactional_id,
                 t.producer_id,
                 t.producer_epoch,
                 exc,
+                self._next_for_open(),
             )
             return False
         return True
@@ -1247,6 +1252,80 @@ class EosCommitter:
             "none of the job's rows becomes visible (nothing reads the record of a job without "
             "idempotencyKey again; the brokers abort its transactions after "
             f"transaction.timeout.ms, {self.transaction_timeout_ms} ms): run the job again"
+        )
+
+    def _next_for_unfinished(self) -> str:
+        """Who finishes a recorded commit an abort could not finish, and the fix (logged: the
+        abort itself does not fail)."""
+        reachable = "check that the brokers are reachable from the driver"
+        if not self.batch_job:
+            return (
+                "The intent stays: the next commit, abort or start of the query commits the "
+                f"rest (it never writes the batch twice). Fix: {reachable}"
+            )
+        if self.idempotency_key is not None:
+            return (
+                f"The intent stays: the next run with idempotencyKey {self.idempotency_key!r} "
+                "commits the rest while planning (it never writes the job twice). Fix: "
+                f"{reachable}, then run the job again with the same key"
+            )
+        return (
+            "The intent stays, but the job has no idempotencyKey, so nothing commits the rest: "
+            "the brokers abort its transactions not yet committed after transaction.timeout.ms "
+            f"({self.transaction_timeout_ms} ms) and their rows are never visible. Fix: "
+            f"{reachable}; then write again the rows of the Spark partitions the job's error "
+            "names as not visible (running the whole job again would write its visible rows "
+            "twice)"
+        )
+
+    def _next_for_unread(self) -> str:
+        """Who ends a failed batch's transactions left open because the intent store could not
+        be read, and the fix (logged)."""
+        bound = (
+            "the brokers abort them after transaction.timeout.ms "
+            f"({self.transaction_timeout_ms} ms)"
+        )
+        reachable = "check that the intent store is reachable from the driver"
+        if not self.batch_job:
+            return (
+                "the next commit or start of the query commits them if the commit is recorded "
+                f"or else ends them, else {bound}. Fix: {reachable}"
+            )
+        if self.idempotency_key is not None:
+            return (
+                f"the next run with idempotencyKey {self.idempotency_key!r} commits them while "
+                f"planning if the commit is recorded or else ends them, else {bound}. Fix: "
+                f"{reachable}, then run the job again with the same key"
+            )
+        return (
+            "the job has no idempotencyKey, so nothing reads its record again: "
+            f"{bound}, their rows are never visible, and read_committed readers of their "
+            f"partitions wait until then. Fix: {reachable}; once that time has passed, write "
+            "again the rows of the Spark partitions the job's error names as not visible (run "
+            "the job again when none of its rows is visible)"
+        )
+
+    def _next_for_open(self) -> str:
+        """Who ends open transactions no recorded commit names that an abort or sweep could not
+        end, and the bound (logged: nothing is to be written again)."""
+        bound = (
+            "the brokers abort them after transaction.timeout.ms "
+            f"({self.transaction_timeout_ms} ms)"
+        )
+        if not self.batch_job:
+            return f"the next commit, abort or start of the query ends them, else {bound}"
+        if self.idempotency_key is not None:
+            return (
+                f"the next run with idempotencyKey {self.idempotency_key!r} ends them (its "
+                f"planning sweeps the prefix), else {bound}. Nothing is to be written again, "
+                "but read_committed readers of their partitions wait until they end: run the "
+                "job again with the same key to end them sooner"
+            )
+        return (
+            "the job has no idempotencyKey, so once its commit and abort are over nothing of it "
+            f"runs again to end them: {bound}. Nothing is to be written again, but "
+            "read_committed readers of their partitions wait until then (a lower "
+            f"{self.timeout_hint} shortens that wait)"
         )
 
     def _next_for_lost(self, partial: BatchRecord) -> str:

@@ -228,5 +228,7 @@ def _lost_message(identity: JobIdentity, record: BatchRecord) -> str:
         "Writing the job again would show those rows twice, so this run writes nothing. Fix: "
         "write the rows of the lost transactions' Spark partitions with a new idempotencyKey, "
         f"or delete the key's intent record {identity.query_key!r} to write the whole job "
-        "again (its visible rows then appear twice)"
+        "again (its visible rows then appear twice): with intentStore=checkpoint the file "
+        f"{identity.query_key}.json under <commitLog>/pykafka-intents, with intentStore=kafka "
+        "a tombstone (a record with a null value) of that key in the intentTopic"
     )
