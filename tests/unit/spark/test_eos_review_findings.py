@@ -1,9 +1,9 @@
 """Adversarial review of the exactly-once design (round 5): each test states a guarantee the
 design claims and shows the sequence of events that breaks it, on the coordinator model.
 
-Every test is ``xfail(strict=True)``: it fails today, for the reason given, so the suite stays
-green and a fix turns it into a pass (and the strict marker then says to drop the mark). No
-production code is changed here.
+Each finding was written here as ``xfail(strict=True)`` while it failed, and the mark dropped with
+its fix; every one now passes except the one still marked, which docs/exactly-once.md lists under
+"What is not covered". No production code is changed here.
 """
 
 from __future__ import annotations
