@@ -473,8 +473,8 @@ class SchemaRegistryConfig:
         )
         if headers and not bearer:
             raise ConfigError(
-                f"{PREFIX}bearer.auth.logical.cluster / identity.pool.id go with a bearer token: "
-                f"set {PREFIX}bearer.auth.token, or remove them"
+                f"{PREFIX}bearer.auth.logical.cluster and {PREFIX}bearer.auth.identity.pool.id go "
+                f"with a bearer token: set {PREFIX}bearer.auth.token, or remove them"
             )
         return cls(
             urls=urls,
@@ -494,7 +494,7 @@ class SchemaRegistryConfig:
         source = (given.get(key) or "").strip().upper()
         info = given.get(PREFIX + "basic.auth.user.info")
         if source not in ("", "USER_INFO", "URL", "SASL_INHERIT"):
-            raise ConfigError(f"{key}: expected USER_INFO or URL, got {given[key]!r}")
+            raise ConfigError(f"{key}: expected USER_INFO or URL, got {shown_value(given[key])}")
         if source == "SASL_INHERIT":
             raise ConfigError(
                 f"{key}=SASL_INHERIT is not supported: the sink does not hand its Kafka SASL "
@@ -529,8 +529,8 @@ class SchemaRegistryConfig:
         token = given.get(PREFIX + "bearer.auth.token")
         if source != "STATIC_TOKEN":
             raise ConfigError(
-                f"{key}: only STATIC_TOKEN is supported (got {given[key]!r}); fetch the token "
-                f"yourself and pass it in {PREFIX}bearer.auth.token"
+                f"{key}: only STATIC_TOKEN is supported (got {shown_value(given[key])}); fetch "
+                f"the token yourself and pass it in {PREFIX}bearer.auth.token"
             )
         if key in given and not token:
             raise ConfigError(f"{key}=STATIC_TOKEN needs {PREFIX}bearer.auth.token")

@@ -13,7 +13,8 @@ Two steps, so the config stays plain data:
   result to one call form. Each producer gets its own instances, as Java's does.
 
 Invariants:
-- A path that does not import, or an object of the wrong shape, is a ConfigError naming the key,
+- A path that does not import, or an object of the wrong shape, is a ConfigError naming the key
+  (quoting the path and the import error capped: a message never grows with the value),
   raised when the config is built, never at the first ``send()``.
 - Java class names (``org.apache.kafka...``) are refused with a message saying why.
 - A serializer is given ``(data)`` if it can be called with one argument, else
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_sink.errors import ConfigError, SerializationError
+from kafka_sink.net.user_info import shown_value
 
 __all__ = [
     "CustomPartitioner",
@@ -54,6 +56,9 @@ INTERCEPTORS_KEY = "interceptor.classes"
 INTERCEPTOR_METHODS = ("on_send", "on_acknowledgement", "close")
 METRICS_REPORTER_KEY = "metrics.reporter"
 METRIC_REPORTERS_KEY = "metric.reporters"  # Java's list form of the same
+# How much of an import error's text a message keeps (Python's quotes the path it could not
+# import, which shown_value has capped already).
+_WHY_CHARS = 200
 REPORTER_METHODS = ("init", "metric_change", "metric_removal", "close")
 
 
@@ -71,21 +76,28 @@ def resolve(key: str, path: str) -> object:
     """The object an import path names; a ConfigError naming ``key`` if it cannot be imported."""
     if path.startswith(("org.apache.kafka.", "io.confluent.")):
         raise ConfigError(
-            f"{key}: {path!r} is a Java class, which this Python producer cannot load; give a "
-            "Python import path (pkg.module.Name or pkg.module:Name) or a Python object"
+            f"{key}: {shown_value(path)} is a Java class, which this Python producer cannot "
+            "load; give a Python import path (pkg.module.Name or pkg.module:Name) or a Python "
+            "object"
             + (", or remove the key (bytes and str need no serializer)" if "serial" in key else "")
         )
     try:
         return pkgutil.resolve_name(path)
     except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(
-            f"{key}: cannot import {path!r} ({type(exc).__name__}: {exc}); give an import path "
+            f"{key}: cannot import {shown_value(path)} ({_why(exc)}); give an import path "
             "pkg.module.Name or pkg.module:Name of a module importable by this Python process"
         ) from None
     except Exception as exc:  # the module raised while being imported
-        raise ConfigError(
-            f"{key}: importing {path!r} failed: {type(exc).__name__}: {exc}"
-        ) from None
+        raise ConfigError(f"{key}: importing {shown_value(path)} failed: {_why(exc)}") from None
+
+
+def _why(exc: BaseException) -> str:
+    """An import error in a message: its kind and text, capped (the text may quote the path)."""
+    text = str(exc)
+    if len(text) > _WHY_CHARS:
+        text = f"{text[:_WHY_CHARS]}…"
+    return f"{type(exc).__name__}: {text}"
 
 
 def _target(key: str, spec: object) -> object:

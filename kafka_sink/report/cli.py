@@ -7,7 +7,8 @@ how many, per reason) and, with ``--plot FILE.png``, write the picture (``plot.p
 Invariants:
 - Exit status 0 on success; 2 with a one-line message (no traceback) when the location cannot be
   read, holds no commit document, or the plot cannot be drawn.
-- The location is echoed without the password of its user info (``display_location``).
+- The location is echoed without the password of its user info and capped to its first 200
+  characters and its length (``shown_location``); a store's error quotes no path uncapped.
 - A file of the log that cannot be used (``reader.Skipped``: unreadable, not JSON, another
   version, a malformed field) costs one line on stderr, ``report: skipped <file>: <why>``, and
   a count after them; the others are reported, and the status is 0 as long as one document was
@@ -61,15 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from kafka_sink.report.plot import PlotUnavailableError, plot_rows
     from kafka_sink.sink_errors import CommitStoreError
-    from kafka_sink.spark.commit_log.store import display_location
+    from kafka_sink.spark.commit_log.store import shown_location
 
     try:
         log = load_commits(args.location)
     except CommitStoreError as exc:
-        print(
-            f"report: cannot read {printable(display_location(args.location))}: {exc}",
-            file=sys.stderr,
-        )
+        where = printable(shown_location(args.location))
+        print(f"report: cannot read {where}: {printable(str(exc))}", file=sys.stderr)
         return 2
     where, documents = log.location, log.documents
     for skipped in log.skipped:
@@ -79,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"report: {len(log.skipped)} file(s) skipped, {len(documents)} read",
               file=sys.stderr)  # fmt: skip
     if not documents:
-        print(f"report: no pykafka commit documents in {where}", file=sys.stderr)
+        print(f"report: no pykafka commit documents in {shown_location(where)}", file=sys.stderr)
         return 2
     per_minute = args.per == "minute" or (args.per == "auto" and len(documents) > AUTO_BATCH_ROWS)
     rows = report_rows(documents, "minute" if per_minute else "batch")

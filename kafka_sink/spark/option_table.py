@@ -39,7 +39,7 @@ from kafka_sink.errors import ConfigError
 from kafka_sink.net.presets import preset_named
 from kafka_sink.net.user_info import shown_value
 from kafka_sink.sink_errors import SinkOptionError
-from kafka_sink.spark.commit_log.store import STORE_SCHEMES, as_local_path, display_location
+from kafka_sink.spark.commit_log.store import STORE_SCHEMES, as_local_path, shown_location
 from kafka_sink.spark.logs import LEVEL_NAMES, parse_level
 from kafka_sink.spark.metrics.prometheus import DEFAULT_JOB, gateway_url, job_name
 
@@ -132,16 +132,6 @@ _MAX_INT = 2**31 - 1
 _MAX_LONG = 2**63 - 1
 # A location longer than Linux's PATH_MAX is no path; an object key is shorter still.
 _MAX_LOCATION_CHARS = 4096
-# How much of a location a message shows (then its length).
-_SHOWN_LOCATION_CHARS = 200
-
-
-def shown_location(location: str) -> str:
-    """A location as a message shows it: no password, and capped (paths can be any length)."""
-    shown = display_location(location)
-    if len(shown) <= _SHOWN_LOCATION_CHARS:
-        return shown
-    return f"{shown[:_SHOWN_LOCATION_CHARS]}…({len(shown)} characters)"
 
 
 def scheme(location: str) -> str:

@@ -25,11 +25,19 @@ Invariants:
   temporary name and renamed; in an object store it is one object written in one upload, which
   becomes visible only when complete. An existing file of the same name is kept as
   ``<name>.replaced-<ms>`` first.
-- Messages never contain credentials: user-info passwords are cut from displayed URIs, and the
-  values of the credential variables above are masked in every store error.
+- Messages never contain credentials: user-info passwords are cut from displayed URIs (in one
+  pass over the text, whatever its length), and the values of the credential variables above
+  are masked in every store error.
 - ``names`` lists the files directly in the directory (what ``python -m kafka_sink report``
   reads); a missing directory has none.
-- ``read`` tells a missing file (None) from one that cannot be read (:class:`CommitStoreError`).
+- ``read`` tells a missing file (None) from one that cannot be read (:class:`CommitStoreError`),
+  and never returns, nor reads whole, a file over :data:`MAX_COMMIT_FILE_BYTES`: that is a
+  :class:`CommitStoreError` naming the file and the cap.
+- A location ``urlparse`` cannot read (an unclosed ``[`` host) is a :class:`CommitStoreError`
+  naming it, wherever it is parsed; no ``ValueError`` leaves this module.
+- Messages quote a location through :func:`shown_location` (its first 200 characters, then its
+  length) and a store's error by its first line, capped; an OS error's file name is shown the
+  same way, so no message grows with the location.
 - Nothing here is pickled; a store is built where it is used (on the driver) and dropped.
 """
 
@@ -37,7 +45,7 @@ from __future__ import annotations
 
 import errno
 import os
-import re
+import string
 import tempfile
 import time
 import uuid
@@ -45,12 +53,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 
 from kafka_sink.sink_errors import CommitStoreError, CommitStoreUnavailableError
 
 __all__ = [
     "LOCAL_SCHEMES",
+    "MAX_COMMIT_FILE_BYTES",
     "STORE_SCHEMES",
     "CommitStore",
     "CommitStoreError",
@@ -60,6 +69,7 @@ __all__ = [
     "join",
     "open_store",
     "redact",
+    "shown_location",
     "store_hint",
 ]
 
@@ -81,10 +91,18 @@ _SECRET_VARS = (
 )
 # S3 connections fail fast instead of hanging on an unreachable endpoint.
 _CONNECT_TIMEOUT_S = 10.0
-# scheme://user:secret@ -> the secret part, up to the last "@" of the location: a secret may
-# hold "@" as well as "/" (where a parsed netloc ends), and no part of it may be shown.
-_USERINFO_SECRET = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@]*):.*@", re.IGNORECASE | re.DOTALL)
+# An S3 request (after connecting) that takes longer fails instead of holding the commit.
 _REQUEST_TIMEOUT_S = 30.0
+# The characters of a URI scheme after its first letter (RFC 3986).
+_SCHEME_CHARS = frozenset(string.ascii_letters + string.digits + "+.-")
+#: The largest commit file ``read`` returns: a commit document is a few KiB (one line per
+#: partition's metrics); a bigger file is no commit document and is refused before it is read
+#: whole into memory.
+MAX_COMMIT_FILE_BYTES = 16 * 1024 * 1024
+# How much of a location a message shows (then its length): paths can be any length.
+_SHOWN_LOCATION_CHARS = 200
+# The first line of a store's error, at most this long (a store may quote a long path or key).
+_REASON_CHARS = 500
 # GCS retries failed requests for up to 15 minutes by default; a commit should fail sooner.
 _GCS_RETRY_LIMIT = timedelta(seconds=60)
 
@@ -109,9 +127,25 @@ class CommitStore(Protocol):
         """The names of the files directly in the directory, sorted; [] when it is missing."""
 
 
+def _parsed(location: str) -> ParseResult:
+    """``urlparse(location)``; a location it cannot parse is a :class:`CommitStoreError` naming
+    it (capped), never urllib's bare ``ValueError``."""
+    try:
+        return urlparse(location)
+    except ValueError:  # an unclosed '[' host, or a host that NFKC normalization changes
+        raise CommitStoreError(
+            f"{shown_location(location)} is not a valid path or URI (an unclosed '[' in its host, "
+            "or a host that Unicode normalization changes). Fix: give a local directory, or a "
+            "URI such as s3a://bucket/dir or hdfs://namenode:8020/dir"
+        ) from None
+
+
 def as_local_path(location: str) -> str | None:
-    """A local filesystem path for ``location`` (plain path or ``file:`` URI), else None."""
-    parsed = urlparse(location)
+    """A local filesystem path for ``location`` (plain path or ``file:`` URI), else None.
+
+    A location that does not parse raises :class:`CommitStoreError`.
+    """
+    parsed = _parsed(location)
     if parsed.scheme == "":
         return os.path.abspath(location)
     if parsed.scheme == "file":
@@ -123,7 +157,7 @@ def as_local_path(location: str) -> str | None:
 
 
 def scheme_of(location: str) -> str:
-    return urlparse(location).scheme.lower()
+    return _parsed(location).scheme.lower()
 
 
 def join(location: str, name: str) -> str:
@@ -138,14 +172,38 @@ def display_location(location: str) -> str:
     """``location`` without a password in its user-info (``s3a://key:secret@bucket/...``).
 
     Done on the text, not on ``urlparse``: a secret may hold ``/``, which ends a parsed netloc,
-    and ``@``; everything up to the location's last ``@`` is masked (a path holding ``@`` after
-    a ``host:port`` is masked too: shown less, never a secret).
+    and ``@``; everything from the ``:`` after the first ``scheme://user`` up to the location's
+    last ``@`` is masked (a path holding ``@`` after a ``host:port`` is masked too: shown less,
+    never a secret). One pass over the text, whatever its length (a pattern searched at every
+    position took 35 s on a 100,000-character path).
     """
-    return _USERINFO_SECRET.sub(r"\1:***@", location, count=1)
+    last_at = location.rfind("@")
+    found = location.find("://", 0, max(last_at, 0))
+    while found != -1:
+        start = found
+        while start > 0 and location[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        while start < found and location[start] not in string.ascii_letters:
+            start += 1  # a scheme starts with a letter
+        end = found + 3
+        while end < last_at and location[end] not in ":/@":
+            end += 1  # the user name
+        if start < found and end < last_at and location[end] == ":":
+            return f"{location[:end]}:***{location[last_at:]}"
+        found = location.find("://", end, last_at)
+    return location
+
+
+def shown_location(location: str) -> str:
+    """A location as a message shows it: no password, and capped (paths can be any length)."""
+    shown = display_location(location)
+    if len(shown) <= _SHOWN_LOCATION_CHARS:
+        return shown
+    return f"{shown[:_SHOWN_LOCATION_CHARS]}…({len(shown)} characters)"
 
 
 def _netloc(location: str) -> str:
-    return urlparse(location).netloc
+    return _parsed(location).netloc
 
 
 def redact(text: str) -> str:
@@ -194,13 +252,15 @@ def open_store(location: str) -> CommitStore:
             f"the scheme '{scheme}' is not one the commit log can be written to (local paths, "
             "file:, s3/s3a/s3n, gs/gcs, abfs/abfss/wasb/wasbs, hdfs)"
         )
-    if scheme not in _AZURE and (_USERINFO_SECRET.search(location) or "@" in _netloc(location)):
+    if scheme not in _AZURE and (
+        display_location(location) != location or "@" in _netloc(location)
+    ):
         raise CommitStoreError(
             "credentials in the URI are refused (they would end up in logs); give them through "
             "the store's environment and drop them from the URI"
         )
     try:
-        fs, root = builder(urlparse(location))
+        fs, root = builder(_parsed(location))
     except CommitStoreError:
         raise
     except (OSError, ValueError) as exc:  # pyarrow refused the settings (ArrowInvalid)
@@ -248,13 +308,17 @@ class LocalCommitStore:
         return path
 
     def read(self, name: str) -> bytes | None:
+        path = os.path.join(self.location, name)
         try:
-            with open(os.path.join(self.location, name), "rb") as f:
-                return f.read()
+            with open(path, "rb") as f:
+                data = f.read(MAX_COMMIT_FILE_BYTES + 1)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise CommitStoreError(_reason(exc)) from None
+        if len(data) > MAX_COMMIT_FILE_BYTES:
+            raise _too_large(path)
+        return data
 
     def names(self) -> list[str]:
         try:
@@ -330,10 +394,15 @@ class ArrowCommitStore:
         from pyarrow.fs import FileType
 
         path = f"{self.root}/{name}"
-        if self.fs.get_file_info(path).type != FileType.File:
+        info = self.fs.get_file_info(path)
+        if info.type != FileType.File:
             return None
+        if info.size is not None and info.size > MAX_COMMIT_FILE_BYTES:
+            raise _too_large(f"{self.location}/{name}")
         with self.fs.open_input_stream(path) as stream:
-            data: bytes = stream.read()
+            data: bytes = stream.read(MAX_COMMIT_FILE_BYTES + 1)  # it may have grown since
+        if len(data) > MAX_COMMIT_FILE_BYTES:
+            raise _too_large(f"{self.location}/{name}")
         return data
 
     def _probe(self) -> None:
@@ -372,13 +441,25 @@ class ArrowCommitStore:
             raise CommitStoreError(_reason(exc)) from None
 
 
+def _too_large(where: str) -> CommitStoreError:
+    return CommitStoreError(
+        f"{shown_location(where)} is larger than {MAX_COMMIT_FILE_BYTES} bytes "
+        f"({MAX_COMMIT_FILE_BYTES // (1024 * 1024)} MiB), more than a commit document can hold"
+    )
+
+
 def _reason(exc: BaseException) -> str:
-    """The first line of a store error, credentials masked (AWS errors run to many lines)."""
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else type(exc).__name__
+    """The first line of a store error, credentials masked (AWS errors run to many lines), and
+    capped: an OS error's file name is shown as :func:`shown_location` shows a location."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        text = f"{exc.strerror}: {shown_location(os.fsdecode(exc.filename))}"
+    else:
+        lines = str(exc).strip().splitlines()
+        text = lines[0] if lines else type(exc).__name__
     # pyarrow's advice about its own option does not apply: the sink never creates buckets.
     text = text.replace(" To create buckets, enable the allow_bucket_creation option.", "")
-    return redact(text)
+    text = redact(text)
+    return text if len(text) <= _REASON_CHARS else f"{text[:_REASON_CHARS]}…"
 
 
 def _s3(parsed: Any) -> tuple[Any, str]:

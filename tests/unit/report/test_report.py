@@ -400,3 +400,82 @@ def test_a_malformed_bad_records_section_skips_its_file_naming_the_field(tmp_pat
     assert [(s.name, s.reason) for s in read.skipped] == [
         ("1.json", "bad_records.by_reason is not an object of non-negative integer counts")
     ]
+
+
+@pytest.mark.parametrize("location", ["http://[::1", "s3a://[::1/x", "file://[::1", "hdfs://[nn"])
+def test_a_malformed_location_is_one_line_naming_it_and_exit_2(location, capsys) -> None:
+    assert kafka_sink_main(["report", location]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"report: cannot read {location}: ")
+    assert "not a valid path or URI" in err
+    assert "Traceback" not in err
+
+
+def test_a_malformed_location_is_refused_by_the_store_naming_it_capped() -> None:
+    from kafka_sink.sink_errors import CommitStoreError
+    from kafka_sink.spark.commit_log.store import join, open_store
+
+    location = "s3a://[::1/" + "x" * 100_000
+    for call in (lambda: join(location, "pykafka-commits"), lambda: open_store(location)):
+        with pytest.raises(CommitStoreError, match=r"not a valid path or URI") as caught:
+            call()
+        message = str(caught.value)
+        assert "s3a://[::1/xxx" in message
+        assert "(100011 characters)" in message
+        assert len(message) < 1_000
+
+
+@pytest.mark.parametrize("depth", [1, 20_000])
+def test_a_long_location_is_quoted_capped_in_the_one_line(tmp_path, capsys, depth) -> None:
+    location = str(tmp_path / "/".join(["d" * 4] * depth)) if depth > 1 else "/" + "y" * 100_000
+    assert kafka_sink_main(["report", location]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1, err[:300]
+    assert err.startswith(f"report: cannot read {location[:64]}")
+    assert f"({len(location)} characters)" in err
+    assert len(err) < 1_000, err[:300]
+
+
+def test_a_commit_file_past_the_size_cap_is_refused_naming_it_and_the_cap(tmp_path) -> None:
+    from pyarrow.fs import LocalFileSystem
+
+    from kafka_sink.sink_errors import CommitStoreError
+    from kafka_sink.spark.commit_log.store import (
+        MAX_COMMIT_FILE_BYTES,
+        ArrowCommitStore,
+        LocalCommitStore,
+    )
+
+    assert MAX_COMMIT_FILE_BYTES == 16 * 1024 * 1024
+    (tmp_path / "big.json").write_bytes(b" " * (MAX_COMMIT_FILE_BYTES + 1))
+    (tmp_path / "edge.json").write_bytes(b" " * MAX_COMMIT_FILE_BYTES)
+    stores = [
+        LocalCommitStore(str(tmp_path)),
+        ArrowCommitStore("s3a://b/log", LocalFileSystem(), str(tmp_path), False),
+    ]
+    for store in stores:
+        assert store.read("edge.json") == b" " * MAX_COMMIT_FILE_BYTES
+        with pytest.raises(CommitStoreError) as caught:
+            store.read("big.json")
+        assert str(caught.value) == (
+            f"{store.location}/big.json is larger than {MAX_COMMIT_FILE_BYTES} bytes (16 MiB), "
+            "more than a commit document can hold"
+        )
+
+
+def test_a_commit_file_past_the_size_cap_is_skipped_and_counted(tmp_path, capsys) -> None:
+    from kafka_sink.spark.commit_log.store import MAX_COMMIT_FILE_BYTES
+
+    _log(tmp_path, [_document(0, 10, at_ms=1_000)])
+    (tmp_path / "1.json").write_bytes(b" " * (MAX_COMMIT_FILE_BYTES + 1))
+    assert kafka_sink_main(["report", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "1 batches" in out
+    assert err.splitlines() == [
+        f"report: skipped 1.json: cannot be read: {tmp_path}/1.json is larger than "
+        f"{MAX_COMMIT_FILE_BYTES} bytes (16 MiB), more than a commit document can hold",
+        "report: 1 file(s) skipped, 1 read",
+    ]

@@ -221,3 +221,43 @@ def test_a_huge_unknown_key_is_named_capped(key: str) -> None:
     with pytest.raises(SinkOptionError, match="unknown option") as caught:
         SinkOptions.from_options({**BASE, key: "v"})
     assert len(str(caught.value)) < MESSAGE_CAP and "(100" in str(caught.value)
+
+
+def _every_key() -> list[str]:
+    from kafka_sink.formats import registry
+    from kafka_sink.producer.config import ProducerConfig
+    from kafka_sink.spark.option_names import SINK_OPTION_NAMES, SPARK_OPTION_NAMES
+
+    return sorted(
+        {
+            *SINK_OPTION_NAMES,
+            *SPARK_OPTION_NAMES,
+            *("kafka." + k for k in ProducerConfig._KEYS),
+            *(registry.PREFIX + k for k in registry._KEYS),
+        }
+        - {"schema.registry."}  # FORMAT_OPTION_NAMES names the prefix itself
+    )
+
+
+# The values a key's message once quoted whole, past the other hostile values.
+_PLUGIN_PATHS = ["x" * 100_000, "m." * 50_000 + "C", "org.apache.kafka." + "x" * 100_000]
+
+
+@pytest.mark.parametrize("key", _every_key())
+def test_every_key_of_the_sink_producer_and_registry_gives_a_short_error_naming_it(
+    key: str,
+) -> None:
+    from kafka_sink.errors import ConfigError
+    from kafka_sink.formats.registry import SchemaRegistryConfig
+
+    for value in [*HOSTILE, *_PLUGIN_PATHS]:
+        try:
+            if key.startswith("schema.registry."):
+                given = {"schema.registry.url": "http://registry:8081", key: value}
+                SchemaRegistryConfig.from_options(given)
+            else:
+                _parse(key, value)
+        except ConfigError as exc:  # SinkOptionError is one too
+            text = str(exc)
+            assert key in text, (value[:40], text[:300])
+            assert len(text) < MESSAGE_CAP, (value[:40], text[:300])

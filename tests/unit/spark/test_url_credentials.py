@@ -204,3 +204,24 @@ def test_report_never_echoes_a_password_in_its_location(password: str) -> None:
     assert status == 2
     assert "credentials in the URI are refused" in err.getvalue()
     assert not leaked(err.getvalue() + out.getvalue(), password)
+
+
+@settings(max_examples=400)
+@given(location=st.text(alphabet="sa3:/@.+-1xY", max_size=30))
+def test_commit_log_locations_are_masked_as_the_user_info_pattern_masks_them(
+    location: str,
+) -> None:
+    import re
+
+    # The pattern display_location used to search with: the same masking, in one pass now.
+    pattern = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@]*):.*@", re.IGNORECASE | re.DOTALL)
+    assert display_location(location) == pattern.sub(r"\1:***@", location, count=1)
+
+
+def test_masking_a_long_location_takes_one_pass() -> None:
+    import time
+
+    started = time.monotonic()
+    for location in ("/" + "y" * 100_000, "s3a://" + "k" * 100_000, "a://:" * 20_000 + "@"):
+        display_location(location)
+    assert time.monotonic() - started < 2.0  # the searched pattern took 35 s on the first
