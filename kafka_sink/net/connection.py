@@ -11,10 +11,14 @@ the byte streams on it. The caller reports transport events and moves bytes:
   several frames) and returns the caller requests it completed, in send order;
 - :meth:`BrokerConnection.close` returns the caller requests still waiting for a response.
 
-States: ``DISCONNECTED -> CONNECTING -> CHECKING_API_VERSIONS -> [AUTHENTICATING] -> READY``.
+States: ``DISCONNECTED -> CONNECTING -> CHECKING_API_VERSIONS -> [AUTHENTICATING] -> READY``,
+and with SASL ``READY -> REAUTHENTICATING -> READY`` for KIP-368 re-authentication.
 ApiVersions goes first (the broker allows it before authentication) so that the SASL requests
 are sent at versions the broker speaks; SASL (SaslHandshake v1, then SaslAuthenticate tokens) runs
-only when credentials are configured.
+only when credentials are configured. :meth:`BrokerConnection.begin_reauthentication` runs the same
+SaslHandshake + SaslAuthenticate exchange again on the same channel, with a fresh mechanism (so
+OAUTHBEARER sends the login's current token), keeping the negotiated versions (Java's client does
+not repeat ApiVersions either).
 
 Invariants:
 
@@ -34,7 +38,11 @@ Invariants:
   a failed SASL exchange's error carries the broker's message and what the mechanism adds
   (OAUTHBEARER: where the token came from and the broker's error JSON).
 - ``session_lifetime_ms`` is the broker's KIP-368 session lifetime from the last successful
-  SaslAuthenticate (0: none); the network client renews the session before it ends.
+  SaslAuthenticate (0: none); the network client re-authenticates before it ends.
+- Re-authentication starts only on a READY connection with nothing in flight (the caller drains
+  it first), so every answer on the channel during it is a SASL one; caller requests cannot be
+  sent until it succeeds. Its failure is kept in :attr:`BrokerConnection.failure` like any other
+  and the caller closes the connection.
 """
 
 from __future__ import annotations
@@ -91,6 +99,8 @@ class ConnectionState(Enum):
     CHECKING_API_VERSIONS = "CHECKING_API_VERSIONS"
     AUTHENTICATING = "AUTHENTICATING"
     READY = "READY"
+    # KIP-368: authenticating again on an established connection (versions stay negotiated).
+    REAUTHENTICATING = "REAUTHENTICATING"
 
 
 @dataclass(eq=False)
@@ -159,6 +169,22 @@ class BrokerConnection(Generic[T]):
         self._reset()
         self.state = ConnectionState.DISCONNECTED
         return pending
+
+    def begin_reauthentication(self, now_ms: int) -> None:
+        """Start SaslHandshake + SaslAuthenticate again on this READY, drained connection."""
+        if self._sasl is None or self.state is not ConnectionState.READY or self._in_flight:
+            raise ProtocolError(
+                f"node {self.node_id}: cannot re-authenticate in state {self.state.name} "
+                f"with {len(self._in_flight)} request(s) in flight"
+            )
+        self._now_ms = now_ms
+        self.state = ConnectionState.REAUTHENTICATING
+        self._send_sasl_handshake()
+
+    @property
+    def mechanism_name(self) -> str:
+        """The SASL mechanism of this connection ("-" without SASL)."""
+        return self._sasl_name()
 
     # ------------------------------------------------------------------ caller requests
 
@@ -369,6 +395,10 @@ class BrokerConnection(Generic[T]):
             raise UnsupportedVersionError(
                 f"node {self.node_id} only supports SaslHandshake v0 (legacy SASL framing)"
             )
+        self._send_sasl_handshake()
+
+    def _send_sasl_handshake(self) -> None:
+        assert self._sasl is not None
         self._send_internal(
             SaslHandshakeRequest(mechanism=self._sasl.mechanism),
             min(self.api_versions[ApiKey.SASL_HANDSHAKE], 1),
@@ -408,8 +438,11 @@ class BrokerConnection(Generic[T]):
             raise SaslAuthenticationError(f"node {self.node_id}: SASL exchange ended early")
         self.session_lifetime_ms = int(getattr(response, "session_lifetime_ms", 0) or 0)
         self._mechanism = None
+        again = "re-" if self.state is ConnectionState.REAUTHENTICATING else ""
         self.state = ConnectionState.READY
-        log.debug("node %s: SASL %s authentication succeeded", self.node_id, self._sasl_name())
+        log.debug(
+            "node %s: SASL %s %sauthentication succeeded", self.node_id, self._sasl_name(), again
+        )
 
     def _sasl_name(self) -> str:
         return self._sasl.mechanism if self._sasl is not None else "-"

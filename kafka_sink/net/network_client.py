@@ -11,9 +11,11 @@ Theory of operation (Java's ``NetworkClient`` + ``ClusterConnectionStates`` +
    connects start the ApiVersions (and SASL) exchange, lost connections fail their in-flight
    requests with ``disconnected=True``;
 4. connections that did not become ready within ``socket.connection.setup.timeout.ms`` (growing
-   exponentially per consecutive failure up to the ``.max`` setting) and connections with a request
-   older than ``request.timeout.ms`` are closed, failing their requests (``timed_out=True``);
-5. callbacks run, and the completed responses are returned.
+   exponentially per consecutive failure up to the ``.max`` setting), connections with a request
+   older than ``request.timeout.ms`` and re-authentications unanswered for that long are closed,
+   failing their requests (``timed_out=True``);
+5. idle connections close, and drained connections whose session is ending start re-authenticating;
+6. callbacks run, and the completed responses are returned.
 
 Every node has a connection state. A lost or failed connection waits ``reconnect.backoff.ms``
 (doubling per consecutive failure, +-20 % jitter, capped at ``reconnect.backoff.max.ms``) before
@@ -22,8 +24,9 @@ A connection that cannot be established is warned about once, then at most once 
 node while it stays unreachable (``connect_warnings``); a lost READY connection is INFO.
 
 Thread model: :meth:`poll`, :meth:`ready`, :meth:`send` and the other methods run on the sender
-thread only. :meth:`wakeup` and the :class:`~kafka_sink.net.metadata.Metadata` object are the only
-entry points safe from other threads.
+thread only. :meth:`wakeup`, :meth:`connection_stats` (an immutable snapshot, replaced whole) and
+the :class:`~kafka_sink.net.metadata.Metadata` object are the only entry points safe from other
+threads.
 
 Invariants:
 
@@ -45,6 +48,20 @@ Invariants:
   that node can say why.
 - Unreachable brokers never make :meth:`poll` hang: connects are bounded by the setup timeout and
   the failure reason is recorded in the metadata (shown when a caller's wait for metadata ends).
+- KIP-368 re-authentication keeps the connection, as Java's client does. When SaslAuthenticate
+  granted a session lifetime, the connection is re-authenticated at a random 85-95 % of it: from
+  then on it takes no new request, its in-flight requests complete (bounded by their
+  ``request.timeout.ms``, their answers delivered as usual), then SaslHandshake + SaslAuthenticate
+  run again on the same socket (OAUTHBEARER with the login's current token), bounded by
+  ``request.timeout.ms``, and requests resume. An idle connection re-authenticates on time too
+  (the exchange does not count as activity for ``connections.max.idle.ms``). A failed, timed
+  out or interrupted re-authentication closes the connection with an error naming the node, its
+  address and the mechanism (and for OAUTHBEARER the token's source, never a secret); refused
+  credentials are a :class:`~kafka_sink.errors.SaslAuthenticationError`, fatal for metadata
+  waiters as at connection setup (Java does the same), the rest a
+  :class:`~kafka_sink.errors.KafkaConnectionError`; the next connection follows the usual
+  reconnect backoff. :meth:`NetworkClient.connection_stats` counts connections created and
+  re-authentications.
 """
 
 from __future__ import annotations
@@ -52,13 +69,16 @@ from __future__ import annotations
 import logging
 import random
 import ssl
+from dataclasses import dataclass, replace
 
 from kafka_sink.clock import Clock
 from kafka_sink.errors import (
+    AuthenticationError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    SaslAuthenticationError,
     SslAuthenticationError,
     UnsupportedVersionError,
 )
@@ -76,6 +96,7 @@ from kafka_sink.wire.api import ApiKey
 __all__ = [
     "ClientRequest",
     "ClientResponse",
+    "ConnectionStats",
     "MetadataUpdater",
     "NetworkClient",
     "NetworkConfig",
@@ -85,6 +106,32 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _NO_DEADLINE = 2**63 - 1
+# States in which a connection's negotiated API versions hold.
+_NEGOTIATED = (ConnectionState.READY, ConnectionState.REAUTHENTICATING)
+
+
+@dataclass(frozen=True)
+class ConnectionStats:
+    """Cumulative connection counts of one client (Java's selector counters of the same names:
+    ``connection-creation-total``, ``successful-reauthentication-total``,
+    ``failed-reauthentication-total``, ``reauthentication-latency-avg/max``)."""
+
+    #: Connections whose TCP (and TLS) channel came up.
+    created: int = 0
+    #: KIP-368 re-authentications that succeeded on a kept connection.
+    reauthentications: int = 0
+    #: Re-authentications that failed or timed out (their connection was closed).
+    failed_reauthentications: int = 0
+    #: Sum and maximum of the successful re-authentications' durations, in ms.
+    reauthentication_ms_total: int = 0
+    reauthentication_ms_max: int = 0
+
+    @property
+    def reauthentication_ms_avg(self) -> float:
+        """The successful re-authentications' mean duration (NaN without any)."""
+        if not self.reauthentications:
+            return float("nan")
+        return self.reauthentication_ms_total / self.reauthentications
 
 
 class _NodeState:
@@ -99,6 +146,7 @@ class _NodeState:
         "last_attempt_ms",
         "last_connect_error",
         "reauthenticate_at_ms",
+        "reauthentication_started_ms",
         "reconnect_backoff_ms",
         "resolved_for",
         "setup_timeout_ms",
@@ -120,8 +168,10 @@ class _NodeState:
         self.resolved_for = ""  # "host:port" that ``addresses`` belong to
         # KIP-219: a broker that throttled us already answered; we must not send until this time.
         self.throttle_until_ms = 0
-        # KIP-368: past this time the connection drains and reconnects to authenticate again.
+        # KIP-368: past this time the connection drains, then authenticates again in-band.
         self.reauthenticate_at_ms: int | None = None
+        # When the running re-authentication started (None: none running).
+        self.reauthentication_started_ms: int | None = None
         # acks=0 requests whose bytes are still queued in the selector, by correlation id.
         self.unwritten: dict[int, ClientRequest] = {}
 
@@ -165,6 +215,7 @@ class NetworkClient:
         self._closed = False
         self._bootstrapped = False
         self._became_ready = False
+        self._stats = ConnectionStats()
 
     # ------------------------------------------------------------------ setup
 
@@ -214,6 +265,8 @@ class NetworkClient:
                 ConnectionState.CONNECTING,
                 ConnectionState.CHECKING_API_VERSIONS,
                 ConnectionState.AUTHENTICATING,
+                # A connection authenticating again is waited for like one being set up.
+                ConnectionState.REAUTHENTICATING,
             )
             for s in self._nodes.values()
         )
@@ -300,7 +353,7 @@ class NetworkClient:
     def api_version(self, node_id: int, api_key: ApiKey) -> int | None:
         """The version of ``api_key`` negotiated with ``node_id`` (None when not connected)."""
         state = self._nodes.get(node_id)
-        if state is None or state.state is not ConnectionState.READY:
+        if state is None or state.state not in _NEGOTIATED:
             return None
         return state.connection.api_version(api_key)
 
@@ -308,7 +361,7 @@ class NetworkClient:
         """The finalized max level of feature ``name`` (e.g. ``transaction.version``) as
         ``node_id`` last reported it in ApiVersions; None when not connected or not finalized."""
         state = self._nodes.get(node_id)
-        if state is None or state.state is not ConnectionState.READY:
+        if state is None or state.state not in _NEGOTIATED:
             return None
         return state.connection.finalized_features.get(name)
 
@@ -474,6 +527,10 @@ class NetworkClient:
     def closed(self) -> bool:
         return self._closed
 
+    def connection_stats(self) -> ConnectionStats:
+        """Connections created and KIP-368 re-authentications so far (a snapshot)."""
+        return self._stats
+
     # ------------------------------------------------------------------ poll
 
     def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
@@ -501,6 +558,7 @@ class NetworkClient:
         self._handle_timed_out_connections(now, responses)
         self._handle_timed_out_requests(now, responses)
         self._close_idle_connections(now)
+        self._start_due_reauthentications(now)
         if self._became_ready:
             # A refresh waiting for a connection goes out now rather than one poll later.
             self._became_ready = False
@@ -512,10 +570,15 @@ class NetworkClient:
         for state in self._nodes.values():
             if state.state is ConnectionState.DISCONNECTED:
                 continue
-            if state.state is not ConnectionState.READY and state.last_attempt_ms is not None:
+            if state.reauthentication_started_ms is not None:
+                deadline = min(
+                    deadline, state.reauthentication_started_ms + self.config.request_timeout_ms
+                )
+            elif state.state is not ConnectionState.READY and state.last_attempt_ms is not None:
                 deadline = min(deadline, state.last_attempt_ms + state.setup_timeout_ms)
             if state.reauthenticate_at_ms is not None and state.reauthenticate_at_ms > now_ms:
-                # (Once passed, the connection drains; the requests' own deadlines bound that.)
+                # (Once passed, the connection drains; the requests' own deadlines bound that,
+                # and the last answer starts the re-authentication in the same poll.)
                 deadline = min(deadline, state.reauthenticate_at_ms)
             for request in self._awaiting(state):
                 deadline = min(deadline, request.sent_ms + self._timeout_of(request))
@@ -546,7 +609,10 @@ class NetworkClient:
                 continue
             connection = state.connection
             was_ready = connection.is_ready
-            state.last_activity_ms = now_ms
+            reauthenticating = state.reauthentication_started_ms is not None
+            if not reauthenticating:
+                # Re-authentication traffic is not use: an idle connection still closes.
+                state.last_activity_ms = now_ms
             for record, response in connection.receive_data(data, now_ms):
                 request = record.context
                 assert request is not None
@@ -556,12 +622,19 @@ class NetworkClient:
                     log.debug("node %s throttled the client for %s ms", node_id, throttle_ms)
                 responses.append(ClientResponse(request, response, False, False, None, now_ms))
             if connection.failure is not None:
-                log.warning("node %s: %s; closing the connection", node_id, connection.failure)
+                error = connection.failure
+                if reauthenticating:
+                    # (Logged by _disconnected, which sees the re-authentication fail.)
+                    error = self._reauthentication_failed(node_id, state, str(error), error)
+                else:
+                    log.warning("node %s: %s; closing the connection", node_id, error)
                 self._selector.close(node_id)
-                self._disconnected(node_id, connection.failure, now_ms, responses=responses)
+                self._disconnected(node_id, error, now_ms, responses=responses)
                 continue
             self._flush_connection_output(node_id, state)
-            if connection.is_ready and not was_ready:
+            if connection.is_ready and reauthenticating:
+                self._on_reauthenticated(node_id, state, now_ms)
+            elif connection.is_ready and not was_ready:
                 self._on_ready(node_id, state, now_ms)
 
     def _flush_connection_output(self, node_id: int, state: _NodeState) -> None:
@@ -575,21 +648,86 @@ class NetworkClient:
         state.last_connect_error = None
         state.reconnect_backoff_ms = 0
         state.throttle_until_ms = 0
-        lifetime = state.connection.session_lifetime_ms
-        # Like Java, renew at 85-95 % of the session lifetime. Renewal is a fresh connection
-        # (drained first, so no request is lost) rather than in-band re-authentication; with
-        # OAUTHBEARER it sends the login's current token, refreshed meanwhile on its own timer.
-        state.reauthenticate_at_ms = (
-            now_ms + int(lifetime * self._rng.uniform(0.85, 0.95)) if lifetime > 0 else None
-        )
-        node = self.metadata.node(node_id)
-        where = f"node {node_id}" + (f" ({node.address})" if node is not None else "")
-        self._connect_failures.connected(node_id, where, now_ms)
+        self._schedule_reauthentication(state, now_ms)
+        self._connect_failures.connected(node_id, self._where(node_id), now_ms)
         log.debug(
             "node %s ready (negotiated %s)",
             node_id,
             ", ".join(f"{k.name}=v{v}" for k, v in sorted(state.connection.api_versions.items())),
         )
+
+    def _where(self, node_id: int) -> str:
+        node = self.metadata.node(node_id)
+        return f"node {node_id}" + (f" ({node.address})" if node is not None else "")
+
+    def _schedule_reauthentication(self, state: _NodeState, now_ms: int) -> None:
+        lifetime = state.connection.session_lifetime_ms
+        # Like Java, at a random 85-95 % of the session lifetime the broker granted, so that
+        # the exchange ends before the broker would close the connection on its next request.
+        state.reauthenticate_at_ms = (
+            now_ms + int(lifetime * self._rng.uniform(0.85, 0.95)) if lifetime > 0 else None
+        )
+
+    def _start_due_reauthentications(self, now_ms: int) -> None:
+        """Start KIP-368 re-authentication on READY connections that are due and drained."""
+        for node_id, state in self._nodes.items():
+            if (
+                state.state is not ConnectionState.READY
+                or state.reauthenticate_at_ms is None
+                or now_ms < state.reauthenticate_at_ms
+                or self.in_flight_count(node_id)
+                or self._selector.pending_send_bytes(node_id) > 0
+            ):
+                continue
+            log.debug(
+                "node %s: re-authenticating (SASL %s) on the same connection",
+                node_id,
+                state.connection.mechanism_name,
+            )
+            state.reauthenticate_at_ms = None
+            state.reauthentication_started_ms = now_ms
+            state.connection.begin_reauthentication(now_ms)
+            self._flush_connection_output(node_id, state)
+
+    def _on_reauthenticated(self, node_id: int, state: _NodeState, now_ms: int) -> None:
+        started = state.reauthentication_started_ms
+        assert started is not None
+        state.reauthentication_started_ms = None
+        took = now_ms - started
+        stats = self._stats
+        self._stats = replace(
+            stats,
+            reauthentications=stats.reauthentications + 1,
+            reauthentication_ms_total=stats.reauthentication_ms_total + took,
+            reauthentication_ms_max=max(stats.reauthentication_ms_max, took),
+        )
+        self._schedule_reauthentication(state, now_ms)
+        # A metadata refresh or a batch that waited for this connection goes out now.
+        self._became_ready = True
+        log.debug(
+            "node %s re-authenticated (SASL %s) in %s ms on the same connection",
+            node_id,
+            state.connection.mechanism_name,
+            took,
+        )
+
+    def _reauthentication_failed(
+        self, node_id: int, state: _NodeState, reason: str, cause: KafkaError | None
+    ) -> KafkaError:
+        """Count a failed re-authentication; the error to close the connection with."""
+        state.reauthentication_started_ms = None
+        self._stats = replace(
+            self._stats, failed_reauthentications=self._stats.failed_reauthentications + 1
+        )
+        text = (
+            f"re-authentication (SASL {state.connection.mechanism_name}) of the connection to "
+            f"{self._where(node_id)} failed: {reason}"
+        )
+        if isinstance(cause, AuthenticationError):
+            # Refused credentials: fatal for metadata waiters, as at connection setup (Java).
+            return SaslAuthenticationError(text)
+        # A lost connection, no answer in time or a protocol fault: the reconnect retries.
+        return KafkaConnectionError(text)
 
     def _handle_disconnects(
         self, result: PollResult, now_ms: int, responses: list[ClientResponse]
@@ -598,10 +736,12 @@ class NetworkClient:
             state = self._nodes.get(node_id)
             if state is None or state.state is ConnectionState.DISCONNECTED:
                 continue
-            node = self.metadata.node(node_id)
-            where = f"node {node_id}" + (f" ({node.address})" if node is not None else "")
+            where = self._where(node_id)
             error: KafkaError
-            if state.state is not ConnectionState.READY and is_tls_failure(exc):
+            if state.state is ConnectionState.REAUTHENTICATING:
+                reason = "the connection was lost" + (f": {_describe(exc)}" if exc else "")
+                error = self._reauthentication_failed(node_id, state, reason, None)
+            elif state.state not in _NEGOTIATED and is_tls_failure(exc):
                 # Before READY an SSL error is the handshake, or (TLS 1.3) the broker's verdict
                 # on our certificate read after it: an authentication failure, fatal as in Java.
                 assert isinstance(exc, ssl.SSLError)
@@ -627,19 +767,36 @@ class NetworkClient:
             if state is None or state.state is not ConnectionState.CONNECTING:
                 continue
             state.last_activity_ms = now_ms
+            self._stats = replace(self._stats, created=self._stats.created + 1)
             state.connection.connection_made(now_ms)
             self._flush_connection_output(node_id, state)
 
     def _handle_timed_out_connections(self, now_ms: int, responses: list[ClientResponse]) -> None:
         for node_id, state in list(self._nodes.items()):
-            if state.state in (ConnectionState.DISCONNECTED, ConnectionState.READY):
+            started = state.reauthentication_started_ms
+            if (
+                started is not None
+                and state.state is ConnectionState.REAUTHENTICATING
+                and now_ms - started >= self.config.request_timeout_ms
+            ):
+                reason = (
+                    f"no answer within {self.config.request_timeout_ms} ms (request.timeout.ms)"
+                )
+                error = self._reauthentication_failed(node_id, state, reason, None)
+                self._selector.close(node_id)
+                self._disconnected(node_id, error, now_ms, responses=responses, timed_out=True)
+                continue
+            if state.state in (
+                ConnectionState.DISCONNECTED,
+                ConnectionState.READY,
+                ConnectionState.REAUTHENTICATING,
+            ):
                 continue
             if state.last_attempt_ms is None:
                 continue
             if now_ms - state.last_attempt_ms < state.setup_timeout_ms:
                 continue
-            node = self.metadata.node(node_id)
-            where = f"node {node_id}" + (f" ({node.address})" if node is not None else "")
+            where = self._where(node_id)
             error = KafkaConnectionError(
                 f"connection to {where} was not ready within {state.setup_timeout_ms} ms "
                 f"(socket.connection.setup.timeout.ms; state {state.state.name})"
@@ -683,17 +840,10 @@ class NetworkClient:
             if self._updater.in_progress_node == node_id:
                 continue
             idle = now_ms - state.last_activity_ms >= self.config.connections_max_idle_ms
-            session_ending = (
-                state.reauthenticate_at_ms is not None and now_ms >= state.reauthenticate_at_ms
-            )
             # Bootstrap connections are only for the first metadata fetch; the real brokers
             # (same hosts, usually) get their own connections under their node ids.
-            if idle or session_ending or (bootstrap_done and node_id < 0):
-                log.debug(
-                    "closing %s connection to node %s",
-                    "re-authenticating" if session_ending else "idle",
-                    node_id,
-                )
+            if idle or (bootstrap_done and node_id < 0):
+                log.debug("closing idle connection to node %s", node_id)
                 self._selector.close(node_id)
                 state.connection.close()
                 state.last_attempt_ms = now_ms
@@ -711,11 +861,14 @@ class NetworkClient:
         count_failure: bool = True,
     ) -> None:
         state = self._nodes[node_id]
-        was_ready = state.state is ConnectionState.READY
+        was_ready = state.state in _NEGOTIATED
+        # A failed re-authentication is an authentication failure of a working connection.
+        reauth_failed = state.state is ConnectionState.REAUTHENTICATING and count_failure
         pending = state.connection.close()
         unwritten = list(state.unwritten.values())
         state.unwritten.clear()
         state.reauthenticate_at_ms = None
+        state.reauthentication_started_ms = None
         if not was_ready:
             # Next attempt tries the host's next address (Java's use_all_dns_ips).
             state.address_index += 1
@@ -723,7 +876,11 @@ class NetworkClient:
         state.reconnect_backoff_ms = self._reconnect_backoff.backoff_ms(state.failed_attempts)
         if count_failure or not was_ready:
             state.failed_attempts += 1
-        if not was_ready:
+        if reauth_failed:
+            state.last_connect_error = error
+            log.warning("%s; closing the connection", error)
+            self._connect_failures.lost(node_id, now_ms)
+        elif not was_ready:
             state.last_connect_error = error
             self._connect_failures.failed(node_id, str(error), now_ms)
         else:

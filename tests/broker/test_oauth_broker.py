@@ -4,7 +4,8 @@ The producer and the admin client's topic log write and read through the OAUTHBE
 an independent consumer (kafka-python, on the PLAINTEXT listener) reads back. Refused tokens and
 refused credentials fail within seconds with the broker's or the endpoint's words and no secret.
 The slow test runs 20 s tokens under a broker granting 10 s sessions (KIP-368) for five token
-lifetimes, with an idle gap longer than a lifetime.
+lifetimes, with an idle gap longer than a lifetime, re-authenticating in-band on the one
+connection it opened (the same TCP connection from start to end, seen from the operating system).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import socket
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from kafka_sink import KafkaProducer
@@ -153,6 +155,12 @@ def test_twenty_second_tokens_under_ten_second_sessions_keep_working_for_five_li
             "request.timeout.ms": "10000",
         }
     ) as producer:
+        oauth_port = int(reauth_kafka.oauth_bootstrap_servers.rsplit(":", 1)[1])
+        producer.send(topic, b"first").get(15)
+        sent.append(b"first")
+        first_stats = producer._network.connection_stats()
+        first_ports = _local_ports_to(oauth_port)
+
         # 50 s of a record every 3 s, then 25 s idle (past a whole token lifetime and two
         # sessions), then 25 s more of sends: five token lifetimes in all.
         def send_for(seconds: float) -> None:
@@ -166,19 +174,41 @@ def test_twenty_second_tokens_under_ten_second_sessions_keep_working_for_five_li
         send_for(50)
         time.sleep(25)
         send_for(25)
+        stats = producer._network.connection_stats()
+        last_ports = _local_ports_to(oauth_port)
+    print(
+        f"connections created: {first_stats.created} after the first send, {stats.created} at "
+        f"the end; re-authentications: {stats.reauthentications} "
+        f"(failed {stats.failed_reauthentications}, max {stats.reauthentication_ms_max} ms, "
+        f"avg {stats.reauthentication_ms_avg:.1f} ms); sockets to the listener: "
+        f"{sorted(first_ports)} then {sorted(last_ports)}"
+    )
     assert time.monotonic() - began >= 100
     values = [r.value for r in read_all(reauth_kafka.bootstrap_servers, topic, expected=len(sent))]
     assert values == sent
     # Refreshed on the login's own timer (about every 16-17 s), idle gap included.
     assert source.fetches >= 5
-    # Sessions were renewed by the client before the broker's 10 s ran out, never cut by the
-    # broker. A renewal happens on the first send after about 9 s of session, and sends come
-    # every 3 s: at least 4 in the first 50 s and 2 in the last 25 s (the idle gap renews
-    # nothing, the connection is simply reopened). How many more depends on timing.
+    # Sessions were renewed in-band (KIP-368) before the broker's 10 s ran out, never cut by
+    # the broker, on the connection opened for the first send: no connection was created
+    # after it, and the one socket to the listener at the end is one that was there then.
+    # A renewal comes 8.5-9.5 s into each session, idle gap included: at least 10 in 100 s.
     messages = [r.getMessage() for r in caplog.records]
-    renewals = [m for m in messages if "closing re-authenticating connection" in m]
-    assert len(renewals) >= 6, messages
+    renewals = [m for m in messages if "re-authenticated (SASL OAUTHBEARER)" in m]
+    assert len(renewals) >= 10, messages
+    assert stats.reauthentications == len(renewals)
+    assert stats.failed_reauthentications == 0
+    assert stats.created == first_stats.created
+    assert len(last_ports) == 1 and last_ports <= first_ports
     assert not [m for m in messages if "was lost" in m or ("SASL" in m and "fail" in m)]
+
+
+def _local_ports_to(port: int) -> set[int]:
+    """This process's local ports of established TCP connections to 127.0.0.1:``port``."""
+    return {
+        c.laddr.port
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
+    }
 
 
 def test_an_unreachable_endpoint_fails_after_bounded_retries_naming_it(

@@ -15,7 +15,8 @@ Invariants:
   visible ASCII (RFC 6750's b64token is a subset), so it cannot break the message's framing.
   Anything else is refused before a byte is sent.
 - A mechanism object serves one exchange; the token is taken when it is made (on the
-  SaslHandshake answer), so every new or renewed connection sends the login's current token.
+  SaslHandshake answer), so every new connection and every in-band re-authentication (KIP-368)
+  sends the login's current token.
 """
 
 from __future__ import annotations

@@ -403,3 +403,68 @@ def test_api_versions_records_the_finalized_features() -> None:
     assert conn.finalized_features == {"transaction.version": 1, "metadata.version": 27}
     conn.close()
     assert conn.finalized_features == {}
+
+
+def _scram_exchange(broker: ScriptedBroker, conn: BrokerConnection[str], lifetime: int) -> None:
+    """RFC 7677's SCRAM-SHA-256 exchange from the SaslHandshake on (fixed nonce patched in)."""
+    [handshake] = broker.requests(conn.data_to_send())
+    assert handshake.body == SaslHandshakeRequest(mechanism="SCRAM-SHA-256")
+    conn.receive_data(
+        response_frame(SaslHandshakeResponse(0, ["SCRAM-SHA-256"]), 1, handshake.correlation_id),
+        2,
+    )
+    [first] = broker.requests(conn.data_to_send())
+    assert first.body.auth_bytes == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    server_first = (
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    )
+    conn.receive_data(
+        response_frame(SaslAuthenticateResponse(0, None, server_first, 0), 2, first.correlation_id),
+        3,
+    )
+    [final] = broker.requests(conn.data_to_send())
+    server_final = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    conn.receive_data(
+        response_frame(
+            SaslAuthenticateResponse(0, None, server_final, lifetime), 2, final.correlation_id
+        ),
+        4,
+    )
+    assert conn.failure is None
+
+
+def test_scram_reauthenticates_on_the_same_connection_keeping_its_versions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        "kafka_sink.net.sasl.secrets.token_urlsafe", lambda n: "rOprNGfwEbeRWgbNEkqO"
+    )
+    broker = ScriptedBroker()
+    conn = _ready_connection(broker, SaslConfig("SCRAM-SHA-256", "user", "pencil"))
+    _scram_exchange(broker, conn, 10_000)
+    assert conn.state is ConnectionState.READY and conn.session_lifetime_ms == 10_000
+    versions = dict(conn.api_versions)
+    # Not while a request is in flight: the caller drains the connection first.
+    record, data = conn.send(MetadataRequest.for_topics(["t"]), 9, 5, context="m")
+    with pytest.raises(ProtocolError, match="1 request"):
+        conn.begin_reauthentication(6)
+    [seen] = broker.requests(data)
+    [(done, _response)] = conn.receive_data(
+        response_frame(metadata_response("t", [(0, 1, 1)]), seen.version, seen.correlation_id), 7
+    )
+    assert done is record
+    conn.begin_reauthentication(8)
+    assert conn.state is ConnectionState.REAUTHENTICATING
+    with pytest.raises(ProtocolError, match="REAUTHENTICATING"):
+        conn.send(MetadataRequest.for_topics(["t"]), 9, 8)
+    _scram_exchange(broker, conn, 20_000)  # no ApiVersions again: straight to SaslHandshake
+    assert conn.state is ConnectionState.READY
+    assert conn.session_lifetime_ms == 20_000
+    assert conn.api_versions == versions
+
+
+def test_reauthentication_needs_sasl() -> None:
+    conn = _ready_connection(ScriptedBroker())
+    assert conn.state is ConnectionState.READY
+    with pytest.raises(ProtocolError, match="cannot re-authenticate"):
+        conn.begin_reauthentication(2)

@@ -588,31 +588,51 @@ def test_broker_throttle_holds_back_requests_until_it_ends() -> None:
     assert h.client.throttle_delay(1, h.now) == 0
 
 
-def test_sasl_session_lifetime_drains_then_reconnects() -> None:
-    h = Harness(
+def _plain_harness(**config: Any) -> Harness:
+    return Harness(
         security_protocol="SASL_PLAINTEXT",
         sasl_mechanism="PLAIN",
         sasl_username="u",
-        sasl_password="p",
+        sasl_password="top-secret",
+        **config,
     )
+
+
+def _authenticate(h: Harness, node_id: int, mechanism: str, lifetime_ms: int = 10_000) -> None:
+    """Finish connect + ApiVersions + SASL for a connecting node; the broker grants a session."""
+    h.handshake(node_id)
+    h.selector.reply(node_id, SaslHandshakeResponse(0, [mechanism]))
     h.poll()
-    h.handshake(-1)
-    h.selector.reply(-1, SaslHandshakeResponse(0, ["PLAIN"]))
+    assert h.selector.requests(node_id)[-1].api_key is ApiKey.SASL_AUTHENTICATE
+    h.selector.reply(node_id, SaslAuthenticateResponse(0, None, b"", lifetime_ms))
     h.poll()
-    assert h.selector.requests(-1)[-1].api_key is ApiKey.SASL_AUTHENTICATE
-    h.selector.reply(-1, SaslAuthenticateResponse(0, None, b"", 10_000))
+
+
+def _sasl_node_ready(h: Harness, mechanism: str) -> None:
+    """Bootstrap through node -1, then authenticate node 1 (10 s sessions on both)."""
     h.poll()
-    assert h.client.connection_state(-1) is ConnectionState.READY
+    _authenticate(h, -1, mechanism)
     h.selector.reply(-1, _metadata_response())  # the bootstrap metadata request
     h.poll()
     h.poll()  # bootstrap connection closes once done; use a broker node from here on
     assert not h.client.ready(1, h.now)
-    h.handshake(1)
-    h.selector.reply(1, SaslHandshakeResponse(0, ["PLAIN"]))
-    h.poll()
-    h.selector.reply(1, SaslAuthenticateResponse(0, None, b"", 10_000))
-    h.poll()
+    _authenticate(h, 1, mechanism)
     assert h.client.ready(1, h.now)
+
+
+def _api_keys(h: Harness, node_id: int) -> list[ApiKey]:
+    return [seen.api_key for seen in h.selector.requests(node_id)]
+
+
+_SETUP = [ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE]
+_REAUTH = [ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE]
+
+
+def test_sasl_session_lifetime_drains_then_reauthenticates_on_the_same_connection() -> None:
+    h = _plain_harness()
+    _sasl_node_ready(h, "PLAIN")
+    attempts = h.selector.connect_attempts.count(1)
+    created = h.client.connection_stats().created
     done: list[ClientResponse] = []
     h.client.send(_request(1, h.now, done), h.now)
     h.clock.advance(9_500)  # past 85-95 % of the session lifetime
@@ -620,13 +640,146 @@ def test_sasl_session_lifetime_drains_then_reconnects() -> None:
     h.poll(timeout_ms=60_000)
     assert h.selector.poll_timeouts[-1] > 0  # draining does not spin
     assert h.client.connection_state(1) is ConnectionState.READY  # in flight: not cut
+    # Nothing goes out behind the in-flight request: re-authentication waits for its answer.
+    assert _api_keys(h, 1) == [*_SETUP, ApiKey.METADATA]
     h.selector.reply(1, _metadata_response())
     h.poll()
-    assert len(done) == 1 and not done[0].disconnected
+    assert len(done) == 1 and not done[0].disconnected and done[0].response is not None
+    # Answered: the same connection re-authenticates at once, and takes no request meanwhile.
+    assert _api_keys(h, 1) == [*_SETUP, ApiKey.METADATA, ApiKey.SASL_HANDSHAKE]
+    assert h.client.connection_state(1) is ConnectionState.REAUTHENTICATING
+    assert not h.client.ready(1, h.now)
+    assert h.selector.connect_attempts.count(1) == attempts
+    h.selector.reply(1, SaslHandshakeResponse(0, ["PLAIN"]))
+    h.poll()
+    again = h.selector.requests(1)[-1]
+    assert again.api_key is ApiKey.SASL_AUTHENTICATE
+    assert again.body == SaslAuthenticateRequest(auth_bytes=b"\x00u\x00top-secret")
+    assert not h.client.can_send_request(1, h.now)
+    h.clock.advance(7)
+    h.selector.reply(1, SaslAuthenticateResponse(0, None, b"", 10_000))
+    h.poll()
+    assert h.client.ready(1, h.now)
+    h.client.send(_request(1, h.now, done), h.now)
+    assert _api_keys(h, 1) == [*_SETUP, ApiKey.METADATA, *_REAUTH, ApiKey.METADATA]
+    assert 1 not in h.selector.closed
+    assert h.selector.connect_attempts.count(1) == attempts
+    stats = h.client.connection_stats()
+    assert stats.created == created
+    assert (stats.reauthentications, stats.failed_reauthentications) == (1, 0)
+    assert stats.reauthentication_ms_max == 7 and stats.reauthentication_ms_avg == 7
+
+
+def test_an_idle_connection_reauthenticates_at_the_scheduled_time_and_still_closes_when_idle() -> (
+    None
+):
+    h = _plain_harness(connections_max_idle_ms=40_000)
+    _sasl_node_ready(h, "PLAIN")
+    authenticated_at = h.now
+    h.client.poll(60_000, h.now)
+    # The wait ends by the re-authentication time (85-95 % of the 10 s session).
+    assert 8_500 <= h.selector.poll_timeouts[-1] <= 9_500
+    h.clock.advance(8_499)
+    h.poll()
+    assert _api_keys(h, 1) == _SETUP  # not yet
+    h.clock.advance(1_001)
+    h.poll()
+    assert _api_keys(h, 1) == [*_SETUP, ApiKey.SASL_HANDSHAKE]
+    h.selector.reply(1, SaslHandshakeResponse(0, ["PLAIN"]))
+    h.poll()
+    h.selector.reply(1, SaslAuthenticateResponse(0, None, b"", 10_000))
+    h.poll()
+    assert h.client.ready(1, h.now)
+    # Sessions keep being renewed while idle...
+    for _ in range(3):
+        h.clock.advance(9_500)
+        h.poll()
+        h.selector.reply(1, SaslHandshakeResponse(0, ["PLAIN"]))
+        h.poll()
+        h.selector.reply(1, SaslAuthenticateResponse(0, None, b"", 10_000))
+        h.poll()
+    assert h.client.connection_stats().reauthentications == 4
+    assert h.now - authenticated_at == 38_000
+    # ...but that is not use: connections.max.idle.ms still closes the connection.
+    h.clock.advance(2_000)
+    h.poll()
+    assert h.client.connection_state(1) is ConnectionState.DISCONNECTED
     assert 1 in h.selector.closed
+
+
+def test_a_refused_reauthentication_closes_the_connection_naming_node_and_mechanism(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = _plain_harness()
+    _sasl_node_ready(h, "PLAIN")
     attempts = h.selector.connect_attempts.count(1)
+    h.clock.advance(9_500)
+    h.poll()
+    h.selector.reply(1, SaslHandshakeResponse(0, ["PLAIN"]))
+    h.poll()
+    h.selector.reply(
+        1, SaslAuthenticateResponse(58, "Authentication failed: Invalid username or password", b"")
+    )
+    h.poll()
+    assert h.client.connection_state(1) is ConnectionState.DISCONNECTED
+    assert 1 in h.selector.closed
+    error = h.client.last_connect_error(1)
+    assert isinstance(error, SaslAuthenticationError)
+    text = str(error)
+    assert "re-authentication (SASL PLAIN) of the connection to node 1 (127.0.0.1:9001)" in text
+    assert "Invalid username or password" in text
+    assert "top-secret" not in text and "top-secret" not in caplog.text
+    assert any("re-authentication (SASL PLAIN)" in m for m in _warnings(caplog))
+    stats = h.client.connection_stats()
+    assert (stats.reauthentications, stats.failed_reauthentications) == (0, 1)
+    # As at connection setup, refused credentials fail metadata waiters at once (Java).
+    with pytest.raises(SaslAuthenticationError, match="re-authentication"):
+        h.metadata.await_update(h.metadata.version, 1_000)
+    # The usual reconnect path takes over, after its backoff.
+    assert not h.client.can_connect(1, h.now)
+    h.clock.advance(h.client.connection_delay(1, h.now))
     h.client.ready(1, h.now)
     assert h.selector.connect_attempts.count(1) == attempts + 1
+
+
+def test_a_reauthentication_without_answer_times_out_after_the_request_timeout() -> None:
+    h = _plain_harness(request_timeout_ms=3_000)
+    _sasl_node_ready(h, "PLAIN")
+    h.clock.advance(9_500)
+    h.poll()
+    assert _api_keys(h, 1)[-1] is ApiKey.SASL_HANDSHAKE
+    h.client.poll(60_000, h.now)
+    assert h.selector.poll_timeouts[-1] <= 3_000  # the wait is bounded by that deadline
+    h.clock.advance(2_999)
+    h.poll()
+    assert h.client.connection_state(1) is ConnectionState.REAUTHENTICATING
+    h.clock.advance(1)
+    h.poll()
+    assert h.client.connection_state(1) is ConnectionState.DISCONNECTED
+    error = h.client.last_connect_error(1)
+    assert isinstance(error, KafkaConnectionError)
+    assert "re-authentication (SASL PLAIN)" in str(error)
+    assert "3000 ms (request.timeout.ms)" in str(error)
+    assert h.client.connection_stats().failed_reauthentications == 1
+
+
+def test_a_reauthentication_waits_at_most_the_request_timeout_for_in_flight_answers() -> None:
+    h = _plain_harness(request_timeout_ms=3_000)
+    _sasl_node_ready(h, "PLAIN")
+    seen = h.selector.requests(1)
+    h.clock.advance(8_000)
+    done: list[ClientResponse] = []
+    h.client.send(_request(1, h.now, done), h.now)
+    h.clock.advance(2_999)  # re-authentication due, its request still unanswered
+    h.poll()
+    assert h.client.connection_state(1) is ConnectionState.READY
+    assert not done
+    h.clock.advance(1)
+    h.poll()  # the request timed out: the connection goes, as any timed-out one does
+    assert len(done) == 1 and done[0].timed_out
+    assert isinstance(done[0].error, KafkaTimeoutError)
+    assert h.client.connection_state(1) is ConnectionState.DISCONNECTED
+    assert [r.api_key for r in seen] == [*_SETUP, ApiKey.METADATA]  # no handshake behind it
 
 
 def test_acks_zero_request_stuck_in_the_socket_buffer_times_out() -> None:
@@ -920,7 +1073,7 @@ class _ShortTokens:
         return "short tokens"
 
 
-def test_an_oauthbearer_session_is_renewed_on_a_new_connection_with_the_current_token() -> None:
+def test_an_oauthbearer_session_is_reauthenticated_in_band_with_the_current_token() -> None:
     source = _ShortTokens()
     h = Harness(
         security_protocol="SASL_PLAINTEXT",
@@ -942,12 +1095,9 @@ def test_an_oauthbearer_session_is_renewed_on_a_new_connection_with_the_current_
         h.poll()
         h.poll()
         assert not h.client.ready(1, h.now)
-        h.handshake(1)
-        h.selector.reply(1, SaslHandshakeResponse(0, ["OAUTHBEARER"]))
-        h.poll()
-        h.selector.reply(1, SaslAuthenticateResponse(0, None, b"", 10_000))
-        h.poll()
+        _authenticate(h, 1, "OAUTHBEARER")
         assert h.client.ready(1, h.now)
+        attempts = h.selector.connect_attempts.count(1)
         done: list[ClientResponse] = []
         h.client.send(_request(1, h.now, done), h.now)
         time.sleep(0.05)  # the token of the first session has expired meanwhile
@@ -957,9 +1107,7 @@ def test_an_oauthbearer_session_is_renewed_on_a_new_connection_with_the_current_
         h.selector.reply(1, _metadata_response())
         h.poll()
         assert len(done) == 1 and not done[0].disconnected
-        assert 1 in h.selector.closed
-        h.client.ready(1, h.now)
-        h.handshake(1)
+        assert h.client.connection_state(1) is ConnectionState.REAUTHENTICATING
         h.selector.reply(1, SaslHandshakeResponse(0, ["OAUTHBEARER"]))
         h.poll()
         renewed = h.selector.requests(1)[-1]
@@ -967,6 +1115,12 @@ def test_an_oauthbearer_session_is_renewed_on_a_new_connection_with_the_current_
         sent = renewed.body.auth_bytes
         assert sent.startswith(b"n,,\x01auth=Bearer token-")
         assert b"token-1\x01" not in sent
+        h.selector.reply(1, SaslAuthenticateResponse(0, None, b"", 10_000))
+        h.poll()
+        assert h.client.ready(1, h.now)
+        assert 1 not in h.selector.closed
+        assert h.selector.connect_attempts.count(1) == attempts
+        assert h.client.connection_stats().reauthentications == 1
     finally:
         h.client.close()
     assert live_logins() == []
