@@ -68,6 +68,33 @@ def test_without_a_streaming_arrow_writer_the_stream_writer_is_an_arrow_writer(
     assert issubclass(base, spark_datasource.DataSourceArrowWriter)
 
 
+def test_the_installed_pyspark_hands_the_stream_writer_arrow_batches() -> None:
+    """The worker that runs a write (``pyspark/sql/worker/write_into_data_source.py``) hands
+    Arrow record batches to a writer of an Arrow class and Rows to any other: the sink's stream
+    writer must be of one of the classes the installed PySpark tests for, or its tasks would
+    take the per-row fallback (``rows.arrow_batches``) and only be slower. Run on every PySpark
+    the suites run on (4.3 and 4.0)."""
+    from pyspark.sql.worker import write_into_data_source
+
+    source = Path(write_into_data_source.__file__).read_text(encoding="utf-8")
+    arrow_classes = [
+        name
+        for name in ("DataSourceArrowWriter", "DataSourceStreamArrowWriter")
+        if f"isinstance(writer, {name}):\n" in source
+    ]
+    assert arrow_classes, "the write worker no longer tests for an Arrow writer class"
+    handed = [
+        name
+        for name in arrow_classes
+        if issubclass(spark_api.StreamWriterBase, getattr(spark_datasource, name))
+    ]
+    assert handed, (arrow_classes, spark_api.StreamWriterBase.__mro__)
+    # Each Arrow branch writes the batches as they come; only the last one converts to Rows.
+    for name in handed:
+        branch = source.split(f"isinstance(writer, {name}):", 1)[1].lstrip().split("\n", 1)[0]
+        assert branch == "res = writer.write(iterator)", branch
+
+
 def test_batches_pass_through_untouched() -> None:
     batch = pa.record_batch([pa.array([b"v"])], names=["value"])
     out = list(arrow_batches(iter([batch, batch]), SCHEMA))
