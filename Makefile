@@ -112,7 +112,7 @@ SPARK40_TESTS := tests/spark/test_spark_batch.py tests/spark/test_spark_stream.p
 	tests/spark/test_spark_exactly_once_stage_reattempt.py tests/spark/test_spark_idempotent_jobs.py \
 	tests/spark/test_spark_formats_avro.py tests/spark/test_spark_discovery.py \
 	tests/spark/test_spark_connect.py tests/spark/test_spark_metrics.py tests/spark/test_spark_bad_records.py \
-	tests/unit/spark/test_spark_api.py tests/packaging/test_installed_wheel.py
+	tests/unit/spark/test_spark_api.py tests/unit/spark/test_eos_query_start.py tests/packaging/test_installed_wheel.py
 # The weakened-safeguard half of the stage re-attempt proof shows what the slot choice (our code,
 # not PySpark's) prevents; the main environment runs it, and the re-attempt itself runs here.
 SPARK40_DESELECT := --deselect \
