@@ -105,8 +105,10 @@ fmt: $(VENV)/.installed
 
 # The Spark suites that cover every writer path (batch, streaming, both guarantees, a driver
 # killed and restarted, a stage re-attempt, keyed batch re-runs, registry formats, discovery,
-# Spark Connect, metrics) and the installed wheel, on PySpark 4.0. The unit and broker tiers do
-# not depend on PySpark's version and run once, on the main environment.
+# Spark Connect, metrics, bad records) and the installed wheel, on PySpark 4.0, with the two unit
+# files that read what the installed PySpark offers (its writer classes, its commit worker). The
+# rest of the unit and broker tiers does not depend on PySpark's version and runs once, on the
+# main environment.
 SPARK40_TESTS := tests/spark/test_spark_batch.py tests/spark/test_spark_stream.py \
 	tests/spark/test_spark_exactly_once.py tests/spark/test_spark_exactly_once_restarts.py \
 	tests/spark/test_spark_exactly_once_stage_reattempt.py tests/spark/test_spark_idempotent_jobs.py \
