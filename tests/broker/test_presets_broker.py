@@ -5,6 +5,8 @@
   the broker will not read, and its batch fails; with the preset the same record is refused by
   the producer itself, naming the size, and nothing reaches the broker.
 - A write within the limits goes through and is read back by kafka-python.
+- README's PLAIN recipes (Confluent Cloud with an API key, Event Hubs with a connection string)
+  write through this broker's SASL listener as the sink parses them; a wrong secret is refused.
 - At the preset's allowed maximum (``max.request.size=1046528``, the broker's own limit) no
   request is cut off: forty batches adding up to exactly that size go in two requests, because
   the request's framing counts too, and the largest record whose batch alone fits is refused
@@ -22,13 +24,14 @@ from collections.abc import Iterator
 import pytest
 
 from kafka_sink import KafkaProducer
-from kafka_sink.errors import KafkaError, RecordTooLargeError
+from kafka_sink.errors import KafkaError, RecordTooLargeError, SaslAuthenticationError
 from kafka_sink.records.batch import BATCH_HEADER_SIZE, RecordBatchBuilder, estimate_record_size
 from kafka_sink.spark.driver import preflight
 from kafka_sink.spark.options import SinkOptions
 from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oracle import create_topic, read_all
 from tests.conftest import running
+from tests.readme_recipes import recipe_sink_options
 
 EVENT_HUBS_REQUEST_LIMIT = 1_046_528
 EVENT_HUBS_LIMITS = {
@@ -37,10 +40,19 @@ EVENT_HUBS_LIMITS = {
 }
 
 
+#: The PLAIN users of README's recipes: Event Hubs' fixed user name with a connection string
+#: (a token here: the fixture's JAAS line and SCRAM setup take no ';' or '='), and a Confluent
+#: Cloud API key with its secret.
+CONNECTION_STRING = "eh-connection-string-secret"
+API_KEY = ("CFLTAPIKEY0001", "cflt-api-secret-0001")
+PLAIN_USERS = {"$ConnectionString": CONNECTION_STRING, API_KEY[0]: API_KEY[1]}
+
+
 @pytest.fixture(scope="module")
 def event_hubs_like() -> Iterator[LocalKafka]:
     yield from running(
-        LocalKafka(nodes=1, broker_config=EVENT_HUBS_LIMITS), "Kafka with Event Hubs' limits"
+        LocalKafka(nodes=1, broker_config=EVENT_HUBS_LIMITS, sasl_users=PLAIN_USERS),
+        "Kafka with Event Hubs' limits",
     )
 
 
@@ -190,3 +202,52 @@ def test_the_largest_record_the_preset_allows_arrives_and_one_above_it_is_refuse
         largest = value[:-200]
         producer.send(topic, largest).get(30)
     assert [r.value for r in read_all(event_hubs_like.bootstrap_servers, topic)] == [largest]
+
+
+def test_the_plain_recipes_of_readme_write_through_a_sasl_listener(
+    event_hubs_like: LocalKafka,
+) -> None:
+    # README's Confluent Cloud API-key and Event Hubs connection-string recipes as the sink
+    # parses them (their presets fill in PLAIN, and $ConnectionString as the Event Hubs user),
+    # with only the host, the secrets and the protocol (no TLS here) put in.
+    servers = event_hubs_like.sasl_bootstrap_servers
+    confluent = recipe_sink_options(
+        "Confluent Cloud with an API key",
+        {
+            "kafka.bootstrap.servers": servers,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.username": API_KEY[0],
+            "kafka.sasl.password": API_KEY[1],
+        },
+    )
+    event_hubs = recipe_sink_options(
+        "Azure Event Hubs with a connection string",
+        {
+            "kafka.bootstrap.servers": servers,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.password": CONNECTION_STRING,
+        },
+    )
+    assert confluent.producer_config["sasl.mechanism"] == "PLAIN"
+    assert event_hubs.producer_config["sasl.mechanism"] == "PLAIN"
+    assert event_hubs.producer_config["sasl.username"] == "$ConnectionString"
+    assert confluent.topic == event_hubs.topic
+    topic = _topic(event_hubs_like, confluent.topic)
+    for options, value in (
+        (confluent, b"with an api key"),
+        (event_hubs, b"with a connection string"),
+    ):
+        with KafkaProducer(options.producer_config) as producer:
+            producer.send(topic, value).get(30)
+    values = [r.value for r in read_all(event_hubs_like.bootstrap_servers, topic, expected=2)]
+    assert values == [b"with an api key", b"with a connection string"]
+    wrong = recipe_sink_options(
+        "Azure Event Hubs with a connection string",
+        {
+            "kafka.bootstrap.servers": servers,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.password": "not-the-connection-string",
+        },
+    )
+    with KafkaProducer(wrong.producer_config) as producer, pytest.raises(SaslAuthenticationError):
+        producer.send(topic, b"refused").get(30)
