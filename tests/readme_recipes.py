@@ -78,7 +78,12 @@ REPLACEABLE = frozenset(
 
 
 def recipe_sink_options(opening: str, replace: Mapping[str, str]) -> SinkOptions:
-    """The recipe's options with ``replace`` put in, parsed as the sink parses them.
+    """The recipe's options with ``replace`` put in, parsed as the sink parses them."""
+    return SinkOptions.from_options(recipe_run_options(opening, replace))
+
+
+def recipe_run_options(opening: str, replace: Mapping[str, str]) -> dict[str, str]:
+    """The recipe's options with ``replace`` put in: what a run here passes to ``.options()``.
 
     Only :data:`REPLACEABLE` keys are replaced; every value the recipe leaves to its user (a
     variable) must be among them, and everything else stays as README writes it.
@@ -96,4 +101,4 @@ def recipe_sink_options(opening: str, replace: Mapping[str, str]) -> SinkOptions
         raise ValueError(f"the recipe does not set {sorted(added)}")
     merged = {key: replace.get(key, value) for key, value in options}
     merged.update(replace)
-    return SinkOptions.from_options({k: v for k, v in merged.items() if v is not None})
+    return {k: v for k, v in merged.items() if v is not None}
