@@ -187,7 +187,7 @@ def test_batches_filling_the_allowed_maximum_across_many_partitions_are_not_cut_
     assert [r.value for r in records] == values
 
 
-def test_the_largest_record_the_preset_allows_arrives_and_one_above_it_is_refused(
+def test_a_record_whose_batch_alone_fills_the_ceiling_is_refused_and_a_smaller_one_arrives(
     event_hubs_like: LocalKafka,
 ) -> None:
     topic = _topic(event_hubs_like, "eh-ceiling-record")
