@@ -3,7 +3,8 @@
 Every Produce version this client sends (3-12), short and long client ids, transactional ids
 and topic names, one and many partitions and topics, small and large record batches: the
 encoded request (after its size prefix, as the broker counts socket.request.max.bytes) is never
-larger than the counted size. A one-record drain test shows the accumulator counting it.
+larger than the counted size, and a lone batch's request fits its single-partition framing.
+(The accumulator's drain counting it: ``test_accumulator.py``.)
 """
 
 from __future__ import annotations
