@@ -17,8 +17,10 @@ service needs before the config is parsed:
   ``OAUTHBEARER`` with Entra ID (the ``azure`` provider unless a token endpoint or another
   provider is set; the scope defaults to ``https://<namespace host>/.default``). Its limits:
   ``max.request.size`` at most 1,046,528 (the service closes the connection on a bigger request;
-  default lowered to 1,000,000), ``connections.max.idle.ms`` and ``metadata.max.age.ms`` below
-  240,000 (it drops connections idle that long; both default to 180,000).
+  default lowered to 1,000,000; the producer counts a request's own framing with its batches,
+  ``producer/framing.py``, so at that setting no request exceeds the service's limit),
+  ``connections.max.idle.ms`` and ``metadata.max.age.ms`` below 240,000 (it drops connections
+  idle that long; both default to 180,000).
 - ``google`` (Google Cloud Managed Service for Apache Kafka): ``SASL_SSL``, ``OAUTHBEARER`` with
   the ``google`` provider (Application Default Credentials), or ``PLAIN`` with a service
   account's e-mail and key; port 9092.

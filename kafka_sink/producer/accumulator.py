@@ -17,7 +17,8 @@ Theory of operation (Java's RecordAccumulator, simplified to one lock):
 - ``ready`` (sender thread) says which leader nodes have something to send: a partition is
   sendable when its head batch is full, has lingered ``linger.ms`` (or, for a retry, waited its
   backoff), or when memory is exhausted, a flush is in progress or the producer is closing.
-- ``drain`` takes at most one batch per partition per node, up to ``max.request.size``, stamps
+- ``drain`` takes at most one batch per partition per node, up to ``max.request.size`` counted
+  over the whole request (the batches and the request's framing, ``framing.py``), stamps
   producer id / epoch / sequence (idempotence) and hands the batches to the sender.
 - ``reenqueue`` puts a batch that will be retried back at the head of its deque (with
   idempotence: in sequence order, behind retries with lower sequences).
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kafka_sink.errors import BufferExhaustedError, KafkaTimeoutError, ProducerClosedError
 from kafka_sink.producer.batch import ProducerBatch
+from kafka_sink.producer.framing import PARTITION_FRAMING, topic_framing
 from kafka_sink.producer.futures import FutureRecordMetadata
 from kafka_sink.records.batch import RecordBatchBuilder, SealedBatch, estimate_record_size
 from kafka_sink.records.compression import CompressionType
@@ -334,11 +336,19 @@ class RecordAccumulator:
         max_request_size: int,
         now_ms: int,
         transaction_manager: TransactionManager | None = None,
+        *,
+        request_framing: int = 0,
     ) -> dict[int, list[ProducerBatch]]:
-        """Take at most one batch per partition for each node, within max_request_size."""
+        """Take at most one batch per partition for each node, within max_request_size.
+
+        A node's request counts ``request_framing`` once, each of its topics' framing once and
+        each batch's partition entry besides the batch (``framing.py``): the whole request, as
+        the broker counts it against its ``socket.request.max.bytes``.
+        """
         wanted = set(nodes)
         out: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
+        topics: dict[int, set[str]] = {}
         with self._lock:
             items = [(tp, dq) for tp, dq in self._batches.items() if dq]
             if not items:
@@ -356,11 +366,14 @@ class RecordAccumulator:
                 first = dq[0]
                 if first.attempts > 0 and now_ms < first.next_attempt_ms:
                     continue
-                size = sizes.get(node_id, 0)
-                batch_size = first.estimated_size_bytes()
+                size = sizes.get(node_id, request_framing)
+                request_topics = topics.setdefault(node_id, set())
+                batch_size = first.estimated_size_bytes() + PARTITION_FRAMING
+                if tp[0] not in request_topics:
+                    batch_size += topic_framing(tp[0])
                 # A single batch above max.request.size still goes alone (compression can
                 # make the estimate pessimistic); it is never split across requests.
-                if size and size + batch_size > max_request_size:
+                if request_topics and size + batch_size > max_request_size:
                     continue
                 if transaction_manager is not None and not transaction_manager.prepare_drain(first):
                     continue
@@ -371,6 +384,7 @@ class RecordAccumulator:
                 if transaction_manager is not None:
                     transaction_manager.stamp(first)
                 sizes[node_id] = size + batch_size
+                request_topics.add(tp[0])
                 out.setdefault(node_id, []).append(first)
         return out
 

@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_sink.errors import RecordTooLargeError
+from kafka_sink.producer.framing import PARTITION_FRAMING, topic_framing
 from kafka_sink.producer.futures import BulkSendFuture
 from kafka_sink.producer.partitioner import BuiltInPartitioner, partitions_with_leader
 from kafka_sink.records.arrow import (
@@ -258,13 +259,17 @@ def check_record_sizes(
     *,
     max_request_size: int,
     buffer_memory: int,
+    request_framing: int = 0,
 ) -> None:
     """Refuse the call if one record is larger than max.request.size or buffer.memory.
 
-    The bound is the record's uncompressed size in a batch of its own, as ``send()`` (and
-    Java) check it; computed window by window so no whole-call per-row array is built.
+    The bound is the record's uncompressed size in a batch of its own, as ``send()`` checks
+    it: for max.request.size in a request of its own, ``request_framing`` (what every request
+    carries, ``framing.py``) and this topic's and one partition's framing included; computed
+    window by window so no whole-call per-row array is built.
     """
-    limit = min(max_request_size, buffer_memory)
+    framing = request_framing + topic_framing(topic) + PARTITION_FRAMING
+    limit = min(max_request_size - framing, buffer_memory)
     header_sizes: _I64 | None = None
     if columns.headers is not None and any(columns.headers):
         header_sizes = np.fromiter(
@@ -292,9 +297,11 @@ def check_record_sizes(
         size = int(sizes[row])
         name, bound = (
             ("max.request.size", max_request_size)
-            if size > max_request_size
+            if size + framing > max_request_size
             else ("buffer.memory", buffer_memory)
         )
+        if name == "max.request.size":
+            size += framing  # the request it would need
         raise RecordTooLargeInColumnsError(topic, start + row, size, name, bound)
 
 
@@ -345,6 +352,7 @@ class BulkAppender:
         max_block_ms: int,
         max_request_size: int,
         ignore_keys: bool,
+        request_framing: int = 0,
         wakeup: Callable[[], None],
         custom_partitioner: CustomPartitioner | None = None,
     ) -> None:
@@ -357,6 +365,7 @@ class BulkAppender:
         self._compression_level = accumulator.compression_level
         self._max_block_ms = max_block_ms
         self._max_request_size = max_request_size
+        self._request_framing = request_framing
         self._buffer_memory = accumulator.buffer_memory
         self._ignore_keys = ignore_keys
         self._wakeup = wakeup
@@ -393,6 +402,7 @@ class BulkAppender:
             windows,
             max_request_size=self._max_request_size,
             buffer_memory=self._buffer_memory,
+            request_framing=self._request_framing,
         )
         estimator = self._ratio_estimators.get(topic)
         if estimator is None:

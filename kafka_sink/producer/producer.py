@@ -73,6 +73,7 @@ from kafka_sink.producer.accumulator import RecordAccumulator
 from kafka_sink.producer.bulk import BulkAppender, bulk_columns
 from kafka_sink.producer.bulk_plugins import intercept_and_serialize
 from kafka_sink.producer.config import ProducerConfig
+from kafka_sink.producer.framing import PARTITION_FRAMING, request_framing, topic_framing
 from kafka_sink.producer.futures import (
     BulkSendFuture,
     Callback,
@@ -130,6 +131,9 @@ _SNAPSHOT_EVERY = 1024
 
 # Per-record bytes beyond key and value, as an upper bound (the builder's varint overhead).
 _RECORD_OVERHEAD = 21 + 10
+# A topic's entry in a ProduceRequest, at Kafka's longest topic name (249 characters, ASCII),
+# and one partition's: records below the fast path's threshold fit a request however named.
+_LONGEST_TOPIC_FRAMING = topic_framing("t" * 249) + PARTITION_FRAMING
 
 
 def _as_headers(headers: object) -> list[tuple[str, bytes | None]]:
@@ -253,6 +257,8 @@ class KafkaProducer:
         self._txn: TransactionManager | None = (
             self._transaction_manager if cfg.transactional_id is not None else None
         )
+        # max.request.size bounds the whole request, its framing included (framing.py).
+        self._request_framing = request_framing(self.client_id, cfg.transactional_id)
         self._sender = Sender(
             accumulator=self._accumulator,
             metadata=self._metadata,
@@ -264,6 +270,7 @@ class KafkaProducer:
             request_timeout_ms=cfg.request_timeout_ms,
             delivery_timeout_ms=cfg.delivery_timeout_ms,
             max_request_size=cfg.max_request_size,
+            request_framing=self._request_framing,
             max_in_flight=cfg.max_in_flight,
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
@@ -276,7 +283,12 @@ class KafkaProducer:
         self._max_block_ms = cfg.max_block_ms
         # Records above this many key+value bytes get the exact size check.
         self._size_check_threshold = (
-            min(cfg.max_request_size, cfg.buffer_memory) - BATCH_HEADER_SIZE - _RECORD_OVERHEAD
+            min(
+                cfg.max_request_size - self._request_framing - _LONGEST_TOPIC_FRAMING,
+                cfg.buffer_memory,
+            )
+            - BATCH_HEADER_SIZE
+            - _RECORD_OVERHEAD
         )
         self._bulk = BulkAppender(
             accumulator=self._accumulator,
@@ -284,6 +296,7 @@ class KafkaProducer:
             clock=self._clock,
             max_block_ms=cfg.max_block_ms,
             max_request_size=cfg.max_request_size,
+            request_framing=self._request_framing,
             ignore_keys=cfg.partitioner_ignore_keys,
             wakeup=self._network.wakeup,
             custom_partitioner=self._custom_partitioner,
@@ -648,9 +661,12 @@ class KafkaProducer:
     ) -> None:
         size = estimate_record_size(key, value, headers) + BATCH_HEADER_SIZE
         cfg = self.config
-        if size > cfg.max_request_size:
+        # Alone in a request, the record still needs the request's framing around its batch.
+        in_request = size + self._request_framing + topic_framing(topic) + PARTITION_FRAMING
+        if in_request > cfg.max_request_size:
             raise RecordTooLargeError(
-                f"record for {topic}-{partition} is {size} bytes when serialized, larger than "
+                f"record for {topic}-{partition} is {size} bytes when serialized, and a request "
+                f"carrying it {in_request} bytes, larger than "
                 f"max.request.size={cfg.max_request_size}. Fix: raise max.request.size and the "
                 "topic's max.message.bytes with it, or send smaller records"
             )

@@ -135,6 +135,7 @@ class Sender:
         request_timeout_ms: int = 30000,
         delivery_timeout_ms: int = 120000,
         max_request_size: int = 1048576,
+        request_framing: int = 0,
         max_in_flight: int = 5,
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
@@ -153,6 +154,8 @@ class Sender:
         self.request_timeout_ms = request_timeout_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         self.max_request_size = max_request_size
+        # What every ProduceRequest carries besides its topics (framing.py): counted in drain.
+        self.request_framing = request_framing
         self.max_in_flight = max_in_flight
         self.guarantee_message_order = max_in_flight == 1
         self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, rng=rng)
@@ -382,7 +385,14 @@ class Sender:
         if tm is not None and (not tm.has_producer_id() or tm.fatal_error is not None):
             ready_nodes = []
         drained = (
-            acc.drain(cluster, ready_nodes, self.max_request_size, now_ms, tm)
+            acc.drain(
+                cluster,
+                ready_nodes,
+                self.max_request_size,
+                now_ms,
+                tm,
+                request_framing=self.request_framing,
+            )
             if ready_nodes
             else {}
         )

@@ -3,9 +3,12 @@
 The producer and the admin client's topic log write and read through the OAUTHBEARER listener;
 an independent consumer (kafka-python, on the PLAINTEXT listener) reads back. Refused tokens and
 refused credentials fail within seconds with the broker's or the endpoint's words and no secret.
-The slow test runs 20 s tokens under a broker granting 10 s sessions (KIP-368) for five token
-lifetimes, with an idle gap longer than a lifetime, re-authenticating in-band on the one
-connection it opened (the same TCP connection from start to end, seen from the operating system).
+README's Confluent Cloud OAuth recipe, parsed by the sink, writes through a broker that requires
+its SASL extensions and records them; its Event Hubs Entra ID recipe (app secret form) writes
+through the listener with the namespace's default scope. The slow test runs 20 s tokens under a
+broker granting 10 s sessions (KIP-368) for five token lifetimes, with an idle gap longer than a
+lifetime, re-authenticating in-band on the one connection it opened (the same TCP connection from
+start to end, seen from the operating system).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from kafka_sink.testing.oidc import LocalOidc
 from kafka_sink.testing.oracle import create_topic, read_all
 from tests.conftest import OAUTH_CLIENT, running
 from tests.oauth_support import ClientCredentials, FixedToken
+from tests.readme_recipes import recipe_options, recipe_sink_options
 
 pytestmark = pytest.mark.broker
 
@@ -242,11 +246,19 @@ def test_an_unreachable_endpoint_fails_after_bounded_retries_naming_it(
     assert fetched_by_the_failed_login == 5
 
 
+CONFLUENT_OAUTH = "Confluent Cloud with OAuth"
+#: The extensions README's Confluent Cloud OAuth recipe sends: what the broker below requires.
+CONFLUENT_EXTENSIONS = dict(
+    pair.split("=", 1)
+    for pair in str(
+        dict(recipe_options(CONFLUENT_OAUTH))["kafka.sasl.oauthbearer.extensions"]
+    ).split(",")
+)
+
+
 @pytest.fixture(scope="module")
 def extension_kafka(oidc: LocalOidc) -> Iterator[LocalKafka]:
-    listener = oidc.broker_listener(
-        required_extensions={"logicalCluster": "lkc-abc123", "identityPoolId": "pool-Xy1"}
-    )
+    listener = oidc.broker_listener(required_extensions=CONFLUENT_EXTENSIONS)
     yield from running(LocalKafka(oauth=listener), "Kafka checking SASL extensions")
 
 
@@ -254,11 +266,12 @@ def test_sasl_extensions_reach_the_broker_and_wrong_ones_are_refused(
     oidc: LocalOidc, extension_kafka: LocalKafka
 ) -> None:
     create_topic(extension_kafka.bootstrap_servers, "oauth-extensions")
-    wanted = {"logicalCluster": "lkc-abc123", "identityPoolId": "pool-Xy1"}
+    wanted = dict(CONFLUENT_EXTENSIONS)
     source = ClientCredentials(oidc.token_endpoint_url, *OAUTH_CLIENT, extensions=wanted)
+    before = len(extension_kafka.received_extensions())
     with KafkaProducer(_settings(extension_kafka.oauth_bootstrap_servers, source)) as producer:
         producer.send("oauth-extensions", b"with extensions").get(30)
-    assert extension_kafka.received_extensions()[0] == wanted
+    assert extension_kafka.received_extensions()[before] == wanted
     wrong = ClientCredentials(
         oidc.token_endpoint_url, *OAUTH_CLIENT, extensions={**wanted, "logicalCluster": "lkc-0"}
     )
@@ -269,6 +282,59 @@ def test_sasl_extensions_reach_the_broker_and_wrong_ones_are_refused(
     assert extension_kafka.received_extensions()[-1]["logicalCluster"] == "lkc-0"
     records = read_all(extension_kafka.bootstrap_servers, "oauth-extensions", expected=1)
     assert [r.value for r in records] == [b"with extensions"]
+
+
+def test_the_confluent_cloud_oauth_recipe_carries_its_extensions_to_the_broker(
+    oidc: LocalOidc, extension_kafka: LocalKafka
+) -> None:
+    # README's recipe as the sink parses it (preset confluent-cloud, its extensions list), with
+    # only the addresses, the client and its secret put in (and no TLS on this listener).
+    options = recipe_sink_options(
+        CONFLUENT_OAUTH,
+        {
+            "kafka.bootstrap.servers": extension_kafka.oauth_bootstrap_servers,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.oauthbearer.token.endpoint.url": oidc.token_endpoint_url,
+            "kafka.sasl.oauthbearer.client.credentials.client.id": OAUTH_CLIENT[0],
+            "kafka.sasl.oauthbearer.client.credentials.client.secret": OAUTH_CLIENT[1],
+        },
+    )
+    assert options.producer_config["sasl.mechanism"] == "OAUTHBEARER"
+    create_topic(extension_kafka.bootstrap_servers, options.topic)
+    before = len(extension_kafka.received_extensions())
+    with KafkaProducer(options.producer_config) as producer:
+        producer.send(options.topic, b"from the recipe").get(30)
+    received = extension_kafka.received_extensions()[before:]
+    assert received
+    assert all(extensions == CONFLUENT_EXTENSIONS for extensions in received)
+    records = read_all(extension_kafka.bootstrap_servers, options.topic, expected=1)
+    assert [r.value for r in records] == [b"from the recipe"]
+
+
+def test_the_event_hubs_entra_id_recipe_with_an_app_secret_writes_through_the_listener(
+    oidc: LocalOidc, oauth_kafka: LocalKafka
+) -> None:
+    # README's Entra ID recipe in its app-registration form (a token endpoint, the app's id and
+    # secret): the event-hubs preset asks for the namespace's .default scope. The other form,
+    # the azure provider, needs Azure's identity and is proven with its library's test doubles.
+    options = recipe_sink_options(
+        "Azure Event Hubs with Entra ID",
+        {
+            "kafka.bootstrap.servers": oauth_kafka.oauth_bootstrap_servers,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.oauthbearer.token.endpoint.url": oidc.token_endpoint_url,
+            "kafka.sasl.oauthbearer.client.credentials.client.id": OAUTH_CLIENT[0],
+            "kafka.sasl.oauthbearer.client.credentials.client.secret": OAUTH_CLIENT[1],
+        },
+    )
+    create_topic(oauth_kafka.bootstrap_servers, "eh-entra-recipe")
+    asked = len(oidc.requests)
+    with KafkaProducer(options.producer_config) as producer:
+        producer.send("eh-entra-recipe", b"from the recipe").get(30)
+    scopes = {request.scope for request in oidc.requests[asked:]}
+    assert scopes == {"https://127.0.0.1/.default"}
+    records = read_all(oauth_kafka.bootstrap_servers, "eh-entra-recipe", expected=1)
+    assert [r.value for r in records] == [b"from the recipe"]
 
 
 def test_java_style_client_credentials_settings_write_through_the_listener(

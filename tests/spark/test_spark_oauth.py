@@ -4,14 +4,17 @@ the endpoint's JWKS), with the options of README's self-run OIDC recipe.
 
 - Batch and streaming writes, at-least-once and exactly-once, read back by an independent
   consumer (kafka-python) on the broker's second, PLAINTEXT listener: every row, and with
-  exactly-once every row once (read_committed).
+  exactly-once every row once (read_committed). README's Event Hubs Entra ID recipe (app secret)
+  writes a batch through the same listener, asking the namespace's ``.default`` scope.
 - A wrong client secret, a wrong audience and an unreachable token endpoint are refused on the
   driver in seconds, before any task runs, naming the endpoint; the secret appears in no error
   and no output.
 - (slow) Tokens of 20 s and a broker session lifetime of 15 s (``connections.max.reauth.ms``): a
   streaming exactly-once query runs through more than five token lifetimes with idle gaps, every
-  row once and no failed batch; with the token endpoint down for one lifetime it recovers once
-  the endpoint is back (or fails naming it: never a silent stall).
+  row once and no failed or retried task (Spark's status tracker); with the token endpoint down
+  for one lifetime it recovers once the endpoint is back, every row once, or fails naming the
+  endpoint and not the secret, with every row of the batches committed before it read once
+  (never a silent stall). Which of the two happened is recorded as the test's ``outcome``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from kafka_sink.testing.local_kafka import LocalKafka
 from kafka_sink.testing.oidc import LocalOidc
 from kafka_sink.testing.oracle import create_topic, read_all
 from tests.conftest import OAUTH_CLIENT, running
-from tests.readme_recipes import recipe_options
+from tests.readme_recipes import recipe_options, recipe_run_options
 
 RECIPE = "A self-run cluster with an OIDC provider"
 SECRET_FOR_REFUSALS = "refused-secret-Zq81"
@@ -96,6 +99,31 @@ def test_writes_through_oauthbearer_are_read_back(
     assert set(counts) == set(range(total))
     if guarantee == "exactly-once":
         assert all(c == 1 for c in counts.values())
+
+
+def test_the_event_hubs_entra_id_recipe_writes_a_batch(
+    spark: Any, oauth_kafka: LocalKafka, oidc: LocalOidc
+) -> None:
+    # README's Entra ID recipe (app-registration form) as a Spark write: the event-hubs preset
+    # applied by the sink on the driver and in the executors, the namespace's scope asked.
+    options = recipe_run_options(
+        "Azure Event Hubs with Entra ID",
+        {
+            "kafka.bootstrap.servers": oauth_kafka.oauth_bootstrap_servers,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.oauthbearer.token.endpoint.url": oidc.token_endpoint_url,
+            "kafka.sasl.oauthbearer.client.credentials.client.id": OAUTH_CLIENT[0],
+            "kafka.sasl.oauthbearer.client.credentials.client.secret": OAUTH_CLIENT[1],
+        },
+    )
+    # The recipe's topic, made unique to this run (the broker is the session's).
+    options["topic"] = _topic(oauth_kafka, _unique(options["topic"]))
+    asked = len(oidc.requests)
+    df = spark.range(200).selectExpr("CAST(id AS STRING) AS value")
+    df.write.format("pykafka").mode("append").options(**options).save()
+    assert {r.scope for r in oidc.requests[asked:]} == {"https://127.0.0.1/.default"}
+    records = read_all(oauth_kafka.bootstrap_servers, options["topic"], expected=200)
+    assert sorted(int(r.value) for r in records) == list(range(200))
 
 
 def _refused(spark: Any, options: dict[str, str], capfd: pytest.CaptureFixture[str]) -> str:
@@ -242,6 +270,41 @@ def _run_through_lifetimes(
     return query, files * ids_per_file, topic, back_at
 
 
+def _task_failures(spark: Any, query: Any) -> tuple[int, int]:
+    """(jobs the query ran, failed jobs + failed task attempts + stage re-attempts) from Spark's
+    status tracker: a streaming query's jobs are in the job group of its run id."""
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(query.runId)
+    failures = 0
+    for job_id in jobs:
+        job = tracker.getJobInfo(job_id)
+        if job is None:
+            continue
+        failures += int(job.status == "FAILED")
+        for stage_id in job.stageIds:
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                failures += stage.numFailedTasks + stage.currentAttemptId
+    return len(jobs), failures
+
+
+def _committed_ids(checkpoint: Path) -> set[int]:
+    """The ids of the input files in the batches the query committed (its checkpoint's commit
+    log and file-source log; a file ``f<n>.json`` holds ids ``n*50 .. n*50+49``)."""
+    committed = {int(f.name) for f in (checkpoint / "commits").iterdir() if f.name.isdigit()}
+    ids: set[int] = set()
+    # Batch files and the compacted ones (every 10th batch): each entry names its batch.
+    for log in (checkpoint / "sources" / "0").iterdir():
+        if log.name.startswith("."):
+            continue
+        for line in log.read_text("utf-8").splitlines()[1:]:
+            entry = json.loads(line)
+            if entry["batchId"] in committed:
+                n = int(Path(entry["path"]).name.removeprefix("f").removesuffix(".json"))
+                ids.update(range(n * 50, (n + 1) * 50))
+    return ids
+
+
 @pytest.mark.slow
 def test_a_streaming_query_outlives_five_token_lifetimes_every_row_once(
     spark: Any, short_kafka: LocalKafka, short_oidc: LocalOidc, tmp_path: Path
@@ -251,6 +314,11 @@ def test_a_streaming_query_outlives_five_token_lifetimes_every_row_once(
         spark, short_kafka, short_oidc, tmp_path, endpoint_down_at=None
     )
     assert query.exception() is None
+    # No batch failed, and none succeeded only on a retry: no failed task attempt, no stage
+    # re-attempt (local[2,2] would retry a task once).
+    jobs, failures = _task_failures(spark, query)
+    assert jobs > 0
+    assert failures == 0
     records = read_all(
         short_kafka.bootstrap_servers, topic, expected=total, isolation_level="read_committed"
     )
@@ -262,7 +330,11 @@ def test_a_streaming_query_outlives_five_token_lifetimes_every_row_once(
 
 @pytest.mark.slow
 def test_the_endpoint_down_for_a_lifetime_recovers_or_fails_naming_it(
-    spark: Any, short_kafka: LocalKafka, short_oidc: LocalOidc, tmp_path: Path
+    spark: Any,
+    short_kafka: LocalKafka,
+    short_oidc: LocalOidc,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     try:
         query, total, topic, back_at = _run_through_lifetimes(
@@ -271,10 +343,27 @@ def test_the_endpoint_down_for_a_lifetime_recovers_or_fails_naming_it(
     finally:
         short_oidc.up()
     error = query.exception()
+    outcome = "recovered" if error is None else "failed naming the endpoint"
+    # Which of the two this run took, in the test's report (its user properties) and output.
+    request.node.user_properties.append(("outcome", outcome))
+    print(f"endpoint down for a token lifetime: {outcome}")
     if error is not None:
-        # A driver-side step that needed a token while the endpoint was down: a clear failure.
-        assert short_oidc.token_endpoint_url in str(error)
-        assert "unreachable" in str(error)
+        # A driver-side step that needed a token while the endpoint was down: a clear failure,
+        # naming the endpoint and never the secret.
+        text = str(error)
+        assert short_oidc.token_endpoint_url in text
+        assert "unreachable" in text
+        assert OAUTH_CLIENT[1] not in text
+        # Every row of the batches committed before the failure is there once (exactly-once);
+        # a batch whose transaction committed while Spark's commit was not yet written may be
+        # there too, whole and once, never part of one.
+        committed = _committed_ids(tmp_path / "cp")
+        records = read_all(short_kafka.bootstrap_servers, topic, isolation_level="read_committed")
+        counts = Counter(int(r.value) for r in records)
+        assert all(c == 1 for c in counts.values())
+        assert committed <= set(counts)
+        files = {i // 50 for i in counts}
+        assert set(counts) == {i for n in files for i in range(n * 50, (n + 1) * 50)}
         return
     # The logins kept trying while it was down and had tokens again once it was back.
     assert len(short_oidc.requests) > back_at > 0

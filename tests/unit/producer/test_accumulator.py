@@ -10,6 +10,7 @@ import pytest
 from kafka_sink.clock import ManualClock
 from kafka_sink.errors import BufferExhaustedError, KafkaTimeoutError, ProducerClosedError
 from kafka_sink.producer.accumulator import RecordAccumulator
+from kafka_sink.producer.framing import PARTITION_FRAMING, request_framing, topic_framing
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.records.batch import RecordBatchBuilder
 from tests.fakes.producer import FakeMetadata
@@ -68,6 +69,25 @@ def test_drain_respects_max_request_size_but_sends_one_oversized_batch() -> None
     assert len(drained[0]) == 1  # alone, although above max.request.size
     drained = acc.drain(md.cluster, [0], 500, clock.now_ms())
     assert len(drained[0]) == 1
+
+
+def test_drain_counts_the_request_framing_against_max_request_size() -> None:
+    clock, acc, md = make(linger_ms=0, batch_size=1000)
+    md = FakeMetadata({"t": [0, 0]})
+    append(acc, clock, b"x" * 400, p=0)
+    append(acc, clock, b"x" * 400, p=1)
+    batches = sum(b[0].estimated_size_bytes() for b in acc._batches.values())
+    # Both batches together are exactly max.request.size: the request around them is not.
+    framing = request_framing("client", None)
+    drained = acc.drain(md.cluster, [0], batches, clock.now_ms(), request_framing=framing)
+    assert len(drained[0]) == 1
+    (_second,) = acc.drain(md.cluster, [0], batches, clock.now_ms(), request_framing=framing)[0]
+    # With room for the framing of both (one topic, two partition entries), both go together.
+    room = batches + framing + topic_framing("t") + 2 * PARTITION_FRAMING
+    append(acc, clock, b"x" * 400, p=0)
+    append(acc, clock, b"x" * 400, p=1)
+    drained = acc.drain(md.cluster, [0], room, clock.now_ms(), request_framing=framing)
+    assert len(drained[0]) == 2
 
 
 def test_expiry_fails_from_the_head_only() -> None:
