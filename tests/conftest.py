@@ -15,6 +15,11 @@
 - ``pushgateway`` (session): a ``LocalPushgateway`` (Debian's Prometheus Pushgateway binary,
   fetched by ``make setup``), started only if a test asks for it.
 
+The tests inject their pauses and unreadable markers through the environment
+(``tests/fault_site/fault_env.py``; the package reads no test variable): at start this installs
+them in the pytest process and puts ``tests/fault_site`` first on ``PYTHONPATH``, so every
+process the tests start (child drivers, Spark's JVM and its Python workers) installs them too.
+
 A Kafka or registry that cannot start fails the test (never skips it): a suite that silently
 ran no broker test must not look green. Tests using these fixtures are marked ``broker`` (and
 ``cluster`` for the 3-node one) automatically, as is everything under ``tests/broker`` and
@@ -25,6 +30,7 @@ decorating every test.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -39,6 +45,7 @@ from kafka_sink.testing.local_schema_registry import LocalSchemaRegistry, Schema
 from kafka_sink.testing.oidc import LocalOidc
 from kafka_sink.testing.oracle import create_topic, import_kafka_python
 from kafka_sink.testing.pushgateway import LocalPushgateway, PushgatewayStartError
+from tests.fault_site import fault_env
 
 # Imported once here, with its import-time DeprecationWarnings silenced (see the oracle), so tests
 # can use `from kafka import ...` under filterwarnings=error. Without it (no dev extras) the unit
@@ -62,6 +69,15 @@ _CLUSTER_FIXTURES = {"kafka_cluster", "cluster_topic_factory"}
 
 
 _TESTS_DIR = Path(__file__).resolve().parent
+_FAULT_SITE = _TESTS_DIR / "fault_site"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before any test starts a process (Spark's JVM inherits the environment at its launch).
+    fault_env.install()
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(_FAULT_SITE) not in path:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(_FAULT_SITE), *path])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

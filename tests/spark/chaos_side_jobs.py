@@ -307,7 +307,7 @@ class UnreadableMarker(SideJob):
         self.recorded: str | None = None
 
     def scenario(self) -> None:
-        from kafka_sink.spark.fault_hooks import MARKER_UNREADABLE
+        from tests.fault_site.fault_env import MARKER_UNREADABLE
 
         pause_dir = self.workdir / "pause"
         pause_dir.mkdir()
@@ -399,7 +399,7 @@ class UnreadableMarker(SideJob):
         text = self.paused.text()
         assert self.paused.process.returncode != 0 and not self.paused.done(), text[-3000:]
         assert "SinkCommitOutcomeUnknownError" in text and repr(self.victim) in text, text[-3000:]
-        assert "Nothing is recorded lost" in text and "marker-unreadable" in text, text[-3000:]
+        assert "Nothing is recorded lost" in text and "fault hook" in text, text[-3000:]
         assert self.recorded == "intent", f"{self.label}: the key's record is {self.recorded}"
         assert self.reruns and self.reruns[-1].done(), f"{self.label}: no re-run succeeded:\n{logs}"
         finished = "finished the recorded commit of batch 0"

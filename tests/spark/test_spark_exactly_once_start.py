@@ -21,9 +21,10 @@ from eos_driver import Driver, drop_cut_metadata_writes, wait_for
 from sparkutil import assert_nothing_left_open, stable_offsets
 from weakened import weakened_env
 
-from kafka_sink.spark.fault_hooks import BEFORE_COMMIT, PAUSE_ENV, POINT_ENV
+from kafka_sink.spark.fault_hooks import BEFORE_COMMIT
 from kafka_sink.spark.fault_hooks import STARTED as STARTED_POINT
 from kafka_sink.testing.oracle import end_offsets, read_all
+from tests.fault_site.fault_env import PAUSE_ENV, POINT_ENV
 
 # A fault proof: `-m "not slow"` leaves it out, CI runs it.
 pytestmark = pytest.mark.slow

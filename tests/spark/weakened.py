@@ -7,7 +7,9 @@ on the executors) gets :func:`weakened_env`: it writes a ``sitecustomize.py`` in
 of the test's own and returns the environment with that directory first on ``PYTHONPATH``.
 Every Python process started with it (and Spark's workers, which inherit ``PYTHONPATH``; an
 executor through ``spark.executorEnv.PYTHONPATH``) installs the weaker ``Safeguards`` as the
-interpreter starts, before Spark imports the sink.
+interpreter starts, before Spark imports the sink. That file shadows the ``sitecustomize.py`` of
+``tests/fault_site`` (the environment's pauses and unreadable markers), so it installs those
+too, and the directory of the latter stays on the path after the test's own.
 
 Invariants: only the directory a test names holds the file, so no other process is weakened;
 the safeguards named are left out, every other one stays on.
@@ -24,12 +26,17 @@ from kafka_sink.spark.fault_hooks import Safeguards
 
 __all__ = ["weakened_env"]
 
-_SITECUSTOMIZE = '''"""Test-only: leaves out {left_out} in this process (weakened.py)."""
+_SITECUSTOMIZE = '''"""Test-only: leaves out {left_out} in this process (weakened.py). It
+shadows the sitecustomize.py of tests/fault_site, so it installs the environment's faults too."""
 
+import fault_env
 from kafka_sink.spark import fault_hooks
 
 fault_hooks.safeguards = fault_hooks.Safeguards({arguments})
+fault_env.install_if_asked()
 '''
+
+_FAULT_SITE = str(Path(__file__).resolve().parents[1] / "fault_site")
 
 
 def weakened_env(env: Mapping[str, str], directory: Path, **left_out: bool) -> dict[str, str]:
@@ -45,6 +52,7 @@ def weakened_env(env: Mapping[str, str], directory: Path, **left_out: bool) -> d
         encoding="utf-8",
     )
     weakened = dict(env)
-    path = [str(directory), *filter(None, [weakened.get("PYTHONPATH")])]
+    rest = [p for p in weakened.get("PYTHONPATH", "").split(os.pathsep) if p and p != _FAULT_SITE]
+    path = [str(directory), _FAULT_SITE, *rest]
     weakened["PYTHONPATH"] = os.pathsep.join(path)
     return weakened

@@ -20,7 +20,7 @@ Invariants:
   principal lacks READ on the topic, retention removed it, a leader that stays behind it, no
   first offsets recorded) is unknown, never lost and never committed.
 - The test-only hook ``fault_hooks.marker_unreadable`` makes every read of :func:`marker_reader`
-  fail as an unreadable marker (unknown); unset, it costs one environment lookup a read.
+  fail as an unreadable marker (unknown); its default (any real deployment) fails none.
 - Without an ``outcome`` reader (ops that cannot read partitions: some tests) a refused commit
   is lost, as the coordinator's refusal says.
 """
@@ -34,7 +34,7 @@ from typing import Generic, TypeVar
 
 from kafka_sink.errors import KafkaError, TransactionLostError
 from kafka_sink.prepared import PreparedTransaction, TopicPartition
-from kafka_sink.spark.fault_hooks import MARKER_UNREADABLE, PAUSE_ENV, marker_unreadable
+from kafka_sink.spark.fault_hooks import marker_unreadable
 
 __all__ = ["OutcomeReader", "Settled", "marker_reader", "settle_lost"]
 
@@ -68,7 +68,7 @@ def marker_reader(config: Mapping[str, object], timeout_s: float | None = None) 
         if marker_unreadable():  # test-only; see fault_hooks
             raise KafkaError(
                 f"the marker of transaction {prepared.transactional_id!r} cannot be read: a "
-                f"test's fault hook denies it (file {MARKER_UNREADABLE!r} in ${PAUSE_ENV})"
+                "test's fault hook (fault_hooks.faults) denies it"
             )
         # Lazy: the driver's workers import this module for every write.
         from kafka_sink.admin.control_records import ControlRecordReader
