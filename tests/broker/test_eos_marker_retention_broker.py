@@ -17,28 +17,21 @@ planning stops the same way, writing nothing. An independent read_committed cons
 
 from __future__ import annotations
 
-import dataclasses
-import subprocess
-import sys
 import uuid
-from collections.abc import Sequence
 
 import pytest
 
-from kafka_sink.admin.transactions import list_transactions
-from kafka_sink.errors import KafkaConnectionError, KafkaError
-from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.sink_errors import SinkCommitOutcomeUnknownError
-from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction, listing_ops
+from kafka_sink.spark.driver.eos.committer import EosCommitter, listing_ops
 from kafka_sink.spark.driver.eos.intents import INTENT, MemoryIntentStore
-from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
-from tests.txn_children import INIT_TRANSACTIONS, OPEN_AND_DIE
-
-
-def _run(script: str, *args: str) -> None:
-    subprocess.run(
-        [sys.executable, "-c", script, *args], check=True, timeout=60, capture_output=True
-    )
+from kafka_sink.testing.oracle import create_topic, import_kafka_python
+from tests.broker.marker_scenarios import (
+    INIT_TRANSACTIONS,
+    commit_answer_lost,
+    open_and_die,
+    run_child,
+    visible,
+)
 
 
 def _delete_up_to_the_end(bootstrap: str, topic: str) -> None:
@@ -58,18 +51,6 @@ def _delete_up_to_the_end(bootstrap: str, topic: str) -> None:
         admin.close()
 
 
-def _visible(bootstrap: str, topic: str) -> list[bytes]:
-    kafka = import_kafka_python()
-    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
-    try:  # a record after the removed ones: reading it proves nothing is held back
-        for partition in (0, 1):
-            producer.send(topic, value=b"after", partition=partition).get(timeout=30)
-    finally:
-        producer.close()
-    records = read_all(bootstrap, topic, isolation_level="read_committed")
-    return sorted(r.value for r in records if r.value is not None)
-
-
 def test_a_refused_commit_whose_marker_retention_removed_is_unknown_never_lost(
     kafka_bootstrap: str,
 ) -> None:
@@ -78,39 +59,15 @@ def test_a_refused_commit_whose_marker_retention_removed_is_unknown_never_lost(
     tid = f"{prefix}-0-0"
     create_topic(kafka_bootstrap, topic, 2)
     config = {"bootstrap.servers": kafka_bootstrap, "max.block.ms": "10000"}
-    _run(OPEN_AND_DIE, kafka_bootstrap, tid, topic)
-    (listing,) = list_transactions(config, tid, timeout=30)
-    task = TaskTransaction(0, listing.prepared(), None, (((topic, 0), 1), ((topic, 1), 1)))
+    open_and_die(kafka_bootstrap, tid, topic)
     store = MemoryIntentStore()
 
-    real = listing_ops(config, 10)
-    calls: list[bool] = []
+    def id_moves_on_and_retention_runs() -> None:
+        run_child(INIT_TRANSACTIONS, kafka_bootstrap, tid)
+        _delete_up_to_the_end(kafka_bootstrap, topic)
 
-    def answer_lost_once(
-        handles: Sequence[PreparedTransaction], commit: bool
-    ) -> list[KafkaError | None]:
-        assert real.complete_all is not None
-        out = list(real.complete_all(handles, commit))
-        if not calls:  # applied, the answer never heard; the id moves on, retention runs
-            _run(INIT_TRANSACTIONS, kafka_bootstrap, tid)
-            _delete_up_to_the_end(kafka_bootstrap, topic)
-            out = [KafkaConnectionError("the connection was lost (scripted)")] * len(out)
-        calls.append(commit)
-        return out
-
-    committer = EosCommitter(
-        store,
-        dataclasses.replace(real, complete_all=answer_lost_once),
-        query_key="q",
-        prefix=prefix,
-        sleep_ms=lambda ms: None,
-    )
-    try:
-        with pytest.raises(SinkCommitOutcomeUnknownError) as info:
-            committer.commit(1, [task])
-    finally:
-        committer.close()
-    text = str(info.value)
+    error = commit_answer_lost(config, store, prefix, (tid, topic), id_moves_on_and_retention_runs)
+    text = str(error)
     assert repr(tid) in text and f"{topic}-0" in text, text
     assert "OFFSET_OUT_OF_RANGE" in text or "below the log start offset" in text, text
     assert "retention or compaction removed it" in text, text
@@ -129,4 +86,4 @@ def test_a_refused_commit_whose_marker_retention_removed_is_unknown_never_lost(
     last = store.last("q")
     assert last is not None and last.state == INTENT and "lost" not in last.extra
     # Nothing of the batch was written again: only what was appended after the removal.
-    assert _visible(kafka_bootstrap, topic) == [b"after"] * 2
+    assert visible(kafka_bootstrap, topic) == [b"after"] * 2

@@ -19,23 +19,23 @@ written), and once READ is granted finishes the batch. An independent read_commi
 
 from __future__ import annotations
 
-import dataclasses
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 
-from kafka_sink.admin.transactions import list_transactions
-from kafka_sink.errors import KafkaConnectionError, KafkaError
-from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.sink_errors import SinkCommitOutcomeUnknownError
-from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction, listing_ops
+from kafka_sink.spark.driver.eos.committer import EosCommitter, listing_ops
 from kafka_sink.spark.driver.eos.intents import DONE, INTENT, MemoryIntentStore
 from kafka_sink.testing.local_kafka import KafkaSetupError, KafkaStartError, LocalKafka
-from kafka_sink.testing.oracle import create_topic, import_kafka_python, read_all
-from tests.txn_children import INIT_TRANSACTIONS, OPEN_AND_DIE
+from kafka_sink.testing.oracle import create_topic, import_kafka_python
+from tests.broker.marker_scenarios import (
+    INIT_TRANSACTIONS,
+    commit_answer_lost,
+    open_and_die,
+    run_child,
+    visible,
+)
 
 USERS = {"alice": "alice-secret"}
 
@@ -91,24 +91,6 @@ def _grant(
         admin.close()
 
 
-def _run(script: str, *args: str) -> None:
-    subprocess.run(
-        [sys.executable, "-c", script, *args], check=True, timeout=60, capture_output=True
-    )
-
-
-def _visible(bootstrap: str, topic: str) -> list[bytes]:
-    kafka = import_kafka_python()
-    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
-    try:  # a record after the markers: reading it proves nothing is held back
-        for partition in (0, 1):
-            producer.send(topic, value=b"after", partition=partition).get(timeout=30)
-    finally:
-        producer.close()
-    records = read_all(bootstrap, topic, isolation_level="read_committed")
-    return sorted(r.value for r in records if r.value is not None)
-
-
 def test_a_refused_commit_whose_marker_may_not_be_read_is_unknown_and_finished_once_granted(
     acl_kafka: LocalKafka,
 ) -> None:
@@ -128,41 +110,17 @@ def test_a_refused_commit_whose_marker_may_not_be_read_is_unknown_and_finished_o
         "sasl.password": USERS["alice"],
         "max.block.ms": "10000",
     }
-    _run(OPEN_AND_DIE, plaintext, tid, topic)
-    (listing,) = list_transactions(alice, tid, timeout=30)
-    task = TaskTransaction(0, listing.prepared(), None, (((topic, 0), 1), ((topic, 1), 1)))
+    open_and_die(plaintext, tid, topic)
     store = MemoryIntentStore()
 
     def driver() -> EosCommitter:
         return EosCommitter(store, listing_ops(alice, 10), query_key="q", prefix=prefix)
 
-    real = listing_ops(alice, 10)
-    calls: list[bool] = []
-
-    def answer_lost_once(
-        handles: Sequence[PreparedTransaction], commit: bool
-    ) -> list[KafkaError | None]:
-        assert real.complete_all is not None
-        out = list(real.complete_all(handles, commit))
-        if not calls:  # applied; the answer never heard; then a stale attempt moves the id on
-            _run(INIT_TRANSACTIONS, plaintext, tid)
-            out = [KafkaConnectionError("the connection was lost (scripted)")] * len(out)
-        calls.append(commit)
-        return out
-
-    committer = EosCommitter(
-        store,
-        dataclasses.replace(real, complete_all=answer_lost_once),
-        query_key="q",
-        prefix=prefix,
-        sleep_ms=lambda ms: None,
+    # A stale attempt moves the id on.
+    error = commit_answer_lost(
+        alice, store, prefix, (tid, topic), lambda: run_child(INIT_TRANSACTIONS, plaintext, tid)
     )
-    try:
-        with pytest.raises(SinkCommitOutcomeUnknownError) as info:
-            committer.commit(1, [task])
-    finally:
-        committer.close()
-    text = str(info.value)
+    text = str(error)
     assert repr(tid) in text and f"{topic}-0" in text and "TOPIC_AUTHORIZATION_FAILED" in text
     assert f"--operation Read --topic {topic}" in text
     last = store.last("q")
@@ -186,4 +144,4 @@ def test_a_refused_commit_whose_marker_may_not_be_read_is_unknown_and_finished_o
         restarted.close()
     assert done is not None and done.state == DONE
     rows = [b"after"] * 2 + [b"before"] * 2 + [f"txn-{i}".encode() for i in range(4)]
-    assert _visible(plaintext, topic) == sorted(rows)
+    assert visible(plaintext, topic) == sorted(rows)
