@@ -23,12 +23,24 @@ from kafka_sink.admin.transactions import list_transactions
 from kafka_sink.errors import KafkaConnectionError, KafkaError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.sink_errors import SinkCommitOutcomeUnknownError
-from kafka_sink.spark.driver.eos.committer import EosCommitter, TaskTransaction, listing_ops
+from kafka_sink.spark.driver.eos.committer import (
+    EosCommitter,
+    TaskTransaction,
+    TransactionOps,
+    listing_ops,
+)
 from kafka_sink.spark.driver.eos.intents import MemoryIntentStore
 from kafka_sink.testing.oracle import import_kafka_python, read_all
 from tests.txn_children import INIT_TRANSACTIONS, OPEN_AND_DIE
 
-__all__ = ["INIT_TRANSACTIONS", "commit_answer_lost", "open_and_die", "run_child", "visible"]
+__all__ = [
+    "INIT_TRANSACTIONS",
+    "commit_answer_lost",
+    "open_and_die",
+    "ops_answer_lost_once",
+    "run_child",
+    "visible",
+]
 
 
 def run_child(script: str, *args: str) -> None:
@@ -40,6 +52,28 @@ def run_child(script: str, *args: str) -> None:
 def open_and_die(bootstrap: str, tid: str, topic: str) -> None:
     """A child writes ``tid``'s transaction to partitions 0 and 1 of ``topic`` and dies."""
     run_child(OPEN_AND_DIE, bootstrap, tid, topic)
+
+
+def ops_answer_lost_once(
+    config: Mapping[str, str], after_applied: Callable[[], None], timeout_s: float = 10
+) -> tuple[TransactionOps, list[bool]]:
+    """The real admin client's ops, whose first EndTxn round is applied but answered with a lost
+    connection, ``after_applied`` run in between; and the list of the rounds' commit flags."""
+    real = listing_ops(config, timeout_s)
+    calls: list[bool] = []
+
+    def answer_lost_once(
+        handles: Sequence[PreparedTransaction], commit: bool
+    ) -> list[KafkaError | None]:
+        assert real.complete_all is not None
+        out = list(real.complete_all(handles, commit))
+        if not calls:  # applied; the answer never heard
+            after_applied()
+            out = [KafkaConnectionError("the connection was lost (scripted)")] * len(out)
+        calls.append(commit)
+        return out
+
+    return dataclasses.replace(real, complete_all=answer_lost_once), calls
 
 
 def commit_answer_lost(
@@ -55,23 +89,10 @@ def commit_answer_lost(
     tid, topic = written
     (listing,) = list_transactions(config, tid, timeout=30)
     task = TaskTransaction(0, listing.prepared(), None, (((topic, 0), 1), ((topic, 1), 1)))
-    real = listing_ops(config, 10)
-    calls: list[bool] = []
-
-    def answer_lost_once(
-        handles: Sequence[PreparedTransaction], commit: bool
-    ) -> list[KafkaError | None]:
-        assert real.complete_all is not None
-        out = list(real.complete_all(handles, commit))
-        if not calls:  # applied; the answer never heard
-            after_applied()
-            out = [KafkaConnectionError("the connection was lost (scripted)")] * len(out)
-        calls.append(commit)
-        return out
-
+    ops, _ = ops_answer_lost_once(config, after_applied)
     committer = EosCommitter(
         store,
-        dataclasses.replace(real, complete_all=answer_lost_once),
+        ops,
         query_key="q",
         prefix=prefix,
         sleep_ms=lambda ms: None,

@@ -10,11 +10,10 @@ partitions, and an independent read_committed consumer (kafka-python) agrees.
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import pytest
 
@@ -24,16 +23,16 @@ from kafka_sink.admin.transactions import (
     describe_transactions,
     list_transactions,
 )
-from kafka_sink.errors import KafkaConnectionError, KafkaError, TransactionLostError
+from kafka_sink.errors import TransactionLostError
 from kafka_sink.prepared import PreparedTransaction
 from kafka_sink.spark.driver.eos.committer import (
     COMMITTED,
     EosCommitter,
     TaskTransaction,
-    listing_ops,
 )
 from kafka_sink.spark.driver.eos.intents import DONE, MemoryIntentStore
 from kafka_sink.testing.oracle import import_kafka_python, read_all
+from tests.broker.marker_scenarios import ops_answer_lost_once
 from tests.txn_children import INIT_TRANSACTIONS, OPEN_AND_DIE
 
 TopicFactory = Callable[..., str]
@@ -134,21 +133,9 @@ def test_the_committer_counts_a_commit_whose_answer_was_lost_as_committed(
     prefix = tid.rsplit("-", 1)[0]
     _run(OPEN_AND_DIE, kafka_bootstrap, tid, topic)
     (listing,) = list_transactions(config, tid, timeout=30)
-    real = listing_ops(config, 30)
-    calls: list[bool] = []
-
-    def answer_lost_once(
-        handles: Sequence[PreparedTransaction], commit: bool
-    ) -> list[KafkaError | None]:
-        assert real.complete_all is not None
-        out = list(real.complete_all(handles, commit))
-        if not calls:
-            _run(INIT_TRANSACTIONS, kafka_bootstrap, tid)
-            out = [KafkaConnectionError("the connection was lost (scripted)")] * len(out)
-        calls.append(commit)
-        return out
-
-    ops = dataclasses.replace(real, complete_all=answer_lost_once)
+    ops, calls = ops_answer_lost_once(
+        config, lambda: _run(INIT_TRANSACTIONS, kafka_bootstrap, tid), timeout_s=30
+    )
     store = MemoryIntentStore()
     committer = EosCommitter(store, ops, query_key="q", prefix=prefix, sleep_ms=lambda ms: None)
     task = TaskTransaction(0, listing.prepared(), None, (((topic, 0), 1), ((topic, 1), 1)))
