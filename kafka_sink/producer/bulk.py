@@ -300,19 +300,30 @@ def check_record_sizes(
             if size + framing > max_request_size
             else ("buffer.memory", buffer_memory)
         )
-        if name == "max.request.size":
-            size += framing  # the request it would need
-        raise RecordTooLargeInColumnsError(topic, start + row, size, name, bound)
+        in_request = size + framing if name == "max.request.size" else None
+        raise RecordTooLargeInColumnsError(
+            topic, start + row, size, name, bound, request_size=in_request
+        )
 
 
 class RecordTooLargeInColumnsError(RecordTooLargeError):
     """One row of a ``send_columns`` call can never be sent; none of the call's rows was queued.
 
-    Carries the row's index among the rows given, its size and the setting it exceeds, so a
-    caller that numbers rows its own way (a Spark task) can name it.
+    Carries the row's index among the rows given, its serialized size, the size of a request
+    carrying it alone (for max.request.size, which counts the request's framing too) and the
+    setting it exceeds, so a caller that numbers rows its own way (a Spark task) can name it.
     """
 
-    def __init__(self, topic: str, row: int, size: int, setting: str, limit: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        row: int,
+        size: int,
+        setting: str,
+        limit: int,
+        *,
+        request_size: int | None = None,
+    ) -> None:
         self.topic, self.row, self.size, self.setting, self.limit = (
             topic,
             row,
@@ -320,10 +331,23 @@ class RecordTooLargeInColumnsError(RecordTooLargeError):
             setting,
             limit,
         )
+        self.request_size = request_size
         super().__init__(
-            f"record {row} of the rows given for topic {topic!r} is {size} bytes when "
-            f"serialized, larger than {setting}={limit}; none of them was queued. "
-            f"Fix: {self.fix()}"
+            f"record {row} of the rows given for topic {topic!r} {self.too_large()}; none of "
+            f"them was queued. Fix: {self.fix()}"
+        )
+
+    def too_large(self) -> str:
+        """What is too large: "is N bytes when serialized[, and a request carrying it M bytes],
+        larger than <setting>=<limit>"."""
+        request = (
+            ""
+            if self.request_size is None
+            else f", and a request carrying it {self.request_size} bytes"
+        )
+        return (
+            f"is {self.size} bytes when serialized{request}, larger than "
+            f"{self.setting}={self.limit}"
         )
 
     def fix(self, prefix: str = "") -> str:

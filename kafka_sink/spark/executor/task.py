@@ -957,8 +957,7 @@ def _send(producer: BulkProducer, group: TopicColumns, *, track_rows: bool) -> B
         raise BadRecordError(
             row,
             exc.topic,
-            f"row {row} (topic {exc.topic!r}) is "
-            f"{exc.size} bytes when serialized, larger than {exc.setting}={exc.limit}. "
+            f"row {row} (topic {exc.topic!r}) {exc.too_large()}. "
             f"Fix: {exc.fix(prefix='option kafka.')}",
             code="record_too_large",
             error_class="kafka_sink.errors.RecordTooLargeError",

@@ -23,7 +23,7 @@ from kafka_sink.clock import ManualClock
 from kafka_sink.errors import BufferExhaustedError, ProducerClosedError, RecordTooLargeError
 from kafka_sink.producer import bulk as bulk_module
 from kafka_sink.producer.accumulator import RecordAccumulator
-from kafka_sink.producer.bulk import BulkAppender, bulk_columns
+from kafka_sink.producer.bulk import BulkAppender, RecordTooLargeInColumnsError, bulk_columns
 from kafka_sink.producer.futures import BulkSendFuture, PartitionOffsets
 from kafka_sink.producer.partitioner import BuiltInPartitioner
 from kafka_sink.producer.sender import Sender
@@ -315,6 +315,20 @@ def test_bad_input_queues_nothing_and_carries_no_future() -> None:
     with pytest.raises(ValueError, match="out of range"):
         b.append([b"a", b"b"], partitions=[0, 1])
     assert not b.accumulator.has_incomplete()
+
+
+def test_a_record_too_large_for_a_request_names_its_size_and_the_requests() -> None:
+    """Its serialized size is the record's own; what max.request.size bounds is the request that
+    would carry it alone, framing included: the error gives both, each for what it is."""
+    b = make_bulk(buffer_memory=4 << 20)
+    with pytest.raises(RecordTooLargeInColumnsError) as info:
+        b.append([b"y" * (2 << 20)])
+    error = info.value
+    assert error.request_size is not None and error.size < error.request_size < error.size + 300
+    assert (
+        f"is {error.size} bytes when serialized, and a request carrying it "
+        f"{error.request_size} bytes, larger than max.request.size=1048576"
+    ) in str(error)
 
 
 def test_windows_keep_keyed_placement_and_order(monkeypatch: pytest.MonkeyPatch) -> None:
