@@ -21,6 +21,8 @@ bytes after its size prefix.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 __all__ = ["PARTITION_FRAMING", "request_framing", "single_partition_framing", "topic_framing"]
 
 # A length-prefixed array: int32 (versions 3-8) or an unsigned varint (9+), at most 5 bytes.
@@ -58,8 +60,11 @@ def request_framing(client_id: str | None, transactional_id: str | None) -> int:
     return header + body
 
 
+@lru_cache(maxsize=1024)
 def topic_framing(topic: str) -> int:
-    """One topic's entry: its name, its partition array's length, its tagged fields."""
+    """One topic's entry: its name, its partition array's length, its tagged fields. (Cached:
+    the general ``send()`` path and each drain ask it for the same few topics again and again,
+    and it encodes the name.)"""
     return _string_size(topic) + _ARRAY_LENGTH + 1
 
 
